@@ -94,7 +94,9 @@ def build_tokenizer(kind: VocabKind = "chars"):  # -> tokenizers.Tokenizer (impo
     return tok
 
 
-def write_tiny_model(out_dir: str | Path, spec: TinyModelSpec | None = None, *, overwrite: bool = False) -> Path:
+def write_tiny_model(
+    out_dir: str | Path, spec: TinyModelSpec | None = None, *, overwrite: bool = False
+) -> Path:
     """Write config, float32 safetensors weights, tokenizer, chat template and generation config.
 
     Deterministic: the same spec (seed included) gives byte-identical weight files. Refuses to
@@ -109,7 +111,9 @@ def write_tiny_model(out_dir: str | Path, spec: TinyModelSpec | None = None, *, 
     if spec.head_dim < 32 or spec.head_dim % 16:
         raise ValueError(f"head_dim {spec.head_dim} is not supported by vLLM's CPU attention; use 64")
     if spec.head_dim not in (64, 128):
-        warnings.warn(f"head_dim {spec.head_dim} is untested with vLLM CPU; 64 is known to work", stacklevel=2)
+        warnings.warn(
+            f"head_dim {spec.head_dim} is untested with vLLM CPU; 64 is known to work", stacklevel=2
+        )
     kv_heads = spec.kv_heads or spec.heads
     if spec.heads % kv_heads:
         raise ValueError(f"heads ({spec.heads}) must be a multiple of kv_heads ({kv_heads})")

@@ -210,9 +210,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def _http_json(
-    method: str, url: str, body: Any | None = None, timeout: float = 30.0
-) -> tuple[int, Any]:
+def _http_json(method: str, url: str, body: Any | None = None, timeout: float = 30.0) -> tuple[int, Any]:
     """Tiny stdlib HTTP helper: the serving code must not need the SDK's client (or its event loop)."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method)
@@ -264,7 +262,9 @@ class VLLMServer:
     ) -> None:
         self.model_dir = Path(model_dir).resolve()
         if not (self.model_dir / "config.json").is_file():
-            raise VLLMError(f"{model_dir} is not a model folder (no config.json); make one with `vf model tiny DIR`")
+            raise VLLMError(
+                f"{model_dir} is not a model folder (no config.json); make one with `vf model tiny DIR`"
+            )
         self.host = host
         self.port = port or free_port(host)
         self.max_model_len = max_model_len
@@ -273,7 +273,9 @@ class VLLMServer:
         self.variant: Variant = variant or detect_variant()
         # On CPU this flag is the fraction of RAM that vLLM reserves; its 0.92 default fails there.
         self.gpu_memory_utilization = (
-            gpu_memory_utilization if gpu_memory_utilization is not None else (0.3 if self.variant == "cpu" else None)
+            gpu_memory_utilization
+            if gpu_memory_utilization is not None
+            else (0.3 if self.variant == "cpu" else None)
         )
         self.served_model_name = served_model_name or self.model_dir.name
         self.extra_args = list(extra_args)
@@ -343,7 +345,7 @@ class VLLMServer:
                 fd, name = tempfile.mkstemp(prefix="vllm-", suffix=".log")
                 os.close(fd)
                 self.log_path = Path(name)
-            self._log_handle = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+            self._log_handle = open(self.log_path, "ab")  # closed in stop()
             stdout = self._log_handle
         self._log(f"starting vLLM on {self.base_url} for {self.model_dir}")
         self.process = subprocess.Popen(
