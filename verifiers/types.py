@@ -1,0 +1,364 @@
+"""Data types shared by environments, rubrics, the rollout engine and user code.
+
+Messages and rollout state are plain ``dict`` subclasses on purpose: the classic (OLD) API handed
+environments OpenAI chat dicts, the newer (NEW) API hands them objects with attribute access. A dict
+subclass with attribute access satisfies both (``m["content"]``, ``m.get("content")`` and
+``m.content`` all work), serialises with ``json`` as is, and costs almost nothing to build, which
+matters in the rollout hot path.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from verifiers.clients.response import ModelResponse
+
+__all__ = [
+    "AssistantMessage",
+    "GenerateOutputs",
+    "Message",
+    "Messages",
+    "ModelResponse",
+    "State",
+    "SystemMessage",
+    "ToolCall",
+    "ToolMessage",
+    "UserMessage",
+    "to_message",
+    "to_messages",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # ModelResponse lives next to the code that builds it (verifiers.clients.response); re-exported
+    # lazily so that importing the types does not import the HTTP client package.
+    if name == "ModelResponse":
+        from verifiers.clients.response import ModelResponse
+
+        return ModelResponse
+    raise AttributeError(f"module 'verifiers.types' has no attribute {name!r}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Tool calls and messages
+# ----------------------------------------------------------------------------------------------------
+
+
+class ToolCall(dict):
+    """One tool call of an assistant message, in the OpenAI dict shape.
+
+    ``{"id": ..., "type": "function", "function": {"name": ..., "arguments": "<json>"}}`` as the
+    server sent it, plus ``.id``, ``.name`` and ``.arguments`` (the JSON string) for code written
+    against the NEW API.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        data: Mapping[str, Any] | None = None,
+        *,
+        id: str | None = None,
+        name: str | None = None,
+        arguments: str | Mapping[str, Any] | None = None,
+        type: str = "function",
+    ) -> None:
+        if data is not None:
+            super().__init__(data)
+            fn = self.get("function")
+            if isinstance(fn, Mapping):
+                if builtins.type(fn) is not dict:
+                    self["function"] = dict(fn)
+            elif "name" in self:  # flat {id, name, arguments} shape -> OpenAI shape
+                flat_args = self.pop("arguments", "{}")
+                self["function"] = {"name": self.pop("name"), "arguments": _args_json(flat_args)}
+                self.setdefault("type", "function")
+            return
+        super().__init__(id=id, type=type, function={"name": name, "arguments": _args_json(arguments)})
+
+    @property
+    def id(self) -> str | None:
+        return self.get("id")
+
+    @property
+    def name(self) -> str | None:
+        fn = self.get("function") or {}
+        return fn.get("name")
+
+    @property
+    def arguments(self) -> str:
+        fn = self.get("function") or {}
+        args = fn.get("arguments")
+        return args if isinstance(args, str) else _args_json(args)
+
+    def model_dump(self, **_: Any) -> dict[str, Any]:
+        return {"id": self.get("id"), "type": self.get("type", "function"), "function": dict(self.get("function") or {})}
+
+
+def _args_json(arguments: Any) -> str:
+    if arguments is None:
+        return "{}"
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments)
+
+
+class Message(dict):
+    """A chat message: a dict (OpenAI shape) that also allows attribute access.
+
+    Known fields that are absent read as ``None`` through attribute access (``msg.tool_calls``),
+    like the pydantic models of the NEW API; ``msg["missing"]`` still raises ``KeyError``.
+    """
+
+    __slots__ = ()
+    role_name: ClassVar[str | None] = None
+    _fields: ClassVar[frozenset[str]] = frozenset(
+        {"role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content", "refusal"}
+    )
+
+    def __init__(self, *args: Any, **fields: Any) -> None:
+        data = args[0] if args and isinstance(args[0], Mapping) else None
+        role = fields.get("role") or (data.get("role") if data is not None else None) or self.role_name
+        if role is not None:
+            super().__init__(role=role)
+        else:
+            super().__init__()
+        if data is not None:
+            self.update(data)
+        elif args:
+            self["content"] = args[0]
+        if fields:
+            self.update(fields)
+        if "content" not in self:
+            self["content"] = None if role == "assistant" else ""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            if name in self._fields:
+                return None
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        try:
+            del self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def model_dump(self, exclude_none: bool = False, **_: Any) -> dict[str, Any]:
+        """A plain-dict copy (what pydantic-style NEW code calls)."""
+        out = {}
+        for k, v in self.items():
+            if exclude_none and v is None:
+                continue
+            if k == "tool_calls" and v:
+                v = [dict(tc) for tc in v]
+            out[k] = v
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict.__repr__(self)})"
+
+
+class SystemMessage(Message):
+    __slots__ = ()
+    role_name = "system"
+
+
+class UserMessage(Message):
+    __slots__ = ()
+    role_name = "user"
+
+
+class AssistantMessage(Message):
+    """An assistant turn; ``tool_calls`` items are :class:`ToolCall` objects (dicts too)."""
+
+    __slots__ = ()
+    role_name = "assistant"
+
+    def __init__(self, *args: Any, **fields: Any) -> None:
+        super().__init__(*args, **fields)
+        calls = self.get("tool_calls")
+        if calls:
+            self["tool_calls"] = [c if type(c) is ToolCall else ToolCall(_plain(c)) for c in calls]
+        elif "tool_calls" in self:
+            del self["tool_calls"]
+
+
+class ToolMessage(Message):
+    __slots__ = ()
+    role_name = "tool"
+
+
+_ROLE_CLASSES: dict[str, type[Message]] = {
+    "system": SystemMessage,
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "tool": ToolMessage,
+    "developer": SystemMessage,
+}
+
+Messages = list[Message] | str
+
+
+def _plain(obj: Any) -> Any:
+    """A mapping for pydantic / openai objects (they expose ``model_dump``)."""
+    if isinstance(obj, Mapping):
+        return obj
+    dump = getattr(obj, "model_dump", None)
+    if dump is not None:
+        return dump(exclude_none=True)
+    raise TypeError(f"expected a message dict, got {type(obj).__name__}")
+
+
+def to_message(obj: Any) -> Message:
+    """Wrap a dict / openai message object into the matching :class:`Message` class (no copy when
+    it already is one)."""
+    if isinstance(obj, Message):
+        return obj
+    data = _plain(obj)
+    cls = _ROLE_CLASSES.get(data.get("role", ""), Message)
+    return cls(data)
+
+
+def to_messages(objs: Iterable[Any]) -> list[Message]:
+    return [to_message(m) for m in objs]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Rollout state
+# ----------------------------------------------------------------------------------------------------
+
+
+class State(dict):
+    """The state of one rollout: a dict with attribute access (see docs/contracts.md for the keys)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        try:
+            del self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+# ----------------------------------------------------------------------------------------------------
+# Results
+# ----------------------------------------------------------------------------------------------------
+
+_COLUMNS = ("prompt", "completion", "answer", "task", "info", "reward", "example_id", "error")
+
+
+class GenerateOutputs(dict):
+    """The result of ``evaluate`` / ``generate``: both result shapes of the classic API.
+
+    NEW shape: ``out["outputs"]`` (a sequence with one record per rollout, see contracts.md) and
+    ``out["metadata"]`` (the run summary). OLD shape: column attributes ``out.prompt``,
+    ``out.completion``, ``out.answer``, ``out.state``, ``out.task``, ``out.info``, ``out.reward``
+    (lists, one item per rollout) and ``out.metrics`` (metric name -> list).
+
+    Memory: when results were saved to disk, ``outputs`` is a :class:`verifiers.utils.results.LazyOutputs`
+    that reads records back from ``results.jsonl`` on access (the engine only kept rewards, metrics,
+    errors and usage while running, so a 20,000-rollout run stays small); ``out.state`` then holds the
+    saved records. Without saving, ``outputs`` is a list and ``out.state`` the live rollout states.
+    """
+
+    def __init__(
+        self,
+        outputs: Sequence[dict[str, Any]],
+        metadata: dict[str, Any],
+        states: Sequence[Any] | None = None,
+    ) -> None:
+        super().__init__(outputs=outputs, metadata=metadata)
+        self._states = states
+
+    # dict subclasses with __dict__ need explicit attribute storage; keep states outside the mapping
+    # so ``json.dumps(out)`` writes only outputs + metadata.
+
+    @property
+    def outputs(self) -> Sequence[dict[str, Any]]:
+        return self["outputs"]
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self["metadata"]
+
+    def _column(self, key: str) -> list[Any]:
+        return [rec.get(key) for rec in self["outputs"]]
+
+    @property
+    def prompt(self) -> list[Any]:
+        return self._column("prompt")
+
+    @property
+    def completion(self) -> list[Any]:
+        return self._column("completion")
+
+    @property
+    def answer(self) -> list[Any]:
+        return self._column("answer")
+
+    @property
+    def task(self) -> list[Any]:
+        return self._column("task")
+
+    @property
+    def info(self) -> list[Any]:
+        return self._column("info")
+
+    @property
+    def reward(self) -> list[float]:
+        return self._column("reward")
+
+    @property
+    def example_id(self) -> list[Any]:
+        return self._column("example_id")
+
+    @property
+    def error(self) -> list[Any]:
+        return self._column("error")
+
+    @property
+    def state(self) -> list[Any]:
+        if self._states is not None:
+            return list(self._states)
+        return list(self["outputs"])
+
+    @property
+    def metrics(self) -> dict[str, list[float]]:
+        names: list[str] = []
+        seen: set[str] = set()
+        records = list(self["outputs"])
+        for rec in records:
+            for k in rec.get("metrics") or {}:
+                if k not in seen:
+                    seen.add(k)
+                    names.append(k)
+        return {k: [(rec.get("metrics") or {}).get(k, 0.0) for rec in records] for k in names}
+
+    def __iter__(self) -> Iterator[str]:
+        return super().__iter__()
+
+    def __repr__(self) -> str:
+        meta = self["metadata"]
+        return (
+            f"GenerateOutputs(num_rollouts={len(self['outputs'])}, avg_reward={meta.get('avg_reward')!r}, "
+            f"num_errors={meta.get('num_errors')!r})"
+        )
