@@ -3,9 +3,11 @@
 Why a client of our own instead of ``openai.AsyncOpenAI``: at the concurrency RL rollouts need (hundreds
 of requests in flight on a 2-core machine), the HTTP transport is the engine's ceiling. httpx's own
 transport manages ~160 req/s at 256 concurrent requests here while aiohttp manages thousands, so
-requests go through an httpx ``AsyncClient`` whose transport is aiohttp (``httpx-aiohttp``), keeping
-httpx's API (``ModelClient.http``) for anyone who needs raw access. The heavy imports (httpx, aiohttp)
-happen on the first request, so ``import verifiers`` stays light.
+requests go straight through an aiohttp session (measured on this machine, 256 in flight against a
+fast loopback server: plain httpx ~100 req/s, httpx over the ``httpx-aiohttp`` transport ~3,800,
+aiohttp directly ~6,100). ``ModelClient.http`` still offers an httpx ``AsyncClient`` over the same
+aiohttp pool for anyone who wants httpx's API for raw requests. The heavy imports (aiohttp, httpx)
+happen on first use, so ``import verifiers`` stays light.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from verifiers.clients.response import (
 )
 
 if TYPE_CHECKING:
+    import aiohttp
     import httpx
 
 
@@ -135,6 +138,7 @@ class ModelClient:
         if self._api_key:
             self._headers["authorization"] = f"Bearer {self._api_key}"
         self._headers.update({k.lower(): v for k, v in config.headers.items()})
+        self._session: aiohttp.ClientSession | None = None
         self._http: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
@@ -207,16 +211,31 @@ class ModelClient:
 
     @property
     def http(self) -> httpx.AsyncClient:
-        """The underlying httpx client (aiohttp transport) for the current event loop."""
-        return self._client_for_loop()
+        """An httpx client sharing this client's aiohttp connection pool (for raw requests).
+
+        Must be used from a running event loop. Closing it is not needed: ``aclose()`` closes the pool.
+        """
+        session = self._session_for_loop()
+        if self._http is None:
+            import httpx
+            from httpx_aiohttp import AiohttpTransport
+
+            self._http = httpx.AsyncClient(
+                transport=AiohttpTransport(client=session),
+                base_url=self.base_url,
+                headers=self._headers,
+                timeout=self.config.timeout,
+            )
+        return self._http
 
     async def aclose(self) -> None:
         """Close the connection pool (safe to call twice)."""
-        http, self._http = self._http, None
+        session, self._session = self._session, None
+        self._http = None
         self._loop = None
         self._semaphore = None
-        if http is not None:
-            await http.aclose()
+        if session is not None and not session.closed:
+            await session.close()
 
     async def __aenter__(self) -> ModelClient:
         return self
@@ -234,7 +253,7 @@ class ModelClient:
         cfg = self.config
         url = self.base_url + path
         content = encode_body(body) if body is not None else None
-        http = self._client_for_loop()
+        session = self._session_for_loop()
         semaphore = self._semaphore
         attempt = 0
         while True:
@@ -242,9 +261,9 @@ class ModelClient:
             try:
                 if semaphore is not None:
                     async with semaphore:
-                        status, headers, data = await self._send(http, method, url, content)
+                        status, headers, data = await self._send(session, method, url, content)
                 else:
-                    status, headers, data = await self._send(http, method, url, content)
+                    status, headers, data = await self._send(session, method, url, content)
             except ModelError as exc:
                 error = exc
             else:
@@ -269,57 +288,69 @@ class ModelClient:
             attempt += 1
 
     async def _send(
-        self, http: httpx.AsyncClient, method: str, url: str, content: bytes | None
+        self, session: aiohttp.ClientSession, method: str, url: str, content: bytes | None
     ) -> tuple[int, Mapping[str, str], bytes]:
         import aiohttp
-        import httpx
 
         try:
             async with asyncio.timeout(self.config.timeout):
-                response = await http.request(method, url, content=content, headers=self._headers)
-                return response.status_code, response.headers, response.content
+                async with session.request(method, url, data=content, headers=self._headers) as response:
+                    return response.status, response.headers, await response.read()
         except TimeoutError:
             raise ModelTimeoutError(f"no response within {self.config.timeout:g}s from {url}") from None
-        except httpx.TimeoutException as exc:
-            raise ModelTimeoutError(f"timed out talking to {url}: {exc}") from None
-        except (httpx.TransportError, aiohttp.ClientError, OSError) as exc:
+        except (aiohttp.ClientError, OSError) as exc:
             raise ModelError(
                 None, f"connection error talking to {url}: {type(exc).__name__}: {exc}", True
             ) from None
 
-    def _client_for_loop(self) -> httpx.AsyncClient:
+    def _session_for_loop(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
-        if self._http is not None and self._loop is loop:
-            return self._http
-        import httpx
-        from httpx_aiohttp import AiohttpTransport
+        if self._session is not None and self._loop is loop:
+            return self._session
+        import aiohttp
 
-        if self._http is not None:
-            _abandon(self._http)
+        if self._session is not None:
+            _abandon(self._session)
         cfg = self.config
-        limits = httpx.Limits(
-            max_connections=cfg.max_connections, max_keepalive_connections=cfg.max_connections
+        connector = aiohttp.TCPConnector(limit=cfg.max_connections, limit_per_host=0, ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None),
+            auto_decompress=True,
+            skip_auto_headers=("User-Agent",),
         )
-        self._http = httpx.AsyncClient(transport=AiohttpTransport(limits=limits), timeout=None)
+        self._http = None
         self._loop = loop
         self._semaphore = (
             asyncio.Semaphore(cfg.max_concurrent_requests) if cfg.max_concurrent_requests else None
         )
-        return self._http
+        return self._session
 
 
-def _abandon(http: httpx.AsyncClient) -> None:
-    """Drop a client whose event loop has gone: its sockets belong to that loop and cannot be closed
-    from this one, so just release them without warnings."""
-    transport = getattr(http, "_transport", None)
-    session = getattr(transport, "client", None)
-    connector = getattr(session, "_connector", None)
-    if connector is not None:
-        try:
-            connector._close()
-        except Exception:
-            pass
-        session._connector = None
+def _abandon(session: aiohttp.ClientSession) -> None:
+    """Drop a session whose event loop has gone (``evaluate_sync`` runs each call in a fresh loop).
+
+    Its pooled sockets belong to that loop and cannot be closed by awaiting from this one, so they are
+    closed synchronously, and the session and connector are marked closed so that aiohttp does not
+    report an "Unclosed client session" through the old loop's exception handler.
+    """
+    connector = session.connector
+    session._connector = None
+    if connector is None:
+        return
+    try:
+        conns = list(getattr(connector, "_conns", {}).values())
+        for entries in conns:
+            for entry in entries:
+                transport = getattr(entry[0], "transport", None)
+                sock = getattr(transport, "_sock", None)
+                if sock is not None:
+                    sock.close()
+                    transport._sock = None  # type: ignore[union-attr]
+        connector._conns.clear()  # type: ignore[attr-defined]
+        connector._closed = True  # type: ignore[attr-defined]
+    except Exception:  # private internals of another library: never fail the caller over cleanup
+        pass
 
 
 def _openai_client_fields(obj: Any) -> dict[str, Any]:

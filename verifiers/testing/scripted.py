@@ -262,6 +262,7 @@ class ScriptedServer:
         self.model = model
         self.host = host
         self.port = port
+        self._requested_port = port
         self.requests: list[ScriptRequest] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -320,6 +321,7 @@ class ScriptedServer:
         thread.join(timeout=10)
         self._thread = None
         self._loop = None
+        self.port = self._requested_port
 
     def reset(self) -> None:
         """Forget recorded requests and restart a queue script from its first entry."""

@@ -1,0 +1,209 @@
+"""The scripted test server and the fast benchmark server, exercised over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from verifiers.testing import (
+    FakeTokenizer,
+    Reply,
+    ScriptedServer,
+    by_turn,
+    echo,
+    error,
+    reply,
+    to_reply,
+    tool_call,
+    tool_calls,
+)
+
+
+def post(url: str, body: dict) -> tuple[int, dict, dict]:
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, dict(resp.headers), json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), json.loads(exc.read())
+
+
+def chat(srv: ScriptedServer, messages: list[dict], **extra) -> tuple[int, dict, dict]:
+    return post(srv.base_url + "/chat/completions", {"model": "m", "messages": messages, **extra})
+
+
+USER = [{"role": "user", "content": "hello there"}]
+
+
+def test_default_script_echoes_last_message():
+    with ScriptedServer() as srv:
+        status, _, body = chat(srv, USER)
+    assert status == 200
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "hello there"}
+    assert body["model"] == "m"
+
+
+def test_queue_then_last_repeats_and_exhausted_error():
+    with ScriptedServer(["a", "b"]) as srv:
+        got = [chat(srv, USER)[2]["choices"][0]["message"]["content"] for _ in range(4)]
+    assert got == ["a", "b", "b", "b"]
+    with ScriptedServer(["a"], exhausted="error") as srv:
+        assert chat(srv, USER)[0] == 200
+        status, _, body = chat(srv, USER)
+    assert status == 400 and "exhausted" in body["error"]["message"]
+
+
+def test_callable_script_sees_request_and_async_callables_work():
+    seen = []
+
+    def script(req):
+        seen.append((req.index, req.turn, req["model"]))
+        return f"turn {req.turn}: {req.messages[-1]['content']}"
+
+    async def ascript(req):
+        return {"content": "from async", "finish_reason": "length"}
+
+    with ScriptedServer(script) as srv:
+        _, _, body = chat(
+            srv, [*USER, {"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]
+        )
+    assert body["choices"][0]["message"]["content"] == "turn 1: y"
+    assert seen == [(0, 1, "m")]
+    with ScriptedServer(ascript) as srv:
+        _, _, body = chat(srv, USER)
+    assert body["choices"][0]["message"]["content"] == "from async"
+    assert body["choices"][0]["finish_reason"] == "length"
+
+
+def test_by_turn_tool_call_then_answer():
+    script = by_turn(tool_calls(tool_call("lookup", {"q": "x"})), "the answer")
+    with ScriptedServer(script) as srv:
+        _, _, first = chat(srv, USER)
+        msg = first["choices"][0]["message"]
+        call = msg["tool_calls"][0]
+        assert call["function"] == {"name": "lookup", "arguments": '{"q": "x"}'} and call["id"]
+        assert first["choices"][0]["finish_reason"] == "tool_calls"
+        history = [*USER, msg, {"role": "tool", "tool_call_id": call["id"], "content": "found"}]
+        _, _, second = chat(srv, history)
+        assert second["choices"][0]["message"]["content"] == "the answer"
+
+
+def test_errors_with_headers_and_statuses():
+    with ScriptedServer([error(429, "rate limited", retry_after=7), error(503), "ok"]) as srv:
+        status, headers, body = chat(srv, USER)
+        assert status == 429 and headers["Retry-After"] == "7"
+        assert body["error"]["message"] == "rate limited" and body["error"]["type"] == "rate_limit_error"
+        assert chat(srv, USER)[0] == 503
+        assert chat(srv, USER)[0] == 200
+        assert srv.request_count == 3
+
+
+def test_broken_script_answers_500_with_the_exception():
+    def script(req):
+        raise KeyError("oops")
+
+    with ScriptedServer(script) as srv:
+        status, _, body = chat(srv, USER)
+    assert status == 500 and "KeyError" in body["error"]["message"]
+
+
+def test_token_ids_and_logprobs_follow_request_or_are_forced():
+    with ScriptedServer("hey") as srv:
+        _, _, plain = chat(srv, USER)
+        _, _, rich = chat(srv, USER, return_token_ids=True, logprobs=True)
+    assert "prompt_token_ids" not in plain and plain["choices"][0]["logprobs"] is None
+    assert rich["prompt_token_ids"] == FakeTokenizer.encode(FakeTokenizer.render_chat(USER))
+    assert rich["choices"][0]["token_ids"] == [104, 101, 121]
+    lps = rich["choices"][0]["logprobs"]["content"]
+    assert [x["token"] for x in lps] == ["h", "e", "y"]
+    assert all(x["logprob"] < 0 for x in lps)
+    with ScriptedServer("hey", token_ids=True, logprobs=False) as srv:
+        _, _, forced = chat(srv, USER, logprobs=True)
+    assert forced["choices"][0]["token_ids"] == [104, 101, 121] and forced["choices"][0]["logprobs"] is None
+
+
+def test_max_tokens_truncates_with_length_finish():
+    with ScriptedServer("abcdefgh") as srv:
+        _, _, body = chat(srv, USER, max_tokens=3)
+        _, _, comp = post(srv.base_url + "/completions", {"model": "m", "prompt": "p", "max_tokens": 2})
+    assert body["choices"][0]["message"]["content"] == "abc"
+    assert body["choices"][0]["finish_reason"] == "length"
+    assert body["usage"]["completion_tokens"] == 3
+    assert comp["choices"][0]["text"] == "ab" and comp["choices"][0]["finish_reason"] == "length"
+
+
+def test_models_endpoint_and_records():
+    with ScriptedServer("x", model="tiny") as srv:
+        with urllib.request.urlopen(srv.base_url + "/models", timeout=10) as resp:
+            data = json.loads(resp.read())
+        chat(srv, USER, temperature=0.1)
+        assert data["data"][0]["id"] == "tiny"
+        (req,) = srv.requests
+        assert req.body["temperature"] == 0.1 and req.path == "/v1/chat/completions"
+        srv.reset()
+        assert srv.requests == []
+
+
+def test_stream_requests_are_refused_clearly():
+    with ScriptedServer("x") as srv:
+        status, _, body = chat(srv, USER, stream=True)
+    assert status == 400 and "stream" in body["error"]["message"]
+
+
+async def test_async_context_manager():
+    async with ScriptedServer("async ok") as srv:
+        import asyncio
+
+        status, _, body = await asyncio.to_thread(chat, srv, USER)
+    assert status == 200 and body["choices"][0]["message"]["content"] == "async ok"
+    with pytest.raises(RuntimeError):
+        _ = srv.base_url  # stopped servers have no URL
+
+
+def test_to_reply_forms():
+    assert to_reply("x") == Reply(content="x")
+    assert to_reply(503).status == 503
+    assert to_reply({"content": "y", "delay": 0.1}).delay == 0.1
+    assert to_reply(None) == Reply()
+    with pytest.raises(ValueError):
+        to_reply({"contnet": "typo"})
+    assert echo.__name__ == "echo" and reply("z").content == "z"
+
+
+def test_fast_server_answers_and_calls_tools():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "verifiers.testing.fast_server", "--port", "0", "--mode", "tool"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("READY ")
+        base = f"http://127.0.0.1:{int(line.split()[1])}/v1"
+        status, _, first = post(base + "/chat/completions", {"model": "m", "messages": USER})
+        assert status == 200
+        call = first["choices"][0]["message"]["tool_calls"][0]
+        assert call["function"]["name"] == "add" and json.loads(call["function"]["arguments"]) == {
+            "a": 2,
+            "b": 2,
+        }
+        history = [
+            *USER,
+            first["choices"][0]["message"],
+            {"role": "tool", "tool_call_id": "call_0", "content": "4"},
+        ]
+        _, _, second = post(base + "/chat/completions", {"model": "m", "messages": history})
+        assert second["choices"][0]["message"]["content"] == "The answer is 4."
+        _, _, comp = post(base + "/completions", {"model": "m", "prompt": "x"})
+        assert comp["choices"][0]["text"] == "The answer is 4."
+        with urllib.request.urlopen(base + "/models", timeout=10) as resp:
+            assert json.loads(resp.read())["data"][0]["id"] == "fast-model"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
