@@ -1,0 +1,89 @@
+"""The loss against values computed by hand."""
+
+import math
+
+import pytest
+import torch
+
+from verifiers.train.loss import LossConfig, LossInputs, LossOutput, policy_loss, resolve_loss
+
+
+def inputs(lp, inf, adv, mask, sample_ids=None, n=None, **kw):
+    lp_t = torch.tensor([lp], dtype=torch.float64, requires_grad=True)
+    mask_t = torch.tensor([mask], dtype=torch.bool)
+    return lp_t, LossInputs(
+        logprobs=lp_t, inference_logprobs=torch.tensor([inf], dtype=torch.float64),
+        advantages=torch.tensor([adv], dtype=torch.float64), loss_mask=mask_t,
+        sample_ids=torch.tensor([sample_ids or [0] * len(lp)]),
+        num_loss_tokens=n if n is not None else float(sum(mask)), **kw)
+
+
+def test_policy_loss_matches_hand_computation_with_band_masking():
+    # token 0: prompt (mask 0). token 1: ratio e^0.1. token 2: ratio e^-1 = 0.37 < 0.5 -> masked low.
+    # token 3: ratio e^2 = 7.39 > 5 -> masked high. token 4: ratio 1.
+    lp = [0.0, -1.0, -2.0, -0.5, -0.3]
+    inf = [0.0, -1.1, -1.0, -2.5, -0.3]
+    adv = [0.5, 0.5, 0.5, 0.5, -1.0]
+    mask = [0, 1, 1, 1, 1]
+    lp_t, inp = inputs(lp, inf, adv, mask)
+    out = policy_loss(inp, LossConfig())
+    expected = -(math.exp(0.1) * 0.5 + 1.0 * -1.0) / 4
+    assert float(out.loss.detach()) == pytest.approx(expected, rel=1e-9)
+    out.loss.backward()
+    # d loss / d lp_t = -ratio * A / N for kept tokens, 0 for masked ones.
+    g = lp_t.grad[0].tolist()
+    assert g[0] == 0 and g[2] == 0 and g[3] == 0
+    assert g[1] == pytest.approx(-math.exp(0.1) * 0.5 / 4)
+    assert g[4] == pytest.approx(1.0 / 4)
+    assert out.stats["masked_low_sum"] == 1 and out.stats["masked_high_sum"] == 1
+    assert out.stats["loss_tokens"] == 4
+    # mismatch KL (k3) summed over loss tokens: sum(r - 1 - log r)
+    lr_ = [0.1, -1.0, 2.0, 0.0]
+    assert out.stats["mismatch_kl_sum"] == pytest.approx(sum(math.exp(x) - 1 - x for x in lr_))
+
+
+def test_normalised_by_total_loss_tokens_of_the_step():
+    _, inp = inputs([0.0, -1.0], [0.0, -1.0], [1.0, 1.0], [0, 1], n=10.0)
+    assert float(policy_loss(inp, LossConfig()).loss) == pytest.approx(-1.0 / 10)
+
+
+def test_sequence_mask_drops_whole_sequence():
+    # sample 0 tokens: log ratios 0.6 and 0.6 -> geometric mean e^0.6 = 1.82 < 2 kept.
+    # sample 1 tokens: log ratios 1.0, 1.0 -> e^1 = 2.72 > 2 -> whole sequence masked.
+    lp = [0.0, -0.4, -0.4, 0.0, 0.0, 0.0]
+    inf = [0.0, -1.0, -1.0, 0.0, -1.0, -1.0]
+    adv = [1.0] * 6
+    mask = [0, 1, 1, 0, 1, 1]
+    sid = [0, 0, 0, 1, 1, 1]
+    _, inp = inputs(lp, inf, adv, mask, sample_ids=sid)
+    out = policy_loss(inp, LossConfig(sequence_mask=True))
+    assert out.stats["masked_seq_sum"] == 2
+    assert float(out.loss) == pytest.approx(-(2 * math.exp(0.6)) / 4)
+    out_nomask = policy_loss(inp, LossConfig())
+    assert float(out_nomask.loss) == pytest.approx(-(2 * math.exp(0.6) + 2 * math.e) / 4)
+
+
+def test_kl_term_k3_against_reference():
+    lp = [0.0, -1.0]
+    _, inp = inputs(lp, lp, [0.0, 0.0], [0, 1], ref_logprobs=torch.tensor([[0.0, -1.5]], dtype=torch.float64))
+    out = policy_loss(inp, LossConfig(kl_coef=0.1))
+    d = -1.5 - -1.0
+    assert float(out.loss) == pytest.approx(0.1 * (math.exp(d) - d - 1))
+
+
+def test_entropy_diagnostic_and_custom_hook(tmp_path, monkeypatch):
+    _, inp = inputs([0.0, -1.0], [0.0, -1.0], [1.0, 1.0], [0, 1],
+                    entropy=torch.tensor([[9.0, 2.0]], dtype=torch.float64))
+    assert policy_loss(inp, LossConfig()).stats["entropy_sum"] == 2.0
+    mod = tmp_path / "my_loss_mod.py"
+    mod.write_text(
+        "from verifiers.train.loss import LossOutput\n"
+        "def loss(inp, cfg):\n"
+        "    return LossOutput(loss=(inp.logprobs * inp.loss_mask).sum() * 0 + 42.0, stats={'custom': 1.0})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fn = resolve_loss(LossConfig(custom="my_loss_mod:loss"))
+    out = fn(inp, LossConfig())
+    assert isinstance(out, LossOutput) and float(out.loss) == 42.0
+    assert resolve_loss(LossConfig()) is policy_loss
+    with pytest.raises(ValueError):
+        resolve_loss(LossConfig(custom="no_colon"))

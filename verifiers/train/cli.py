@@ -1,0 +1,53 @@
+"""`vf train CONFIG.toml [--output DIR] [--set section.key=value ...]` (registered lazily by `vf`)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(help="Train a model with RL on environments (torch + vLLM).", add_completion=False,
+                  no_args_is_help=True)
+
+
+@app.command("train")
+def train(
+    config: Annotated[Path, typer.Argument(help="TOML config (see examples/tiny.toml)", exists=True,
+                                           dir_okay=False)],
+    output: Annotated[str | None, typer.Option("--output", "-o", help="run folder (default: run.output)")] = None,
+    overrides: Annotated[list[str] | None, typer.Option("--set", "-s",
+                                                       help="override a setting: section.key=value")] = None,
+    steps: Annotated[int | None, typer.Option(help="RL steps (run.steps)")] = None,
+    lr: Annotated[float | None, typer.Option(help="learning rate (trainer.optim.lr)")] = None,
+    url: Annotated[list[str] | None, typer.Option("--url", help="use running servers (inference.urls)")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="continue from the newest checkpoint in the run folder")] = False,
+) -> None:
+    """Train the model of CONFIG on its environments; prints the run folder at start and end."""
+    from pydantic import ValidationError
+
+    from verifiers.train.config import load_config
+    from verifiers.train.loop import run_training
+
+    extra: dict[str, object] = {}
+    if steps is not None:
+        extra["run.steps"] = steps
+    if lr is not None:
+        extra["trainer.optim.lr"] = lr
+    if url:
+        extra["inference.urls"] = list(url)
+    try:
+        cfg = load_config(config, overrides or [], extra)
+    except (ValidationError, ValueError) as exc:
+        typer.echo(f"error: invalid config: {exc}", err=True)
+        raise typer.Exit(2)
+    asyncio.run(run_training(cfg, output=output, resume=resume))
+
+
+def main() -> None:  # `python -m verifiers.train.cli CONFIG.toml`
+    typer.main.get_command(app)()
+
+
+if __name__ == "__main__":
+    main()

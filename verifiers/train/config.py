@@ -1,0 +1,220 @@
+"""The training configuration: one TOML file, validated by pydantic-settings, with CLI overrides.
+
+Precedence (highest first): ``--set a.b=c`` overrides, typed CLI options, the TOML file, environment
+variables ``VF_TRAIN_<SECTION>__<KEY>``, defaults. Environments are listed by hub id with a version
+(``owner/name@1.0.0``, installed from the hub when missing), by installed name, or by local path (a
+``.py`` file or a package folder), each with a mixing ratio and keyword arguments.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from verifiers.train.loss import LossConfig
+from verifiers.train.orchestrator import OrchestratorConfig
+from verifiers.train.trainer import TrainerConfig
+
+
+class ModelSection(BaseModel):
+    path: str = "outputs/tiny-model"
+    tiny: bool = False           # create the tiny local model at `path` (vf model tiny) when missing
+    tiny_seed: int = 0
+
+
+class EnvSection(BaseModel):
+    id: str
+    ratio: float = 1.0
+    args: dict[str, Any] = {}
+    name: str | None = None      # display name in metrics (default: derived from id)
+
+    @property
+    def display_name(self) -> str:
+        if self.name:
+            return self.name
+        base = self.id.split("@", 1)[0].rstrip("/")
+        return Path(base).stem if ("/" in base and Path(base).suffix == ".py") else base.split("/")[-1]
+
+
+class InferenceSection(BaseModel):
+    urls: list[str] = []         # OpenAI base URLs of running servers; empty: start `num_servers` vLLMs
+    model: str = "policy"        # model name to request when `urls` are given
+    num_servers: int = 1
+    max_model_len: int = 256
+    extra_args: list[str] = []
+    weight_update: str = "filesystem"   # filesystem (checkpoint + reload_weights) | nccl (GPU) | none
+    nccl_master_address: str = "127.0.0.1"
+    nccl_master_port: int = 29555
+
+
+class SamplingSection(BaseModel):
+    max_tokens: int = 16
+    temperature: float = 1.0
+    top_p: float = 1.0
+    extra: dict[str, Any] = {}
+
+    def to_args(self) -> dict[str, Any]:
+        """OpenAI sampling args that make vLLM return the token data training needs."""
+        args: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature,
+                                "top_p": self.top_p, "logprobs": True}
+        body = dict(self.extra.get("extra_body", {}))
+        body["return_token_ids"] = True
+        args.update({k: v for k, v in self.extra.items() if k != "extra_body"})
+        args["extra_body"] = body
+        return args
+
+
+class SFTSection(BaseModel):
+    steps: int = 0               # supervised warm-start steps on environment demonstrations (0: none)
+    batch_size: int = 64
+    lr: float | None = None      # default: the RL learning rate
+
+
+class RunSection(BaseModel):
+    steps: int = 100
+    output: str = "outputs/train/run"
+    checkpoint_every: int = 0    # 0: only at the end
+    keep_weights: int = 2        # weight folders kept for the servers (older ones are deleted)
+    seed: int = 0
+    target_reward: float | None = None   # stop early once the 5-step moving average reaches it
+    eval_every: int = 0
+
+
+class TrainConfig(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="VF_TRAIN_", env_nested_delimiter="__", extra="forbid")
+
+    model: ModelSection = ModelSection()
+    env: list[EnvSection] = Field(default_factory=list)
+    inference: InferenceSection = InferenceSection()
+    sampling: SamplingSection = SamplingSection()
+    orchestrator: OrchestratorConfig = OrchestratorConfig()
+    trainer: TrainerConfig = TrainerConfig()
+    loss: LossConfig = LossConfig()
+    sft: SFTSection = SFTSection()
+    run: RunSection = RunSection()
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainConfig:
+        if self.orchestrator.max_seq_len > self.trainer.seq_len:
+            raise ValueError("orchestrator.max_seq_len must not exceed trainer.seq_len (the packed row length)")
+        return self
+
+
+def parse_value(text: str) -> Any:
+    """A CLI override value: TOML/JSON literal when it parses (numbers, booleans, lists), else a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        pass
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def apply_override(data: dict[str, Any], assignment: str) -> None:
+    """Apply ``a.b.c=value`` (``env.0.ratio=2`` indexes lists) to nested config data."""
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"override must look like section.key=value, got {assignment!r}")
+    parts = key.strip().split(".")
+    node: Any = data
+    for p in parts[:-1]:
+        if isinstance(node, list):
+            node = node[int(p)]
+        else:
+            node = node.setdefault(p, {})
+    last = parts[-1]
+    if isinstance(node, list):
+        node[int(last)] = parse_value(raw)
+    else:
+        node[last] = parse_value(raw)
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None,
+                extra: dict[str, Any] | None = None) -> TrainConfig:
+    """Read the TOML, apply ``section.key=value`` overrides, validate."""
+    data: dict[str, Any] = {}
+    base = Path(".")
+    if path is not None:
+        p = Path(path)
+        data = tomllib.loads(p.read_text())
+        base = p.parent
+    for key, value in (extra or {}).items():
+        apply_override(data, f"{key}={json.dumps(value)}")
+    for o in overrides or []:
+        apply_override(data, o)
+    # Local environment paths are relative to the config file.
+    for e in data.get("env", []):
+        eid = str(e.get("id", ""))
+        if _looks_like_path(eid) and not Path(eid).is_absolute() and (base / eid).exists():
+            e["id"] = str((base / eid).resolve())
+    return TrainConfig(**data)
+
+
+_HUB_ID = re.compile(r"^(?P<owner>[A-Za-z0-9][\w.-]*)/(?P<name>[A-Za-z0-9][\w.-]*)(@(?P<version>[\w.+-]+))?$")
+
+
+def _looks_like_path(s: str) -> bool:
+    return s.startswith((".", "/", "~")) or s.endswith(".py") or Path(s).exists()
+
+
+def _load_from_path(path: Path, args: dict[str, Any]) -> Any:
+    """Import ``load_environment`` from a .py file or a package folder (added to sys.path)."""
+    path = path.expanduser().resolve()
+    if path.is_dir():
+        candidates = [path / f"{path.name.replace('-', '_')}.py", path / "__init__.py"]
+        mod_file = next((c for c in candidates if c.exists()), None)
+        if mod_file is None:
+            pkg = path.name.replace("-", "_")
+            sys.path.insert(0, str(path))
+            return importlib.import_module(pkg).load_environment(**args)
+        path = mod_file
+    if not path.exists():
+        raise FileNotFoundError(f"environment path {path} does not exist")
+    name = f"vf_train_env_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    if not hasattr(module, "load_environment"):
+        raise AttributeError(f"{path} defines no load_environment(**kwargs)")
+    return module.load_environment(**args)
+
+
+def load_env(section: EnvSection) -> Any:
+    """Load one environment: a local path, or an id (installed from the hub when missing)."""
+    eid = section.id
+    if _looks_like_path(eid):
+        env = _load_from_path(Path(eid), dict(section.args))
+    else:
+        import verifiers as vf
+
+        m = _HUB_ID.match(eid)
+        if m is None and "@" in eid:
+            raise ValueError(f"environment id {eid!r} must look like owner/name@version")
+        try:
+            env = vf.load_environment(eid, install=True, **section.args)
+        except TypeError as exc:
+            if "install" not in str(exc):
+                raise
+            raise RuntimeError(
+                f"environment {eid!r}: this verifiers build cannot install environments from the hub; "
+                f"install it first with `vf install {eid}`") from exc
+    for attr, value in (("env_id", section.display_name), ("env_args", dict(section.args))):
+        if getattr(env, attr, None) in (None, ""):
+            try:
+                setattr(env, attr, value)
+            except AttributeError:
+                pass
+    return env

@@ -1,0 +1,303 @@
+"""`vf train`: the whole run, readable top to bottom.
+
+    make/load the model -> start or connect the inference servers -> load the environments
+    -> (optional) SFT warm start on environment demonstrations -> RL steps:
+       batch = orchestrator.next_batch()        # rollouts generated asynchronously meanwhile
+       metrics = trainer.step(batch.samples)    # in a worker thread: the event loop keeps rolling
+       trainer.save_weights(...); orchestrator.update_weights(...)   # in place, no draining
+    -> checkpoint, metrics.jsonl, plot.
+
+Under ``torchrun`` every rank trains (FSDP2) and rank 0 alone runs the orchestrator and the inference
+servers; batches are broadcast from rank 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from verifiers.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, set_rng_state
+from verifiers.train.config import TrainConfig, load_env
+from verifiers.train.fsdp import DistInfo, barrier, broadcast_object, destroy, init_distributed
+from verifiers.train.inference import InferenceServer, NCCLWeightSync, launch_vllm_servers
+from verifiers.train.metrics import MetricsLog, plot_metrics
+from verifiers.train.orchestrator import EnvEntry, Orchestrator, RolloutGroupFn, env_rollout_group
+from verifiers.train.samples import Sample
+from verifiers.train.trainer import Trainer
+
+
+def env_rows(env: Any) -> list[dict[str, Any]]:
+    """The training rows of an environment as plain dicts (its formatted train set)."""
+    ds = env.get_dataset() if hasattr(env, "get_dataset") else env.dataset
+    if hasattr(ds, "to_list"):
+        return ds.to_list()
+    return [dict(r) for r in ds]
+
+
+def ensure_model(cfg: TrainConfig, console: Console) -> Path:
+    path = Path(cfg.model.path)
+    if (path / "config.json").exists():
+        return path
+    if not cfg.model.tiny:
+        raise FileNotFoundError(f"no model at {path} (set model.tiny = true to create the tiny local model)")
+    from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
+
+    console.print(f"[dim]writing the tiny model to {path}[/]")
+    write_tiny_model(path, TinyModelSpec(seed=cfg.model.tiny_seed))
+    return path
+
+
+def demonstration_samples(rows: list[dict[str, Any]], tokenizer: Any, n: int, offset: int) -> list[Sample]:
+    """SFT samples from environment rows: chat-templated prompt + the reference answer + EOS.
+
+    These are demonstrations written from the dataset's answers (not sampled text), so tokenising
+    them is right; RL samples are only ever built from the server's token ids.
+    """
+    out = []
+    for k in range(n):
+        row = rows[(offset + k) % len(rows)]
+        enc = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True)
+        prompt_ids = list(enc["input_ids"] if hasattr(enc, "keys") else enc)
+        comp = [*tokenizer.encode(str(row["answer"]), add_special_tokens=False), tokenizer.eos_token_id]
+        out.append(Sample([*prompt_ids, *comp], [0] * len(prompt_ids) + [1] * len(comp),
+                          [0.0] * (len(prompt_ids) + len(comp))))
+    return out
+
+
+class Run:
+    """Holds the pieces of one training run so that the async loop stays short."""
+
+    def __init__(self, cfg: TrainConfig, *, output: str | Path | None = None, resume: bool = False,
+                 rollout_fn: RolloutGroupFn | None = None, console: Console | None = None,
+                 servers: list[Any] | None = None) -> None:
+        self.cfg = cfg
+        self.dist: DistInfo = init_distributed()
+        self.out = Path(output or cfg.run.output).resolve()
+        self.resume = resume
+        self.rollout_fn = rollout_fn or env_rollout_group
+        self.console = console or Console(stderr=True)
+        self.servers: list[Any] = list(servers or [])
+        self._own_servers = not servers
+        self.orch: Orchestrator | None = None
+        self.nccl: NCCLWeightSync | None = None
+
+    def log(self, msg: str) -> None:
+        if self.dist.is_main:
+            self.console.print(msg)
+
+    # -- set-up ------------------------------------------------------------------------------------
+    def setup(self) -> None:
+        cfg = self.cfg
+        torch.manual_seed(cfg.run.seed)
+        if self.dist.is_main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "config.json").write_text(cfg.model_dump_json(indent=2))
+            self.model_path = ensure_model(cfg, self.console)
+        barrier(self.dist)
+        self.model_path = Path(cfg.model.path)
+        self.trainer = Trainer(self.model_path, cfg.trainer, cfg.loss, total_steps=cfg.run.steps,
+                               dist_info=self.dist, seed=cfg.run.seed)
+        self.start_step = 0
+        ckpt = latest_checkpoint(self.out) if self.resume else None
+        self.ckpt = load_checkpoint(ckpt) if ckpt else None
+        if self.ckpt:
+            self.trainer.load_state_dict(self.ckpt["trainer"])
+            self.start_step = int(self.ckpt["meta"]["step"])
+            self.log(f"resuming from {ckpt} (step {self.start_step})")
+        if not self.dist.is_main:
+            return
+        self.envs = []
+        for e in cfg.env:
+            env = load_env(e)
+            self.envs.append(EnvEntry(e.display_name, env, e.ratio, env_rows(env)))
+        if not self.envs:
+            raise ValueError("no environment configured: add an [[env]] table with an id")
+        # Servers start from the newest weights: the resumed policy, or the initial model.
+        weights = self.model_path
+        if self.ckpt:
+            weights = self.trainer.save_weights(self.out / "weights" / f"step_{self.start_step}")
+        if not self.servers:
+            if cfg.inference.urls:
+                self.servers = [InferenceServer(u, cfg.inference.model) for u in cfg.inference.urls]
+            else:
+                self.log(f"starting {cfg.inference.num_servers} vLLM server(s) for {weights}")
+                t0 = time.perf_counter()
+                self.servers = launch_vllm_servers(weights, cfg.inference.num_servers,
+                                                   max_model_len=cfg.inference.max_model_len,
+                                                   extra_args=cfg.inference.extra_args,
+                                                   log_dir=self.out / "logs")
+                self.log(f"vLLM ready in {time.perf_counter() - t0:.0f} s: "
+                         + ", ".join(s.base_url for s in self.servers))
+        if cfg.inference.weight_update == "nccl":
+            self.nccl = NCCLWeightSync(self.servers, self.trainer.model,
+                                       master_address=cfg.inference.nccl_master_address,
+                                       master_port=cfg.inference.nccl_master_port)
+        self.orch = Orchestrator(self.envs, self.servers, cfg.orchestrator, cfg.sampling.to_args(),
+                                 rollout_fn=self.rollout_fn,
+                                 health_check=bool(cfg.inference.urls) or self._own_servers)
+        if self.ckpt:
+            self.orch.load_state_dict(self.ckpt["orchestrator"])
+            set_rng_state(self.ckpt["rng"])
+
+    # -- weights -----------------------------------------------------------------------------------
+    async def publish(self, step: int) -> float:
+        """Save (or send) the current weights and make every server serve them as version ``step``."""
+        mode = self.cfg.inference.weight_update
+        if mode == "nccl":
+            assert self.nccl is not None
+            t = await self.nccl.push()
+            if self.orch:
+                await self.orch.update_weights(None, step)
+            return t
+        path = None
+        if mode == "filesystem":
+            path = await asyncio.to_thread(self.trainer.save_weights, self.out / "weights" / f"step_{step}")
+        if not self.dist.is_main:
+            return 0.0
+        assert self.orch is not None
+        t = await self.orch.update_weights(str(path) if path else None, step)
+        self._prune_weights(step)
+        return t
+
+    def _prune_weights(self, step: int) -> None:
+        root = self.out / "weights"
+        if not root.is_dir():
+            return
+        olds = sorted((int(p.name.split("_")[1]), p) for p in root.glob("step_*") if p.name.split("_")[1].isdigit())
+        for s, p in olds[:-max(1, self.cfg.run.keep_weights)]:
+            if s != step:
+                shutil.rmtree(p, ignore_errors=True)
+
+    # -- stages ------------------------------------------------------------------------------------
+    async def sft(self, metrics: MetricsLog) -> None:
+        cfg = self.cfg
+        if not cfg.sft.steps or self.ckpt:
+            return
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(self.model_path))
+        rows = [r for e in self.envs for r in e.rows] if self.dist.is_main else []
+        rows = broadcast_object(rows, self.dist)
+        if cfg.sft.lr is not None:
+            for g in self.trainer.optimizer.param_groups:
+                g["lr"] = cfg.sft.lr
+        for s in range(cfg.sft.steps):
+            m = await asyncio.to_thread(self.trainer.sft_step,
+                                        demonstration_samples(rows, tok, cfg.sft.batch_size, s * cfg.sft.batch_size))
+            if self.dist.is_main:
+                metrics.write({"stage": "sft", "step": s + 1, **m})
+        for g in self.trainer.optimizer.param_groups:
+            g["lr"] = cfg.trainer.optim.lr * self.trainer.scheduler.lr_lambdas[0](0)
+        # The optimizer's moments belong to the SFT objective; start RL from fresh ones.
+        self.trainer.optimizer.state.clear()
+        self.log(f"SFT warm start: {cfg.sft.steps} steps, final loss {m['sft/loss']:.4f}")
+        await self.publish(0)
+
+    async def rl(self, metrics: MetricsLog, on_step: Callable[[dict[str, Any]], None] | None = None) -> list[dict]:
+        cfg = self.cfg
+        records: list[dict] = []
+        progress = Progress(TextColumn("[bold]RL"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            TextColumn("{task.fields[info]}"), console=self.console,
+                            disable=not self.dist.is_main)
+        recent: list[float] = []
+        t_run = time.perf_counter()
+        with progress:
+            task = progress.add_task("rl", total=cfg.run.steps, completed=self.start_step, info="")
+            for step in range(self.start_step + 1, cfg.run.steps + 1):
+                t0 = time.perf_counter()
+                batch = await self.orch.next_batch() if self.dist.is_main else None
+                payload = broadcast_object(
+                    (batch.samples, batch.metrics) if batch is not None else None, self.dist)
+                samples, bmetrics = payload
+                tm = await asyncio.to_thread(self.trainer.step, samples)
+                t_pub = await self.publish(step)
+                dt = time.perf_counter() - t0
+                rec = {"stage": "rl", "step": step, "policy_version": step - 1, **bmetrics, **tm,
+                       "weights/update_s": t_pub, "time/step_s": dt,
+                       "tokens_per_s": bmetrics.get("tokens/sampled", 0.0) / max(dt, 1e-9),
+                       "time/elapsed_s": time.perf_counter() - t_run}
+                records.append(rec)
+                if self.dist.is_main:
+                    metrics.write(rec)
+                    progress.update(task, completed=step, info=(
+                        f"reward {rec['reward/mean']:.3f}  loss {rec['loss/policy']:+.4f}  "
+                        f"off-policy {rec['off_policy/max']:.0f}  {rec['tokens_per_s']:.0f} tok/s"))
+                if on_step:
+                    on_step(rec)
+                every = cfg.run.checkpoint_every
+                if every and step % every == 0 and step < cfg.run.steps:
+                    self.checkpoint(step)
+                recent = [*recent, rec["reward/mean"]][-5:]
+                stop = cfg.run.target_reward is not None and len(recent) == 5 and \
+                    sum(recent) / 5 >= cfg.run.target_reward
+                if broadcast_object(stop, self.dist):
+                    self.log(f"target reward {cfg.run.target_reward} reached at step {step}")
+                    break
+        return records
+
+    def checkpoint(self, step: int) -> Path | None:
+        tstate = self.trainer.state_dict()
+        if not self.dist.is_main:
+            return None
+        assert self.orch is not None
+        return save_checkpoint(self.out, step, tstate, self.orch.state_dict())
+
+    async def close(self) -> None:
+        if self.orch is not None:
+            await self.orch.stop()
+        for s in self.servers:
+            with contextlib.suppress(Exception):
+                await s.aclose()
+            if self._own_servers and hasattr(s, "stop_process"):
+                s.stop_process()
+
+
+async def run_training(cfg: TrainConfig, *, output: str | Path | None = None, resume: bool = False,
+                       rollout_fn: RolloutGroupFn | None = None, console: Console | None = None,
+                       servers: list[Any] | None = None) -> dict[str, Any]:
+    """Run a whole training job; returns a summary (also written to ``<output>/summary.json``)."""
+    run = Run(cfg, output=output, resume=resume, rollout_fn=rollout_fn, console=console, servers=servers)
+    run.log(f"run folder: {run.out.resolve()}")
+    t0 = time.perf_counter()
+    try:
+        run.setup()
+        metrics = MetricsLog(run.out, truncate_after_step=run.start_step if run.ckpt else None) \
+            if run.dist.is_main else None
+        if metrics is not None and not run.ckpt and metrics.path.exists():
+            metrics.path.unlink()
+        await run.sft(metrics)
+        records = await run.rl(metrics)
+        last = records[-1]["step"] if records else run.start_step
+        run.checkpoint(last)
+        summary: dict[str, Any] = {}
+        if run.dist.is_main:
+            allrec = metrics.read()
+            rl = [r for r in allrec if r.get("stage") == "rl"]
+            sft = [r for r in allrec if r.get("stage") == "sft"]
+            plot = plot_metrics(allrec, run.out / "metrics.png")
+            first = [r["reward/mean"] for r in rl[:3]]
+            final = [r["reward/mean"] for r in rl[-5:]]
+            summary = {
+                "steps": last, "sft_steps": len(sft),
+                "reward_first": sum(first) / max(1, len(first)),
+                "reward_final": sum(final) / max(1, len(final)),
+                "wall_s": time.perf_counter() - t0, "output": str(run.out.resolve()), "plot": str(plot),
+            }
+            (run.out / "summary.json").write_text(json.dumps(summary, indent=2))
+            run.log(f"RL reward: first steps {summary['reward_first']:.3f} -> last steps "
+                    f"{summary['reward_final']:.3f}  ({last} steps, {summary['wall_s']:.0f} s)")
+            run.log(f"run folder: {run.out.resolve()}  (metrics.jsonl, metrics.png)")
+        return summary
+    finally:
+        await run.close()
+        destroy(run.dist)

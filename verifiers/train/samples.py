@@ -1,0 +1,151 @@
+"""Rollouts -> token-level training samples.
+
+Samples are built from the token data the inference server returned for every turn
+(``trajectory[i]["tokens"]``); sampled text is never re-tokenised, because a second tokenisation can
+differ from what the policy actually emitted and would silently train on tokens it never produced.
+
+A multi-turn rollout becomes ONE sample when each turn's prompt ids start with the previous turn's
+prompt + completion ids (the usual case with a chat template that renders history verbatim); tokens
+between turns (environment / tool messages, template glue) get loss mask 0. When a turn does not
+extend the previous tokens exactly (e.g. the template drops earlier reasoning), the rollout is split
+into several samples, each starting from that turn's full prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Sample:
+    """One training sequence; every per-token list has the same length as ``input_ids``.
+
+    ``loss_mask[t] == 1`` only for tokens the policy sampled. ``inference_logprobs[t]`` is the
+    sampler's log-probability of ``input_ids[t]`` (0.0 where the mask is 0). ``advantages`` holds the
+    group-relative advantage broadcast to every token (0.0 until :func:`assign_advantage`).
+    """
+
+    input_ids: list[int]
+    loss_mask: list[int]
+    inference_logprobs: list[float]
+    advantages: list[float] = field(default_factory=list)
+    reward: float = 0.0
+    truncated: bool = False
+    policy_version: int = 0
+    env: str = ""
+    example_id: Any = None
+    group_id: int = -1
+
+    def __post_init__(self) -> None:
+        if not self.advantages:
+            self.advantages = [0.0] * len(self.input_ids)
+        n = len(self.input_ids)
+        if not (len(self.loss_mask) == len(self.inference_logprobs) == len(self.advantages) == n):
+            raise ValueError("per-token lists of a Sample must all have the length of input_ids")
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def num_loss_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Sample:
+        return cls(**dict(d))
+
+
+class MissingTokenDataError(ValueError):
+    """A trajectory step has no token data: the sampling args did not request it from the server."""
+
+
+def _get(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _step_tokens(step: Any) -> tuple[list[int], list[int], list[float]]:
+    tokens = _get(step, "tokens")
+    if not tokens:
+        raise MissingTokenDataError(
+            "trajectory step carries no token data; sample with "
+            '{"logprobs": true, "extra_body": {"return_token_ids": true}} against vLLM'
+        )
+    prompt_ids = list(_get(tokens, "prompt_ids") or [])
+    completion_ids = list(_get(tokens, "completion_ids") or [])
+    logprobs = [float(x) for x in (_get(tokens, "completion_logprobs") or [])]
+    if len(logprobs) != len(completion_ids):
+        raise ValueError(
+            f"completion has {len(completion_ids)} token ids but {len(logprobs)} logprobs"
+        )
+    return prompt_ids, completion_ids, logprobs
+
+
+def rollout_to_samples(
+    state: Mapping[str, Any] | Any,
+    *,
+    max_seq_len: int | None = None,
+    policy_version: int = 0,
+    env: str = "",
+) -> list[Sample]:
+    """Turn one scored rollout (a State / output record with a token-carrying trajectory) into samples.
+
+    Sequences longer than ``max_seq_len`` are cut and flagged ``truncated`` (never silently dropped);
+    a sample left with no sampled token after the cut is returned with an all-zero mask so callers can
+    count it. ``reward`` is the rollout's reward; advantages are assigned later, per group.
+    """
+    trajectory = _get(state, "trajectory") or []
+    reward = float(_get(state, "reward") or 0.0)
+    example_id = _get(state, "example_id")
+    rollout_truncated = bool(_get(state, "is_truncated"))
+    samples: list[Sample] = []
+    ids: list[int] = []
+    mask: list[int] = []
+    lps: list[float] = []
+
+    def close() -> None:
+        if ids:
+            samples.append(
+                Sample(list(ids), list(mask), list(lps), reward=reward, policy_version=policy_version,
+                       env=env, example_id=example_id, truncated=rollout_truncated)
+            )
+
+    for step in trajectory:
+        prompt_ids, completion_ids, logprobs = _step_tokens(step)
+        if ids and len(prompt_ids) >= len(ids) and prompt_ids[: len(ids)] == ids:
+            new_prompt = prompt_ids[len(ids):]
+        else:
+            # Not an exact extension (or the first turn): start a new sample from the full prompt.
+            close()
+            ids, mask, lps = [], [], []
+            new_prompt = prompt_ids
+        ids.extend(new_prompt)
+        mask.extend([0] * len(new_prompt))
+        lps.extend([0.0] * len(new_prompt))
+        ids.extend(completion_ids)
+        mask.extend([1] * len(completion_ids))
+        lps.extend(logprobs)
+    close()
+
+    if max_seq_len is not None:
+        for s in samples:
+            if len(s.input_ids) > max_seq_len:
+                s.input_ids = s.input_ids[:max_seq_len]
+                s.loss_mask = s.loss_mask[:max_seq_len]
+                s.inference_logprobs = s.inference_logprobs[:max_seq_len]
+                s.advantages = s.advantages[:max_seq_len]
+                s.truncated = True
+    return samples
+
+
+def assign_advantage(samples: Sequence[Sample], advantage: float) -> None:
+    """Broadcast a rollout's advantage to every token of its samples (masked tokens carry it too;
+    the loss mask decides what trains)."""
+    for s in samples:
+        s.advantages = [float(advantage)] * len(s.input_ids)
