@@ -176,18 +176,26 @@ def test_to_reply_forms():
     assert echo.__name__ == "echo" and reply("z").content == "z"
 
 
-def test_fast_server_answers_and_calls_tools():
+def _start_fast_server(*args: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "verifiers.testing.fast_server", "--port", "0", "--mode", "tool"],
+        [sys.executable, "-m", "verifiers.testing.fast_server", "--port", "0", *args],
         stdout=subprocess.PIPE,
         text=True,
     )
+    line = proc.stdout.readline()
+    assert line.startswith("READY "), line
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+
+
+TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+
+
+def test_fast_server_auto_mode_answers_or_calls_tools():
+    proc, base = _start_fast_server()
     try:
-        line = proc.stdout.readline()
-        assert line.startswith("READY ")
-        base = f"http://127.0.0.1:{int(line.split()[1])}/v1"
-        status, _, first = post(base + "/chat/completions", {"model": "m", "messages": USER})
-        assert status == 200
+        status, _, plain = post(base + "/chat/completions", {"model": "m", "messages": USER})
+        assert status == 200 and plain["choices"][0]["message"]["content"] == "The answer is 4."
+        _, _, first = post(base + "/chat/completions", {"model": "m", "messages": USER, "tools": TOOLS})
         call = first["choices"][0]["message"]["tool_calls"][0]
         assert call["function"]["name"] == "add" and json.loads(call["function"]["arguments"]) == {
             "a": 2,
@@ -198,12 +206,34 @@ def test_fast_server_answers_and_calls_tools():
             first["choices"][0]["message"],
             {"role": "tool", "tool_call_id": "call_0", "content": "4"},
         ]
-        _, _, second = post(base + "/chat/completions", {"model": "m", "messages": history})
+        _, _, second = post(base + "/chat/completions", {"model": "m", "messages": history, "tools": TOOLS})
         assert second["choices"][0]["message"]["content"] == "The answer is 4."
         _, _, comp = post(base + "/completions", {"model": "m", "prompt": "x"})
         assert comp["choices"][0]["text"] == "The answer is 4."
         with urllib.request.urlopen(base + "/models", timeout=10) as resp:
             assert json.loads(resp.read())["data"][0]["id"] == "fast-model"
+        with urllib.request.urlopen(base + "/stats", timeout=10) as resp:
+            assert json.loads(resp.read()) == {"requests": 4}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_fast_server_tool_and_answer_modes():
+    proc, base = _start_fast_server("--mode", "tool", "--tool-name", "lookup", "--answer", "done")
+    try:
+        _, _, first = post(base + "/chat/completions", {"model": "m", "messages": USER})
+        assert first["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "lookup"
+        tool_msg = {"role": "tool", "tool_call_id": "call_0", "content": "4"}
+        _, _, second = post(base + "/chat/completions", {"model": "m", "messages": [*USER, tool_msg]})
+        assert second["choices"][0]["message"]["content"] == "done"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    proc, base = _start_fast_server("--mode", "answer")
+    try:
+        _, _, reply_body = post(base + "/chat/completions", {"model": "m", "messages": USER, "tools": TOOLS})
+        assert reply_body["choices"][0]["message"]["content"] == "The answer is 4."
     finally:
         proc.terminate()
         proc.wait(timeout=10)

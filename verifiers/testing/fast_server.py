@@ -6,12 +6,16 @@ The rollout benchmark needs a server that is never the bottleneck, so that the n
 client library. This one speaks just enough HTTP/1.1 (keep-alive, Content-Length bodies, pipelining)
 on a raw asyncio protocol (uvloop when installed) and answers from pre-encoded bytes:
 
+* ``auto`` mode (default): a request that offers tools and has no tool result yet gets a tool call
+  (``--tool-name`` with ``--tool-args``); every other chat request gets the fixed answer. One server
+  thus serves both a single-turn and a tool-using environment;
 * ``answer`` mode: every chat completion gets the fixed answer;
-* ``tool`` mode: a conversation without a tool message yet gets a tool call (``--tool-name`` with
-  ``--tool-args``), and one with a tool result gets the fixed answer.
+* ``tool`` mode: a conversation without a tool message yet gets a tool call, one with a tool result
+  gets the fixed answer.
 
-``/v1/completions`` answers with the fixed text and ``/v1/models`` lists one model. It prints
-``READY <port>`` on stdout once listening.
+``/v1/completions`` answers with the fixed text, ``/v1/models`` lists one model, and ``GET /stats``
+returns ``{"requests": N}`` (chat and completion requests so far) so that a benchmark can check that
+each rollout really made the requests it claims. It prints ``READY <port>`` once listening.
 """
 
 from __future__ import annotations
@@ -25,6 +29,13 @@ import sys
 from typing import Any
 
 _TOOL_ROLE = re.compile(rb'"role"\s*:\s*"tool"')
+_HAS_TOOLS = re.compile(rb'"tools"\s*:\s*\[\s*\{')
+
+
+class Stats:
+    """Requests answered so far (shared by all connections)."""
+
+    requests = 0
 
 
 def _http(status: int, body: bytes) -> bytes:
@@ -121,13 +132,20 @@ class FastProtocol(asyncio.Protocol):
     def respond(self, path: bytes, body: bytes) -> bytes:
         r = self.responses
         if path.endswith(b"/chat/completions"):
-            if self.mode == "tool" and not _TOOL_ROLE.search(body):
-                return r["tool"]
-            return r["answer"]
+            Stats.requests += 1
+            mode = self.mode
+            if mode == "answer":
+                return r["answer"]
+            if mode == "auto" and not _HAS_TOOLS.search(body):
+                return r["answer"]
+            return r["answer"] if _TOOL_ROLE.search(body) else r["tool"]
         if path.endswith(b"/completions"):
+            Stats.requests += 1
             return r["completion"]
         if path.endswith(b"/models"):
             return r["models"]
+        if path.endswith(b"/stats"):
+            return _http(200, _json({"requests": Stats.requests}))
         return r["not_found"]
 
 
@@ -147,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed as READY <port>)")
-    parser.add_argument("--mode", choices=["answer", "tool"], default="answer")
+    parser.add_argument("--mode", choices=["auto", "answer", "tool"], default="auto")
     parser.add_argument("--model", default="fast-model")
     parser.add_argument("--answer", default="The answer is 4.")
     parser.add_argument("--tool-name", default="add")
