@@ -1,0 +1,147 @@
+"""``vf-eval`` and ``vf-init``: the classic tools' command lines, on top of ``vf eval`` / ``vf init``.
+
+For people (and scripts) used to the original ``verifiers`` tools. The flags keep their classic
+names and meanings: ``vf-eval`` saves results only with ``-s/--save-dataset`` and reads an optional
+endpoint registry (``-e``, a Python file defining ``ENDPOINTS = {alias: {"model", "url", "key"}}``);
+``vf-init`` writes into ``./environments/<id_with_underscores>`` by default. What differs: the
+default server is a local ``vf serve`` (``$VF_BASE_URL``) rather than a hosted API, and the model
+defaults to the one that server serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from verifiers.cli.errors import UserError, guarded, parse_json_arg
+
+
+def _eval_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="vf-eval", description="Evaluate an environment (classic flags; see also `vf eval`)."
+    )
+    p.add_argument("env", help="environment id, package folder or .py file")
+    p.add_argument("--env-args", "-a", default=None, help="load_environment arguments as a JSON object")
+    p.add_argument(
+        "--env-dir-path", "-p", default="./environments", help="folder of local environment packages"
+    )
+    p.add_argument(
+        "--endpoints-path", "-e", default="./configs/endpoints.py", help="endpoint registry (Python file)"
+    )
+    p.add_argument(
+        "--model", "-m", default=None, help="model name or registry alias (default: the server's model)"
+    )
+    p.add_argument("--api-key-var", "-k", default=None, help="environment variable holding the API key")
+    p.add_argument(
+        "--api-base-url", "-b", default=None, help="OpenAI-compatible base URL (default: local vf serve)"
+    )
+    p.add_argument(
+        "--header", action="append", default=[], help="extra HTTP header 'Name: Value' (repeatable)"
+    )
+    p.add_argument("--num-examples", "-n", type=int, default=None, help="examples to evaluate (default 5)")
+    p.add_argument(
+        "--rollouts-per-example", "-r", type=int, default=None, help="rollouts per example (default 3)"
+    )
+    p.add_argument("--max-concurrent", "-c", type=int, default=None, help="groups in flight (default 32)")
+    p.add_argument("--max-concurrent-requests", type=int, default=None, help="model requests in flight")
+    p.add_argument("--max-tokens", "-t", type=int, default=None, help="max tokens per reply")
+    p.add_argument("--temperature", "-T", type=float, default=None, help="sampling temperature")
+    p.add_argument("--sampling-args", "-S", default=None, help="sampling args JSON; overrides -t/-T")
+    p.add_argument("--verbose", "-v", action="store_true", help="accepted for compatibility")
+    p.add_argument("--save-dataset", "-s", action="store_true", help="save results.jsonl + metadata.json")
+    p.add_argument("--output-dir", "-o", default=None, help="root of run folders (default ./outputs)")
+    p.add_argument("--save-to-hf-hub", "-H", action="store_true", help="not supported (offline project)")
+    p.add_argument("--hf-hub-dataset-name", "-D", default="", help="not supported (offline project)")
+    return p
+
+
+def load_endpoints(path: Path) -> dict[str, Any]:
+    """The ``ENDPOINTS`` dict of a registry file (or ``endpoints.py`` in a folder); {} when absent."""
+    file = path / "endpoints.py" if path.is_dir() else path
+    if not file.is_file():
+        return {}
+    spec = importlib.util.spec_from_file_location("_vf_endpoints", file)
+    if spec is None or spec.loader is None:
+        return {}
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise UserError(f"cannot load the endpoint registry {file}: {type(exc).__name__}: {exc}")
+    endpoints = getattr(module, "ENDPOINTS", None)
+    if not isinstance(endpoints, dict):
+        raise UserError(f"the endpoint registry {file} defines no ENDPOINTS dict")
+    return endpoints
+
+
+@guarded
+def _vf_eval(argv: list[str] | None) -> int:
+    from verifiers.cli.eval_cmd import EvalOptions, run_eval
+
+    args = _eval_parser().parse_args(argv)
+    if args.save_to_hf_hub or args.hf_hub_dataset_name:
+        raise UserError("pushing results to the Hugging Face Hub is not supported; save locally with -s")
+    model, base_url, key_var = args.model, args.api_base_url, args.api_key_var
+    if model is not None:
+        entry = load_endpoints(Path(args.endpoints_path)).get(model)
+        if isinstance(entry, dict):
+            model = entry.get("model", model)
+            base_url = base_url or entry.get("url")
+            key_var = key_var or entry.get("key")
+    opts = EvalOptions(
+        env=args.env,
+        model=model,
+        base_url=base_url,
+        api_key_var=key_var,
+        num_examples=args.num_examples,
+        rollouts_per_example=args.rollouts_per_example,
+        max_concurrent=args.max_concurrent,
+        max_concurrent_requests=args.max_concurrent_requests,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        sampling_args=parse_json_arg(args.sampling_args, "-S/--sampling-args"),
+        env_args=parse_json_arg(args.env_args, "-a/--env-args"),
+        save=args.save_dataset,
+        output_dir=Path(args.output_dir) if args.output_dir else None,
+        headers=args.header,
+        env_dir_path=Path(args.env_dir_path),
+    )
+    return run_eval(opts)
+
+
+def _init_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="vf-init", description="Create an environment package (classic flags; see also `vf init`)."
+    )
+    p.add_argument("env", help="environment id, e.g. my-env")
+    p.add_argument("--path", "-p", default="./environments", help="parent folder (default ./environments)")
+    p.add_argument("--rewrite-readme", action="store_true", help="rewrite README.md if it exists")
+    return p
+
+
+@guarded
+def _vf_init(argv: list[str] | None) -> int:
+    from verifiers.cli.init_cmd import init_environment, normalise_id
+
+    args = _init_parser().parse_args(argv)
+    # The classic tool names the folder after the module (underscores).
+    init_environment(
+        args.env,
+        Path(args.path),
+        folder_name=normalise_id(args.env).replace("-", "_"),
+        rewrite=("README.md",) if args.rewrite_readme else (),
+    )
+    return 0
+
+
+def vf_eval_main(argv: list[str] | None = None) -> None:
+    """Console-script entry point of ``vf-eval``."""
+    sys.exit(_vf_eval(argv))
+
+
+def vf_init_main(argv: list[str] | None = None) -> None:
+    """Console-script entry point of ``vf-init``."""
+    sys.exit(_vf_init(argv))

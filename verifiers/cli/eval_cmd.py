@@ -1,0 +1,356 @@
+"""``vf eval``: run an environment against a model server with a live progress bar and a summary.
+
+Precedence of settings: command line > the environment package's ``[tool.verifiers.eval]`` table >
+built-in defaults (5 examples x 3 rollouts, 32 groups in flight: the classic tool's defaults).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verifiers.cli import envs
+from verifiers.cli.errors import UserError, parse_json_arg
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+BUILTIN_DEFAULTS: dict[str, Any] = {"num_examples": 5, "rollouts_per_example": 3, "max_concurrent": 32}
+SERVE_HINT = (
+    "start a local model with `vf model tiny ./tiny-model && vf serve ./tiny-model`, or pass -b BASE_URL"
+)
+
+
+@dataclass
+class EvalOptions:
+    """Everything ``vf eval`` (and the ``vf-eval`` compatibility script) can be told."""
+
+    env: str
+    model: str | None = None
+    base_url: str | None = None
+    api_key_var: str | None = None
+    num_examples: int | None = None
+    rollouts_per_example: int | None = None
+    max_concurrent: int | None = None
+    max_concurrent_requests: int | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    sampling_args_json: str | None = None
+    env_args_json: str | None = None
+    save: bool = True
+    resume: Path | None = None
+    output_dir: Path | None = None
+    timeout_per_rollout: float | None = None
+    headers: list[str] = field(default_factory=list)
+    show_samples: int = 1
+    env_dir_path: Path | None = None
+    # Pre-parsed forms (the compat script parses JSON itself); they win over the *_json strings.
+    sampling_args: dict[str, Any] | None = None
+    env_args: dict[str, Any] | None = None
+
+
+@dataclass
+class EvalPlan:
+    """The fully resolved run: what ``evaluate`` is called with."""
+
+    resolved: envs.ResolvedEnv
+    env_args: dict[str, Any]
+    base_url: str
+    api_key: str | None
+    api_key_var: str | None
+    model: str
+    sampling_args: dict[str, Any]
+    num_examples: int
+    rollouts_per_example: int
+    max_concurrent: int
+    max_concurrent_requests: int | None
+    timeout_per_rollout: float | None
+    headers: dict[str, str]
+    results_path: Path | None
+    resume: bool
+
+
+def parse_headers(values: list[str]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for raw in values:
+        name, sep, value = raw.partition(":")
+        if not sep or not name.strip():
+            raise UserError(f"--header must look like 'Name: Value', got {raw!r}")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def probe_server(
+    base_url: str, api_key: str | None, headers: dict[str, str], timeout: float = 10.0
+) -> list[str] | None:
+    """Check that something answers at ``base_url``; return its model ids when it lists them.
+
+    Only a failure to connect counts as unreachable: an API that wants a key answers /models with
+    401, which still proves the address is right.
+    """
+    req = urllib.request.Request(base_url.rstrip("/") + "/models", headers=dict(headers))
+    if api_key:
+        req.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            body = json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError:
+        return None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ConnectionError(str(reason))
+    if isinstance(body, dict) and isinstance(body.get("data"), list):
+        return [str(m.get("id")) for m in body["data"] if isinstance(m, dict) and m.get("id")]
+    return None
+
+
+def plan_eval(opts: EvalOptions) -> EvalPlan:
+    """Resolve the environment, server, model, arguments and run folder; raise UserError on problems."""
+    # Parse everything the user typed before touching the network or importing the environment.
+    sampling_cli = (
+        opts.sampling_args
+        if opts.sampling_args is not None
+        else parse_json_arg(opts.sampling_args_json, "-S/--sampling-args")
+    )
+    env_args_cli = (
+        opts.env_args if opts.env_args is not None else parse_json_arg(opts.env_args_json, "-a/--env-args")
+    )
+    headers = parse_headers(opts.headers)
+    for flag, value in (("-n", opts.num_examples), ("-c", opts.max_concurrent)):
+        if value is not None and (value == 0 or value < -1):
+            raise UserError(f"{flag} must be a positive number (or -1: no limit)")
+    if opts.rollouts_per_example is not None and opts.rollouts_per_example < 1:
+        raise UserError("-r must be at least 1")
+
+    resolved = envs.resolve(opts.env, opts.env_dir_path)
+    defaults = {**BUILTIN_DEFAULTS, **resolved.defaults}
+
+    def pick(name: str, cli_value: Any) -> Any:
+        return cli_value if cli_value is not None else defaults.get(name)
+
+    env_args = {**(defaults.get("env_args") or {}), **(env_args_cli or {})}
+    sampling: dict[str, Any] = dict(defaults.get("sampling_args") or {})
+    sampling.update(sampling_cli or {})
+    # -S keys win over -t/-T (the classic tool's rule), which win over package defaults.
+    for key, cli_value in (("max_tokens", opts.max_tokens), ("temperature", opts.temperature)):
+        if key in (sampling_cli or {}):
+            continue
+        value = pick(key, cli_value)
+        if value is not None:
+            sampling[key] = value
+
+    api_key_var = pick("api_key_var", opts.api_key_var)
+    api_key: str | None = None
+    if api_key_var:
+        api_key = os.environ.get(api_key_var)
+        if not api_key and opts.api_key_var:
+            raise UserError(f"the environment variable {api_key_var} (from -k) is not set")
+    elif os.environ.get("OPENAI_API_KEY"):
+        api_key_var = "OPENAI_API_KEY"
+        api_key = os.environ["OPENAI_API_KEY"]
+
+    explicit_url = opts.base_url or defaults.get("base_url")
+    base_url = (explicit_url or os.environ.get("VF_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    try:
+        served = probe_server(base_url, api_key, headers)
+    except ConnectionError as exc:
+        if explicit_url:
+            raise UserError(f"cannot reach the model server at {base_url} ({exc})")
+        raise UserError(f"no model server is running at {base_url} ({exc})", hint=SERVE_HINT)
+
+    model = pick("model", opts.model)
+    if not model:
+        if served and len(served) == 1:
+            model = served[0]
+        elif served:
+            raise UserError(
+                f"the server at {base_url} serves several models; pick one with -m ({', '.join(served[:5])})"
+            )
+        else:
+            raise UserError(
+                f"pass the model name with -m (the server at {base_url} does not list its models)"
+            )
+    elif served is not None and model not in served:
+        raise UserError(
+            f"the server at {base_url} does not serve model {model!r}; it serves: {', '.join(served[:8])}"
+        )
+
+    results_path: Path | None = None
+    resume = False
+    if opts.resume is not None:
+        results_path = opts.resume
+        if not results_path.is_dir():
+            raise UserError(f"nothing to resume at {results_path}: no such run folder")
+        resume = True
+    elif opts.save:
+        root = opts.output_dir or Path("outputs")
+        run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        results_path = (
+            root / "evals" / f"{resolved.env_id.replace('/', '--')}--{model.replace('/', '--')}" / run_id
+        )
+
+    max_concurrent = int(pick("max_concurrent", opts.max_concurrent))
+    return EvalPlan(
+        resolved=resolved,
+        env_args=env_args,
+        base_url=base_url,
+        api_key=api_key,
+        api_key_var=api_key_var,
+        model=model,
+        sampling_args=sampling,
+        num_examples=int(pick("num_examples", opts.num_examples)),
+        rollouts_per_example=int(pick("rollouts_per_example", opts.rollouts_per_example)),
+        max_concurrent=max_concurrent,
+        max_concurrent_requests=pick("max_concurrent_requests", opts.max_concurrent_requests),
+        timeout_per_rollout=pick("timeout_per_rollout", opts.timeout_per_rollout),
+        headers=headers,
+        results_path=results_path,
+        resume=resume,
+    )
+
+
+def _make_client(plan: EvalPlan) -> Any:
+    from verifiers.clients import ClientConfig, ModelClient
+
+    config = ClientConfig(
+        base_url=plan.base_url,
+        api_key=plan.api_key,
+        headers=plan.headers,
+        max_concurrent_requests=plan.max_concurrent_requests,
+    )
+    return ModelClient(config)
+
+
+async def _evaluate(env: Any, plan: EvalPlan, on_progress: Any) -> Any:
+    client = _make_client(plan)
+    try:
+        return await env.evaluate(
+            client=client,
+            model=plan.model,
+            sampling_args=plan.sampling_args,
+            num_examples=plan.num_examples,
+            rollouts_per_example=plan.rollouts_per_example,
+            max_concurrent=plan.max_concurrent,
+            max_concurrent_requests=plan.max_concurrent_requests,
+            save_results=plan.results_path is not None,
+            results_path=str(plan.results_path) if plan.results_path else None,
+            resume=plan.resume,
+            timeout_per_rollout=plan.timeout_per_rollout,
+            on_progress=on_progress,
+        )
+    finally:
+        await client.aclose()
+
+
+def run_eval(opts: EvalOptions) -> int:
+    """Plan, run with a live progress bar, print the summary; return the exit code."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from verifiers.cli.render import print_samples, summary_table
+
+    plan = plan_eval(opts)
+    err = Console(stderr=True)
+    out = Console()
+    env = envs.load(plan.resolved, plan.env_args)
+    err.print(
+        f"[bold]{plan.resolved.env_id}[/] with [bold]{plan.model}[/] at {plan.base_url}: "
+        f"{plan.num_examples if plan.num_examples >= 0 else 'all'} examples x {plan.rollouts_per_example} rollouts"
+        + (f", resuming {plan.results_path}" if plan.resume else "")
+    )
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]rollouts"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("reward [cyan]{task.fields[avg]:.3f}[/]"),
+        TextColumn("errors [red]{task.fields[errors]}[/]"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=False,
+    )
+    task = progress.add_task("eval", total=None, avg=0.0, errors=0)
+
+    def on_progress(event: dict[str, Any]) -> None:
+        progress.update(
+            task,
+            completed=event.get("done", 0),
+            total=event.get("total"),
+            avg=float(event.get("avg_reward") or 0.0),
+            errors=int(event.get("errors") or 0),
+        )
+
+    started = time.monotonic()
+    try:
+        with progress:
+            result = asyncio.run(_evaluate(env, plan, on_progress))
+    except KeyboardInterrupt:
+        if plan.results_path is not None:
+            print(
+                f"interrupted; finished rollouts are saved. Continue with: vf eval {opts.env} --resume {plan.results_path}",
+                file=sys.stderr,
+            )
+        else:
+            print("interrupted", file=sys.stderr)
+        return 130
+    elapsed = time.monotonic() - started
+
+    metadata = dict(_get(result, "metadata") or {})
+    metadata.setdefault("time_ms", elapsed * 1000)
+    records = _records_for_samples(result, plan.results_path, opts.show_samples)
+    out.print(summary_table(metadata, title=f"{plan.resolved.env_id} / {plan.model}"))
+    if opts.show_samples > 0 and records:
+        print_samples(out, records[: opts.show_samples])
+    if plan.results_path is not None:
+        out.print(f"results: {plan.results_path}")
+    n = int(metadata.get("num_rollouts") or 0)
+    n_err = int(metadata.get("num_errors") or 0)
+    if n > 0 and n_err == n:
+        first = next((r.get("error") for r in records if r.get("error")), None)
+        detail = (
+            f": {first.get('source')}: {first.get('type')}: {first.get('message')}"
+            if isinstance(first, dict)
+            else ""
+        )
+        print(f"error: all {n} rollouts failed{detail}"[:500], file=sys.stderr)
+        return 1
+    return 0
+
+
+def _get(result: Any, key: str) -> Any:
+    try:
+        return result[key]
+    except (KeyError, TypeError, IndexError):
+        return getattr(result, key, None)
+
+
+def _records_for_samples(result: Any, results_path: Path | None, limit: int) -> list[dict[str, Any]]:
+    """A few output records, read from disk when saved (the in-memory form may be lazy/bounded)."""
+    limit = max(limit, 5)
+    if results_path is not None and (results_path / "results.jsonl").is_file():
+        from verifiers.cli.render import read_jsonl
+
+        return read_jsonl(results_path / "results.jsonl", limit=limit)
+    outputs = _get(result, "outputs") or []
+    records: list[dict[str, Any]] = []
+    for record in outputs:
+        records.append(dict(record))
+        if len(records) >= limit:
+            break
+    return records

@@ -1,0 +1,311 @@
+"""The ``vf`` app: command signatures only; implementations are imported when a command runs.
+
+Sub-apps owned by other parts (``vf hub`` from ``hub.cli``, ``vf train`` from
+``verifiers.train.cli``) are registered lazily through :data:`LAZY_APPS`: their modules (FastAPI,
+SQLAlchemy, torch ...) load only when that sub-command is invoked, and a missing module gives a
+clear message instead of breaking every other command.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from verifiers.cli.errors import UserError, guarded
+
+app = typer.Typer(
+    name="vf",
+    help="Verifiers: evaluate RL environments, scaffold them, and serve a local model.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+model_app = typer.Typer(help="Create local models (no download).", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+
+#: Sub-apps living in other packages: command name -> (module, attribute, one-line help).
+LAZY_APPS: dict[str, tuple[str, str, str]] = {
+    "hub": ("hub.cli", "app", "Run and administer an Environments Hub (vf hub --help)."),
+    "train": ("verifiers.train.cli", "app", "Train a model on environments (vf train CONFIG.toml)."),
+}
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("verifiers")
+    except Exception:  # running from a source tree that is not installed
+        return "unknown"
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"verifiers {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", "-V", help="Show the version and exit.", callback=_version_callback, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    """Verifiers: evaluate RL environments, scaffold them, and serve a local model."""
+
+
+# ----------------------------------------------------------------------------------------- eval
+@app.command("eval")
+@guarded
+def eval_command(
+    env: Annotated[str, typer.Argument(help="Installed environment id, a package folder, or a .py file.")],
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model name (default: the server's first model).")
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url", "-b", help="OpenAI-compatible base URL (default: $VF_BASE_URL or a local vf serve)."
+        ),
+    ] = None,
+    api_key_var: Annotated[
+        str | None,
+        typer.Option("--api-key-var", "-k", help="Name of the environment variable holding the API key."),
+    ] = None,
+    num_examples: Annotated[
+        int | None, typer.Option("--num-examples", "-n", help="Examples to evaluate (-1: all).")
+    ] = None,
+    rollouts_per_example: Annotated[
+        int | None, typer.Option("--rollouts-per-example", "-r", help="Rollouts per example.")
+    ] = None,
+    max_concurrent: Annotated[
+        int | None, typer.Option("--max-concurrent", "-c", help="Example groups in flight.")
+    ] = None,
+    max_concurrent_requests: Annotated[
+        int | None, typer.Option("--max-concurrent-requests", help="Model requests in flight.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", "-t", help="Max tokens per model reply.")
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", "-T", help="Sampling temperature.")
+    ] = None,
+    sampling_args: Annotated[
+        str | None,
+        typer.Option(
+            "--sampling-args", "-S", help="Sampling args as a JSON object; its keys override -t/-T."
+        ),
+    ] = None,
+    env_args: Annotated[
+        str | None,
+        typer.Option("--env-args", "-a", help="load_environment keyword arguments as a JSON object."),
+    ] = None,
+    save: Annotated[
+        bool, typer.Option("--save/--no-save", help="Save results.jsonl + metadata.json.")
+    ] = True,
+    resume: Annotated[
+        Path | None, typer.Option("--resume", help="Continue a run folder, skipping finished rollouts.")
+    ] = None,
+    output_dir: Annotated[
+        Path | None, typer.Option("--output-dir", "-o", help="Root of run folders (default ./outputs).")
+    ] = None,
+    timeout_per_rollout: Annotated[
+        float | None, typer.Option("--timeout-per-rollout", help="Seconds before a rollout is cut off.")
+    ] = None,
+    header: Annotated[
+        list[str] | None, typer.Option("--header", help="Extra HTTP header 'Name: Value' (repeatable).")
+    ] = None,
+    samples: Annotated[int, typer.Option("--show-samples", help="Sample rollouts to print at the end.")] = 1,
+) -> None:
+    """Evaluate an environment against a model behind an OpenAI-compatible server."""
+    from verifiers.cli.eval_cmd import EvalOptions, run_eval
+
+    opts = EvalOptions(
+        env=env,
+        model=model,
+        base_url=base_url,
+        api_key_var=api_key_var,
+        num_examples=num_examples,
+        rollouts_per_example=rollouts_per_example,
+        max_concurrent=max_concurrent,
+        max_concurrent_requests=max_concurrent_requests,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        sampling_args_json=sampling_args,
+        env_args_json=env_args,
+        save=save,
+        resume=resume,
+        output_dir=output_dir,
+        timeout_per_rollout=timeout_per_rollout,
+        headers=header or [],
+        show_samples=samples,
+    )
+    raise typer.Exit(run_eval(opts))
+
+
+# -------------------------------------------------------------------------------------- results
+@app.command("results")
+@guarded
+def results_command(
+    path: Annotated[Path, typer.Argument(help="A run folder, its results.jsonl, or a folder of runs.")],
+    samples: Annotated[int, typer.Option("--samples", "-n", help="Sample rollouts to show.")] = 3,
+    errors_only: Annotated[
+        bool, typer.Option("--errors", help="Show only rollouts that recorded an error.")
+    ] = False,
+) -> None:
+    """Show a saved run: its summary, a few samples, rewards and errors."""
+    from verifiers.cli.results_cmd import show_results
+
+    show_results(path, samples=samples, errors_only=errors_only)
+
+
+# ----------------------------------------------------------------------------------------- init
+@app.command("init")
+@guarded
+def init_command(
+    name: Annotated[str, typer.Argument(help="Environment id, e.g. my-env (module: my_env).")],
+    path: Annotated[
+        Path | None,
+        typer.Option("--path", "-p", help="Parent folder (default: ./environments if present, else .)."),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite files that already exist.")] = False,
+) -> None:
+    """Scaffold an environment package that passes its own test."""
+    from verifiers.cli.init_cmd import init_environment
+
+    init_environment(name, path, force=force)
+
+
+# ---------------------------------------------------------------------------------- model, serve
+@model_app.command("tiny")
+@guarded
+def model_tiny_command(
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write the model into.")],
+    vocab: Annotated[
+        str, typer.Option("--vocab", help="chars (printable ASCII + byte fallback) or bytes.")
+    ] = "chars",
+    hidden: Annotated[int, typer.Option("--hidden", help="Hidden size.")] = 128,
+    layers: Annotated[int, typer.Option("--layers", help="Transformer layers.")] = 2,
+    heads: Annotated[int, typer.Option("--heads", help="Attention heads.")] = 2,
+    kv_heads: Annotated[
+        int | None, typer.Option("--kv-heads", help="Key/value heads (default: heads).")
+    ] = None,
+    head_dim: Annotated[
+        int, typer.Option("--head-dim", help="Head dimension (vLLM CPU: 64 works, 16 fails).")
+    ] = 64,
+    intermediate: Annotated[int, typer.Option("--intermediate", help="MLP size.")] = 256,
+    max_positions: Annotated[int, typer.Option("--max-positions", help="Maximum sequence length.")] = 2048,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random initialisation.")] = 0,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace the contents of a non-empty folder.")
+    ] = False,
+) -> None:
+    """Write a tiny random Llama-style model with a character-level tokenizer (no download)."""
+    from verifiers.cli.serve_cmd import make_tiny_model
+
+    make_tiny_model(
+        out_dir,
+        vocab=vocab,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate=intermediate,
+        max_positions=max_positions,
+        seed=seed,
+        force=force,
+    )
+
+
+@app.command("serve")
+@guarded
+def serve_command(
+    model_dir: Annotated[Path, typer.Argument(help="Model folder (e.g. from vf model tiny).")],
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+    max_model_len: Annotated[int, typer.Option("--max-model-len", help="Context length.")] = 256,
+    dev_mode: Annotated[
+        bool,
+        typer.Option("--dev-mode", help="Expose /collective_rpc, /pause ... (weight reloads for training)."),
+    ] = False,
+    served_model_name: Annotated[
+        str | None,
+        typer.Option("--served-model-name", help="Model name clients send (default: folder name)."),
+    ] = None,
+    log_file: Annotated[Path | None, typer.Option("--log-file", help="Write vLLM's output here.")] = None,
+    extra: Annotated[list[str] | None, typer.Argument(help="Extra vLLM flags after --.")] = None,
+) -> None:
+    """Serve a model folder with a real vLLM OpenAI-compatible server (installs vLLM on first use)."""
+    from verifiers.cli.serve_cmd import serve
+
+    raise typer.Exit(
+        serve(
+            model_dir,
+            port=port,
+            host=host,
+            max_model_len=max_model_len,
+            dev_mode=dev_mode,
+            served_model_name=served_model_name,
+            log_file=log_file,
+            extra_args=extra or [],
+        )
+    )
+
+
+# ------------------------------------------------------------------------------ lazy sub-apps
+def _run_lazy_app(name: str, ctx: typer.Context) -> None:
+    module_name, attr, _ = LAZY_APPS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if module_name == missing or module_name.startswith(missing + "."):
+            raise UserError(
+                f"`vf {name}` is not available: its module {module_name} is not installed in this environment"
+            )
+        raise UserError(
+            f"`vf {name}` needs the Python package {missing!r}, which is not installed",
+            hint="pip install 'verifiers[hub,train]'",
+        )
+    sub_app = getattr(module, attr, None)
+    if sub_app is None:
+        raise UserError(f"`vf {name}` is not available: {module_name} defines no {attr!r}")
+    command = typer.main.get_command(sub_app) if isinstance(sub_app, typer.Typer) else sub_app
+    command.main(args=list(ctx.args), prog_name=f"vf {name}", standalone_mode=True)
+
+
+def _register_lazy(name: str) -> None:
+    help_text = LAZY_APPS[name][2]
+
+    @app.command(
+        name,
+        help=help_text,
+        add_help_option=False,  # `vf hub --help` is the sub-app's help, not this proxy's
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        rich_help_panel="Other parts",
+    )
+    @guarded
+    def _proxy(ctx: typer.Context) -> None:
+        _run_lazy_app(name, ctx)
+
+
+for _name in LAZY_APPS:
+    _register_lazy(_name)
+
+
+def main() -> None:
+    """Console-script entry point of ``vf``."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

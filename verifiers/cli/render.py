@@ -1,0 +1,144 @@
+"""Rich renderings shared by ``vf eval`` and ``vf results``: the run summary and sample rollouts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+
+def read_jsonl(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """Records of a results file; a truncated last line (a killed run) is skipped, not fatal."""
+    records: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if limit is not None and len(records) >= limit:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def summary_table(metadata: dict[str, Any], title: str | None = None) -> Table:
+    """Reward mean/std, each metric, pass@k, errors by source, tokens and time of a run."""
+    table = Table(title=title, show_header=False, title_justify="left", pad_edge=False)
+    table.add_column("key", style="bold")
+    table.add_column("value")
+    n = metadata.get("num_rollouts")
+    if metadata.get("env_id") is not None:
+        table.add_row("environment", str(metadata["env_id"]))
+    if metadata.get("model") is not None:
+        table.add_row("model", str(metadata["model"]))
+    if n is not None:
+        table.add_row(
+            "rollouts",
+            f"{n} ({metadata.get('num_examples', '?')} examples x {metadata.get('rollouts_per_example', '?')})",
+        )
+    if "avg_reward" in metadata:
+        table.add_row(
+            "reward", f"{_fmt(metadata.get('avg_reward'))} ± {_fmt(metadata.get('std_reward') or 0.0)}"
+        )
+    for name, value in (metadata.get("avg_metrics") or {}).items():
+        table.add_row(f"  {name}", _fmt(value))
+    pass_k = metadata.get("pass_at_k") or {}
+    if pass_k:
+        table.add_row("pass@k", "  ".join(f"@{k}: {_fmt(v)}" for k, v in pass_k.items()))
+    n_err = int(metadata.get("num_errors") or 0)
+    by_source = metadata.get("errors_by_source") or {}
+    errors = str(n_err)
+    if by_source:
+        errors += "  (" + ", ".join(f"{src}: {count}" for src, count in sorted(by_source.items())) + ")"
+    table.add_row("errors", Text(errors, style="red" if n_err else ""))
+    usage = metadata.get("usage") or {}
+    if usage:
+        table.add_row(
+            "tokens",
+            f"prompt {usage.get('prompt_tokens', 0):,}  completion {usage.get('completion_tokens', 0):,}"
+            f"  (per rollout {_fmt(float(usage.get('avg_prompt_tokens') or 0), 1)}"
+            f" + {_fmt(float(usage.get('avg_completion_tokens') or 0), 1)})",
+        )
+    time_ms = metadata.get("time_ms")
+    if time_ms:
+        seconds = float(time_ms) / 1000
+        rate = f"  ({int(n) / seconds:.1f} rollouts/s)" if n and seconds > 0 else ""
+        table.add_row("time", f"{seconds:.2f} s{rate}")
+    if metadata.get("sampling_args"):
+        table.add_row("sampling", json.dumps(metadata["sampling_args"], sort_keys=True))
+    if metadata.get("path"):
+        table.add_row("path", str(metadata["path"]))
+    return table
+
+
+def message_text(messages: Any, limit: int = 400) -> str:
+    """A compact text form of a prompt or completion (chat messages or a plain string)."""
+    if isinstance(messages, str):
+        text = messages
+    elif isinstance(messages, list):
+        parts = []
+        for m in messages:
+            if not isinstance(m, dict):
+                parts.append(str(m))
+                continue
+            content = m.get("content")
+            if isinstance(content, list):
+                content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            line = f"{m.get('role', '?')}: {content if content is not None else ''}"
+            for call in m.get("tool_calls") or []:
+                fn = call.get("function", call) if isinstance(call, dict) else {}
+                line += f" [tool_call {fn.get('name')}({fn.get('arguments')})]"
+            parts.append(line)
+        text = "\n".join(parts)
+    else:
+        text = "" if messages is None else str(messages)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def print_samples(console: Console, records: list[dict[str, Any]]) -> None:
+    """One panel per rollout: the last prompt message, the completion, reward, metrics, error."""
+    for record in records:
+        prompt = record.get("prompt")
+        last_prompt = prompt[-1:] if isinstance(prompt, list) else prompt
+        body = Text()
+        body.append("prompt  ", style="bold")
+        body.append(message_text(last_prompt) + "\n")
+        body.append("reply   ", style="bold")
+        body.append(message_text(record.get("completion")) + "\n")
+        if record.get("answer") not in (None, ""):
+            body.append("answer  ", style="bold")
+            body.append(str(record.get("answer")) + "\n")
+        metrics = record.get("metrics") or {}
+        body.append("reward  ", style="bold")
+        body.append(_fmt(record.get("reward")))
+        if metrics:
+            body.append("   " + "  ".join(f"{k}={_fmt(v)}" for k, v in metrics.items()))
+        error = record.get("error")
+        if error:
+            body.append("\nerror   ", style="bold red")
+            if isinstance(error, dict):
+                body.append(
+                    f"{error.get('source')}: {error.get('type')}: {error.get('message')}", style="red"
+                )
+            else:
+                body.append(str(error), style="red")
+        title = f"example {record.get('example_id')} / rollout {record.get('rollout_index')}"
+        console.print(Panel(body, title=title, title_align="left"))

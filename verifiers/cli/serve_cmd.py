@@ -1,0 +1,106 @@
+"""``vf model tiny`` and ``vf serve``: a local model and a real vLLM server for it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from verifiers.cli.errors import UserError
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def make_tiny_model(out_dir: Path, *, force: bool = False, **shape: Any) -> Path:
+    """Write the tiny model and print where it went and how to serve it."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Writing shards" bars for 1 shard
+    from verifiers.serving.tiny_model import TinyModelSpec, parameter_count, write_tiny_model
+
+    if shape.get("vocab") not in ("chars", "bytes"):
+        raise UserError(f"--vocab must be 'chars' or 'bytes', not {shape.get('vocab')!r}")
+    for key in ("hidden", "layers", "heads", "head_dim", "intermediate", "max_positions"):
+        if int(shape[key]) <= 0:
+            raise UserError(f"--{key.replace('_', '-')} must be positive")
+    spec = TinyModelSpec(**shape)
+    try:
+        path = write_tiny_model(out_dir, spec, overwrite=force)
+    except (FileExistsError, ValueError) as exc:
+        raise UserError(str(exc))
+    print(f"wrote a tiny random model ({parameter_count(spec):,} parameters) to {path}")
+    print(f"serve it with: vf serve {path}")
+    return path
+
+
+def serve(
+    model_dir: Path,
+    *,
+    port: int,
+    host: str,
+    max_model_len: int,
+    dev_mode: bool,
+    served_model_name: str | None,
+    log_file: Path | None,
+    extra_args: list[str],
+) -> int:
+    """Run vLLM in the foreground until it exits or this process gets SIGINT/SIGTERM.
+
+    Signals are forwarded to vLLM's whole process group, so Ctrl-C (or a supervisor's SIGTERM)
+    shuts down the engine workers cleanly instead of orphaning them.
+    """
+    from verifiers.serving.vllm import VLLMError, VLLMServer, free_port
+
+    if not model_dir.is_dir() or not (model_dir / "config.json").is_file():
+        raise UserError(
+            f"{model_dir} is not a model folder (no config.json)", hint=f"vf model tiny {model_dir}"
+        )
+    if port == 0:
+        port = free_port(host)
+    server = VLLMServer(
+        model_dir,
+        port,
+        host=host,
+        max_model_len=max_model_len,
+        dev_mode=dev_mode,
+        served_model_name=served_model_name,
+        extra_args=extra_args,
+        log_file=log_file,
+        inherit_output=log_file is None,
+        log=_log,
+    )
+    stopping = {"signal": 0}
+
+    def _forward(signum: int, _frame: Any) -> None:
+        stopping["signal"] = signum
+        server.send_signal(signal.SIGTERM if signum == signal.SIGINT else signum)
+
+    try:
+        server.start()
+    except VLLMError as exc:
+        raise UserError(
+            str(exc).splitlines()[0], hint=f"full log: {server.log_path}" if server.log_path else None
+        )
+    except KeyboardInterrupt:
+        server.stop()
+        return 130
+    previous = {sig: signal.signal(sig, _forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        _log(
+            f"vLLM ready: base URL {server.base_url}  model {server.model!r}"
+            + ("  (dev mode: /collective_rpc enabled)" if dev_mode else "")
+        )
+        _log(f"try: vf eval ENV -b {server.base_url} -m {server.model}")
+        rc = server.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        server.stop()
+    if stopping["signal"]:
+        _log("vLLM stopped")
+        return 0
+    if rc != 0:
+        _log(f"vLLM exited with code {rc}")
+    return rc
