@@ -1,0 +1,157 @@
+"""Shared plumbing for the benchmarks: the peer venv, the fast server, subprocess drivers, tables.
+
+Every benchmark measures ours and the peer (the original ``verifiers==0.3.0`` from PyPI) in the same
+run, each in its own subprocess, so that neither pays for the other's imports or garbage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH_DIR = REPO / "benchmarks"
+PEER_VERSION = "0.3.0"
+PEER_VENV = REPO / f".venv-bench-verifiers-{PEER_VERSION}"
+OUR_PYTHON = Path(sys.executable)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def ensure_peer_venv() -> Path:
+    """Create ``.venv-bench-verifiers-0.3.0`` with the original library from PyPI (once)."""
+    python = PEER_VENV / "bin" / "python"
+    stamp = PEER_VENV / ".installed"
+    if python.exists() and stamp.exists():
+        return python
+    log(f"installing verifiers=={PEER_VERSION} into {PEER_VENV.name} (first run only)")
+    if not python.exists():
+        base = getattr(sys, "_base_executable", None) or sys.executable
+        subprocess.run([base, "-m", "venv", str(PEER_VENV)], check=True)
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            f"verifiers=={PEER_VERSION}",
+        ],
+        check=True,
+    )
+    stamp.write_text(PEER_VERSION)
+    return python
+
+
+def clean_env() -> dict[str, str]:
+    """Environment for driver subprocesses: no PYTHONPATH (the peer must not see this repo)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["TQDM_DISABLE"] = "1"
+    env["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+    env["HF_HUB_OFFLINE"] = "1"
+    env["BENCH_API_KEY"] = "sk-bench"
+    return env
+
+
+def run_json(cmd: Sequence[str], *, timeout: float = 1800) -> dict[str, Any]:
+    """Run a driver in a scratch working directory and return its last stdout line as JSON."""
+    with tempfile.TemporaryDirectory(prefix="vf-bench-") as cwd:
+        proc = subprocess.run(
+            list(cmd), cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=timeout
+        )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(
+            f"driver failed (rc={proc.returncode}): {' '.join(cmd)}\n--- stderr ---\n{proc.stderr[-4000:]}"
+        )
+    return json.loads(lines[-1])
+
+
+class FastServer:
+    """The fast scripted chat server (``verifiers.testing.fast_server``) in its own process."""
+
+    def __init__(self, *args: str) -> None:
+        self.args = args
+        self.proc: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    def __enter__(self) -> FastServer:
+        self.proc = subprocess.Popen(
+            [str(OUR_PYTHON), "-m", "verifiers.testing.fast_server", "--port", "0", *self.args],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("READY "):
+            self.proc.kill()
+            raise RuntimeError(f"fast server did not start: {line!r}")
+        self.base_url = f"http://127.0.0.1:{int(line.split()[1])}/v1"
+        return self
+
+    def requests(self) -> int:
+        with urllib.request.urlopen(self.base_url + "/stats", timeout=10) as resp:
+            return int(json.loads(resp.read())["requests"])
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@contextmanager
+def fast_server(*args: str) -> Iterator[FastServer]:
+    with FastServer(*args) as srv:
+        yield srv
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain-text table (right-aligned numbers) that reads well in a terminal and in a README."""
+    cells = [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    out = ["| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"]
+    out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in cells:
+        out.append(
+            "| "
+            + " | ".join(
+                c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+            + " |"
+        )
+    return "\n".join(out)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value != value:  # nan
+            return "n/a"
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
+    return str(value)
+
+
+def machine() -> str:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return f"{os.cpu_count()} CPUs, load average {load:.2f}, Python {sys.version.split()[0]}"

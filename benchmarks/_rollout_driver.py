@@ -1,0 +1,190 @@
+"""Drive one rollout benchmark with whichever ``verifiers`` the running interpreter has installed.
+
+Run by ``benchmarks/rollouts.py`` and ``benchmarks/memory.py`` as a subprocess, once under the
+project's venv (our library) and once under ``.venv-bench-verifiers-0.3.0`` (the original from
+PyPI). The environments are written once, in the classic API both libraries share, so both sides do
+the same work: the same dataset, rubric, tool, server and concurrency. This file must not import
+anything from this repository (it runs in the original's venv); it is executed from a temporary
+working directory so that ``import verifiers`` finds the installed library only.
+
+Prints one JSON line: rollouts, seconds, rollouts_per_s, avg_reward, errors, library + version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import sys
+import time
+from importlib import metadata
+
+QUESTION = "What is 2+2?"
+
+
+def correct_answer(completion, answer, **kwargs) -> float:
+    """1.0 when the final assistant message contains the answer."""
+    if isinstance(completion, list):
+        texts = [m.get("content") or "" for m in completion if m.get("role") == "assistant"]
+        text = texts[-1] if texts else ""
+    else:
+        text = completion or ""
+    return 1.0 if str(answer) in text else 0.0
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first integer.
+        b: The second integer.
+    """
+    return a + b
+
+
+def build_env(vf, kind: str, n: int, dataset_kind: str):
+    rows = [{"question": QUESTION, "answer": "4"} for _ in range(n)]
+    if dataset_kind == "datasets":
+        from datasets import Dataset
+
+        data = Dataset.from_list(rows)
+    else:
+        data = rows
+    rubric = vf.Rubric(funcs=[correct_answer], weights=[1.0])
+    if kind == "single":
+        return vf.SingleTurnEnv(
+            dataset=data, eval_dataset=data, system_prompt="Answer briefly.", rubric=rubric
+        )
+    if kind == "tool":
+        return vf.ToolEnv(dataset=data, eval_dataset=data, tools=[add], max_turns=4, rubric=rubric)
+    raise SystemExit(f"unknown env kind {kind!r}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kind", choices=["single", "tool", "raw"], required=True)
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--rollouts", type=int, default=5000)
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--results-path", default=None, help="save results there (memory benchmark)")
+    parser.add_argument("--dataset", choices=["datasets", "list"], default="datasets")
+    args = parser.parse_args()
+    if args.kind == "raw":
+        print(json.dumps(raw_loop(args.base_url, args.rollouts, args.concurrency)), flush=True)
+        return
+
+    import verifiers as vf
+
+    version = metadata.version("verifiers")
+    ours = int(version.split(".")[0]) >= 1
+    os.environ.setdefault("BENCH_API_KEY", "sk-bench")
+    env = build_env(vf, args.kind, args.rollouts, args.dataset)
+    quiet = lambda *a, **k: None  # noqa: E731  (no progress bar in either library)
+    kwargs = dict(
+        model="fast-model",
+        sampling_args={"max_tokens": 32},
+        num_examples=args.rollouts,
+        rollouts_per_example=1,
+        max_concurrent=args.concurrency,
+        on_progress=quiet,
+    )
+    if args.results_path:
+        kwargs.update(save_results=True, results_path=args.results_path)
+    if ours:
+        client = vf.ClientConfig(base_url=args.base_url, api_key_var="BENCH_API_KEY")
+    else:
+        # the original's own recommended path (what its vf-eval builds): an httpx pool sized by it
+        client = vf.ClientConfig(api_base_url=args.base_url, api_key_var="BENCH_API_KEY")
+        kwargs["on_start"] = quiet
+
+    async def run():
+        start = time.perf_counter()
+        out = await env.evaluate(client, **kwargs)
+        return out, time.perf_counter() - start
+
+    out, seconds = asyncio.run(run())
+    rewards = _rewards(out)
+    errors = _errors(out)
+    print(
+        json.dumps(
+            {
+                "library": "ours" if ours else "original",
+                "version": version,
+                "module": vf.__file__,
+                "kind": args.kind,
+                "rollouts": len(rewards),
+                "seconds": seconds,
+                "rollouts_per_s": len(rewards) / seconds if seconds else 0.0,
+                "avg_reward": sum(rewards) / len(rewards) if rewards else 0.0,
+                "errors": errors,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        ),
+        flush=True,
+    )
+
+
+def raw_loop(base_url: str, requests: int, concurrency: int) -> dict:
+    """The ceiling: a bare aiohttp loop posting the single-turn request body, decoding each reply."""
+    import aiohttp
+
+    body = json.dumps(
+        {
+            "model": "fast-model",
+            "messages": [
+                {"role": "system", "content": "Answer briefly."},
+                {"role": "user", "content": QUESTION},
+            ],
+            "max_tokens": 32,
+        }
+    ).encode()
+    url = base_url + "/chat/completions"
+    headers = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
+
+    async def run() -> tuple[int, float]:
+        done = 0
+        todo = iter(range(requests))
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency * 2)) as session:
+
+            async def worker() -> None:
+                nonlocal done
+                for _ in todo:
+                    async with session.post(url, data=body, headers=headers) as resp:
+                        reply = json.loads(await resp.read())
+                    if reply["choices"][0]["message"]["content"]:
+                        done += 1
+
+            start = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            return done, time.perf_counter() - start
+
+    done, seconds = asyncio.run(run())
+    return {
+        "library": "raw-aiohttp",
+        "kind": "raw",
+        "requests": done,
+        "seconds": seconds,
+        "requests_per_s": done / seconds,
+    }
+
+
+def _rewards(out) -> list[float]:
+    if isinstance(out, dict) and isinstance(out.get("outputs"), list):
+        return [float(o.get("reward") or 0.0) for o in out["outputs"]]
+    reward = getattr(out, "reward", None)
+    if reward is None and isinstance(out, dict):
+        reward = out.get("reward")
+    return [float(r) for r in reward or []]
+
+
+def _errors(out) -> int:
+    outputs = out.get("outputs") if isinstance(out, dict) else getattr(out, "outputs", None)
+    if isinstance(outputs, list):
+        return sum(1 for o in outputs if isinstance(o, dict) and o.get("error"))
+    return -1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
