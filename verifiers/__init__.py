@@ -1,0 +1,165 @@
+"""verifiers: environments, rubrics and a fast rollout engine for RL with verifiable rewards.
+
+``import verifiers as vf`` is cheap: public names resolve on first use through the table below
+(module ``__getattr__``), so heavy dependencies (datasets, math-verify, openai, torch, httpx) load
+only when something needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verifiers.clients import ClientConfig, ModelClient, ModelError, ModelResponse
+    from verifiers.envs.env_group import EnvGroup
+    from verifiers.envs.environment import Environment
+    from verifiers.envs.multiturn_env import MultiTurnEnv
+    from verifiers.envs.singleturn_env import SingleTurnEnv
+    from verifiers.envs.stateful_tool_env import StatefulToolEnv
+    from verifiers.envs.tool_env import ToolEnv
+    from verifiers.errors import EnvironmentNotFoundError, JudgeError, MissingKeyError, VerifiersError
+    from verifiers.parsers.maybe_think_parser import MaybeThinkParser
+    from verifiers.parsers.parser import Parser
+    from verifiers.parsers.think_parser import ThinkParser
+    from verifiers.parsers.xml_parser import XMLParser
+    from verifiers.rubrics.judge_rubric import JudgeRubric
+    from verifiers.rubrics.math_rubric import MathRubric
+    from verifiers.rubrics.rubric import RolloutScore, RolloutScores, Rubric
+    from verifiers.rubrics.rubric_group import RubricGroup
+    from verifiers.types import (
+        AssistantMessage,
+        GenerateOutputs,
+        Message,
+        Messages,
+        State,
+        SystemMessage,
+        ToolCall,
+        ToolMessage,
+        UserMessage,
+    )
+    from verifiers.utils.data_utils import extract_boxed_answer, extract_hash_answer, load_example_dataset
+    from verifiers.utils.decorators import cleanup, stop, teardown
+    from verifiers.utils.env_loading import ensure_keys, load_environment
+    from verifiers.utils.tool_utils import convert_func_to_oai_tool
+
+# public name -> "module:attribute"
+_LAZY: dict[str, str] = {
+    # environments
+    "Environment": "verifiers.envs.environment:Environment",
+    "MultiTurnEnv": "verifiers.envs.multiturn_env:MultiTurnEnv",
+    "SingleTurnEnv": "verifiers.envs.singleturn_env:SingleTurnEnv",
+    "ToolEnv": "verifiers.envs.tool_env:ToolEnv",
+    "StatefulToolEnv": "verifiers.envs.stateful_tool_env:StatefulToolEnv",
+    "EnvGroup": "verifiers.envs.env_group:EnvGroup",
+    # rubrics
+    "Rubric": "verifiers.rubrics.rubric:Rubric",
+    "RubricGroup": "verifiers.rubrics.rubric_group:RubricGroup",
+    "JudgeRubric": "verifiers.rubrics.judge_rubric:JudgeRubric",
+    "MathRubric": "verifiers.rubrics.math_rubric:MathRubric",
+    "RolloutScore": "verifiers.rubrics.rubric:RolloutScore",
+    "RolloutScores": "verifiers.rubrics.rubric:RolloutScores",
+    # parsers
+    "Parser": "verifiers.parsers.parser:Parser",
+    "XMLParser": "verifiers.parsers.xml_parser:XMLParser",
+    "ThinkParser": "verifiers.parsers.think_parser:ThinkParser",
+    "MaybeThinkParser": "verifiers.parsers.maybe_think_parser:MaybeThinkParser",
+    "extract_boxed_answer": "verifiers.utils.data_utils:extract_boxed_answer",
+    "extract_hash_answer": "verifiers.utils.data_utils:extract_hash_answer",
+    # types
+    "Message": "verifiers.types:Message",
+    "Messages": "verifiers.types:Messages",
+    "SystemMessage": "verifiers.types:SystemMessage",
+    "UserMessage": "verifiers.types:UserMessage",
+    "AssistantMessage": "verifiers.types:AssistantMessage",
+    "ToolMessage": "verifiers.types:ToolMessage",
+    "ToolCall": "verifiers.types:ToolCall",
+    "State": "verifiers.types:State",
+    "GenerateOutputs": "verifiers.types:GenerateOutputs",
+    "ModelResponse": "verifiers.clients.response:ModelResponse",
+    # hooks and helpers
+    "stop": "verifiers.utils.decorators:stop",
+    "cleanup": "verifiers.utils.decorators:cleanup",
+    "teardown": "verifiers.utils.decorators:teardown",
+    "load_environment": "verifiers.utils.env_loading:load_environment",
+    "ensure_keys": "verifiers.utils.env_loading:ensure_keys",
+    "load_example_dataset": "verifiers.utils.data_utils:load_example_dataset",
+    "convert_func_to_oai_tool": "verifiers.utils.tool_utils:convert_func_to_oai_tool",
+    # clients
+    "ModelClient": "verifiers.clients.client:ModelClient",
+    "ClientConfig": "verifiers.clients.config:ClientConfig",
+    "ModelError": "verifiers.clients.errors:ModelError",
+    # errors
+    "VerifiersError": "verifiers.errors:VerifiersError",
+    "EnvironmentNotFoundError": "verifiers.errors:EnvironmentNotFoundError",
+    "MissingKeyError": "verifiers.errors:MissingKeyError",
+    "JudgeError": "verifiers.errors:JudgeError",
+}
+
+__all__ = [
+    "AssistantMessage",
+    "ClientConfig",
+    "EnvGroup",
+    "Environment",
+    "EnvironmentNotFoundError",
+    "GenerateOutputs",
+    "JudgeError",
+    "JudgeRubric",
+    "MathRubric",
+    "MaybeThinkParser",
+    "Message",
+    "Messages",
+    "MissingKeyError",
+    "ModelClient",
+    "ModelError",
+    "ModelResponse",
+    "MultiTurnEnv",
+    "Parser",
+    "RolloutScore",
+    "RolloutScores",
+    "Rubric",
+    "RubricGroup",
+    "SingleTurnEnv",
+    "State",
+    "StatefulToolEnv",
+    "SystemMessage",
+    "ThinkParser",
+    "ToolCall",
+    "ToolEnv",
+    "ToolMessage",
+    "UserMessage",
+    "VerifiersError",
+    "XMLParser",
+    "cleanup",
+    "convert_func_to_oai_tool",
+    "ensure_keys",
+    "extract_boxed_answer",
+    "extract_hash_answer",
+    "load_environment",
+    "load_example_dataset",
+    "stop",
+    "teardown",
+]
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        if name == "__version__":
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                value = version("verifiers")
+            except PackageNotFoundError:  # running from a source tree that is not installed
+                value = "0+unknown"
+            globals()[name] = value
+            return value
+        raise AttributeError(f"module 'verifiers' has no attribute {name!r}")
+    module, _, attr = target.partition(":")
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,129 @@
+"""``EnvGroup``: several environments behind one dataset.
+
+Rows of every member are concatenated; each row is tagged with ``task = <env name>`` (how OLD
+environments routed) and ``info["env_id"] = <env name>`` (how NEW ones route). A rollout runs in
+the member its row routes to (``info["env_id"]`` first, then ``task``) and is scored by that
+member's rubric.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from verifiers.envs.environment import Environment
+from verifiers.rubrics.rubric import Rubric, ScoreResult
+from verifiers.types import State
+
+__all__ = ["EnvGroup", "EnvGroupRubric"]
+
+
+class EnvGroupRubric(Rubric):
+    """Scores each group with the rubric of the environment its rows belong to.
+
+    Metrics of every member appear on every rollout (0.0 where a member's function did not run) so
+    columns line up across the mixture.
+    """
+
+    def __init__(self, env_map: Mapping[str, Environment]) -> None:
+        super().__init__()
+        self.env_map = dict(env_map)
+        names: list[str] = []
+        for env in self.env_map.values():
+            for n in env.rubric.get_reward_func_names():
+                if n not in names:
+                    names.append(n)
+        self._all_names = names
+
+    def get_reward_func_names(self) -> list[str]:
+        return list(self._all_names)
+
+    def _route(self, state: Mapping[str, Any]) -> Environment | None:
+        info = state.get("info") or {}
+        name = info.get("env_id") if isinstance(info, Mapping) else None
+        if name in self.env_map:
+            return self.env_map[name]
+        return self.env_map.get(state.get("task", ""))
+
+    async def compute_scores(self, states: Sequence[dict[str, Any]]) -> list[ScoreResult]:
+        results: list[ScoreResult | None] = [None] * len(states)
+        by_env: dict[int, tuple[Environment, list[int]]] = {}
+        for i, st in enumerate(states):
+            env = self._route(st)
+            if env is None:
+                results[i] = ScoreResult(0.0, dict.fromkeys(self._all_names, 0.0), {
+                    "type": "KeyError", "message": f"no environment for task {st.get('task')!r}", "source": "env_group",
+                })
+                continue
+            by_env.setdefault(id(env), (env, []))[1].append(i)
+        for env, idxs in by_env.values():
+            scored = await env.rubric.compute_scores([states[i] for i in idxs])
+            for i, res in zip(idxs, scored, strict=True):
+                res.metrics = {**dict.fromkeys(self._all_names, 0.0), **res.metrics}
+                results[i] = res
+        return [r for r in results if r is not None]
+
+
+class EnvGroup(Environment):
+    """A mixture of environments: ``EnvGroup(envs, env_names=None)``.
+
+    ``env_names`` default to each member's ``env_id`` (or ``env_<i>``).
+    """
+
+    def __init__(self, envs: Sequence[Environment], env_names: Sequence[str] | None = None, **kwargs: Any) -> None:
+        if not envs:
+            raise ValueError("EnvGroup needs at least one environment")
+        names = list(env_names) if env_names is not None else [e.env_id or f"env_{i}" for i, e in enumerate(envs)]
+        if len(names) != len(envs):
+            raise ValueError(f"EnvGroup got {len(envs)} environments but {len(names)} names")
+        if len(set(names)) != len(names):
+            raise ValueError(f"EnvGroup environment names must be unique, got {names}")
+        self.envs = list(envs)
+        self.env_names = names
+        self.env_map: dict[str, Environment] = dict(zip(names, envs, strict=True))
+        has_train = any(e._sources.get("train") is not None for e in envs)
+        has_eval = any(e._sources.get("eval") is not None for e in envs)
+        kwargs.setdefault("rubric", EnvGroupRubric(self.env_map))
+        super().__init__(
+            dataset=(lambda: self._concat("train")) if has_train else None,
+            eval_dataset=(lambda: self._concat("eval")) if has_eval or not has_train else None,
+            **kwargs,
+        )
+
+    def _concat(self, split: str) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for name, env in self.env_map.items():
+            member_rows = env._rows(split) if (env._sources.get(split) is not None or split == "eval") else []
+            for row in member_rows:
+                info = dict(row.get("info") or {})
+                info["env_id"] = name
+                rows.append({**row, "task": name, "info": info, "example_id": len(rows)})
+        return rows
+
+    def get_env_for_task(self, task: str) -> Environment:
+        """The member environment named ``task``."""
+        return self.env_map[task]
+
+    def route(self, row: Mapping[str, Any]) -> Environment:
+        """The member a row belongs to: ``info["env_id"]`` (NEW), else ``task`` (OLD)."""
+        info = row.get("info") or {}
+        name = info.get("env_id") if isinstance(info, Mapping) else None
+        if name in self.env_map:
+            return self.env_map[name]
+        task = row.get("task")
+        if task in self.env_map:
+            return self.env_map[task]
+        raise KeyError(f"no environment in this group for env_id {name!r} / task {task!r}; members: {self.env_names}")
+
+    async def _run_one(self, input: Mapping[str, Any], client: Any, model: str, sampling_args: Mapping[str, Any], timeout: float | None) -> State:
+        env = self.route(input)
+        sa = env._merge_sampling_args(sampling_args) if env.sampling_args else sampling_args
+        return await env.run_rollout(input, client, model, sa, timeout=timeout)
+
+    async def rollout(self, input: Any, client: Any, model: str, sampling_args: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        return await self.route(input).rollout(input, client, model, sampling_args, **kwargs)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(env.aclose() for env in self.envs))
+        await super().aclose()

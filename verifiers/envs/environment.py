@@ -1,0 +1,829 @@
+"""``Environment``: datasets, the rollout engine, scoring and results.
+
+The engine is plain asyncio:
+
+* ``evaluate`` builds one *group* per example (``rollouts_per_example`` rollouts, scored together so
+  group reward functions and advantages see them all) and runs groups with at most
+  ``max_concurrent`` in flight: a fixed number of worker tasks pull groups from a shared iterator,
+  so a 20,000-example run never creates 20,000 tasks up front.
+* Requests in flight are bounded separately by ``max_concurrent_requests`` (one semaphore shared by
+  every rollout of the run, wrapped around the model client).
+* Each rollout runs under ``timeout_per_rollout`` (or the environment's ``timeout_seconds``);
+  workers run in a ``TaskGroup`` so cancelling a run cancels and awaits every task it started.
+* Finished rollouts are written to ``results.jsonl`` at once (flushed), and only a small summary
+  is kept in memory while saving (see :class:`~verifiers.types.GenerateOutputs`).
+
+Errors inside a rollout never abort the run: they are recorded on the rollout (``state["error"]``)
+with a source (``model``, ``env_response``, ``setup``, ``timeout``, ``reward:<name>`` ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from verifiers.errors import error_record
+from verifiers.parsers.parser import Parser
+from verifiers.rubrics.rubric import Rubric
+from verifiers.types import GenerateOutputs, State, SystemMessage, UserMessage, to_message, to_messages
+from verifiers.utils.async_utils import SyncOrAsync, func_spec, run_sync
+from verifiers.utils.data_utils import is_hf_dataset, rows_from_source, source_columns
+from verifiers.utils.results import (
+    LazyOutputs,
+    ProgressTracker,
+    ResultsWriter,
+    RolloutSummary,
+    build_metadata,
+    read_results,
+    record_from_state,
+    write_metadata,
+)
+
+__all__ = ["Environment"]
+
+logger = logging.getLogger("verifiers")
+
+_STANDARD_KEYS = ("prompt", "answer", "task", "info", "example_id")
+
+
+class _BoundedClient:
+    """A model client whose requests share one semaphore (``max_concurrent_requests``)."""
+
+    __slots__ = ("inner", "semaphore")
+
+    def __init__(self, inner: Any, semaphore: asyncio.Semaphore) -> None:
+        self.inner = inner
+        self.semaphore = semaphore
+
+    async def chat(self, **kwargs: Any) -> Any:
+        async with self.semaphore:
+            return await self.inner.chat(**kwargs)
+
+    async def completion(self, **kwargs: Any) -> Any:
+        async with self.semaphore:
+            return await self.inner.completion(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _is_model_client(obj: Any) -> bool:
+    chat = getattr(obj, "chat", None)
+    return callable(chat) and asyncio.iscoroutinefunction(chat)
+
+
+def _client_base_url(client: Any) -> str | None:
+    inner = getattr(client, "inner", client)
+    url = getattr(inner, "base_url", None)
+    return str(url) if url is not None else None
+
+
+class Environment:
+    """Base class of every environment: a dataset, a rubric, and how a rollout runs.
+
+    Keywords (all optional but at least one dataset):
+
+    * ``dataset`` / ``eval_dataset``: a ``datasets.Dataset``, a list of row dicts, a dict of
+      columns, or a zero-argument callable returning one of those (built on first use). Rows carry
+      ``question`` (turned into a chat prompt) or a ready ``prompt``; optionally ``answer``,
+      ``info`` (dict or JSON string), ``task`` and ``example_id``; other columns reach reward
+      functions by name.
+    * ``system_prompt``, ``few_shot`` (messages inserted after the system prompt), ``parser``,
+      ``rubric``, ``sampling_args`` (defaults merged under the caller's), ``message_type``
+      (``"chat"`` or ``"completion"``), ``oai_tools`` (OLD) / ``tool_defs`` (NEW), ``max_workers``
+      (thread pool for sync tools), ``env_id``, ``env_args``, ``max_seq_len``, ``score_rollouts``.
+    * Unknown keywords become attributes.
+    """
+
+    def __init__(
+        self,
+        dataset: Any = None,
+        eval_dataset: Any = None,
+        system_prompt: str | None = None,
+        few_shot: Sequence[Mapping[str, Any]] | None = None,
+        parser: Parser | None = None,
+        rubric: Rubric | None = None,
+        sampling_args: Mapping[str, Any] | None = None,
+        message_type: str = "chat",
+        oai_tools: list[dict[str, Any]] | None = None,
+        tool_defs: list[dict[str, Any]] | None = None,
+        max_workers: int = 64,
+        env_id: str | None = None,
+        env_args: Mapping[str, Any] | None = None,
+        max_seq_len: int | None = None,
+        score_rollouts: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if message_type not in ("chat", "completion"):
+            raise ValueError(f"message_type must be 'chat' or 'completion', got {message_type!r}")
+        if dataset is None and eval_dataset is None:
+            raise ValueError("an environment needs a dataset or an eval_dataset (or both)")
+        self.message_type = message_type
+        self.system_prompt = system_prompt
+        self.few_shot = list(few_shot or [])
+        self.parser = parser if parser is not None else (rubric.parser if rubric is not None else Parser())
+        self.rubric = rubric if rubric is not None else Rubric(parser=self.parser)
+        self.sampling_args: dict[str, Any] = dict(sampling_args or {})
+        self.max_workers = max_workers
+        self.env_id = env_id
+        self.env_args: dict[str, Any] = dict(env_args or {})
+        self.env_version: str | None = None
+        self.max_seq_len = max_seq_len
+        self.score_rollouts = score_rollouts
+        self._set_tools(oai_tools, tool_defs)
+        self._sources: dict[str, Any] = {"train": dataset, "eval": eval_dataset}
+        self._rows_cache: dict[str, list[dict[str, Any]]] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._clients: dict[int, Any] = {}
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+        for split in ("train", "eval"):
+            self._check_columns(split)
+
+    # ================================================================================================
+    # Tools (schemas only; ToolEnv runs them)
+    # ================================================================================================
+
+    def _set_tools(self, oai_tools: list[dict[str, Any]] | None, tool_defs: list[dict[str, Any]] | None) -> None:
+        if oai_tools is None and tool_defs is not None:
+            oai_tools = [{"type": "function", "function": dict(t)} for t in tool_defs]
+        self.oai_tools: list[dict[str, Any]] | None = list(oai_tools) if oai_tools else None
+
+    @property
+    def tool_defs(self) -> list[dict[str, Any]] | None:
+        """NEW-style tool definitions ``{name, description, parameters}`` (from ``oai_tools``)."""
+        if not self.oai_tools:
+            return None
+        return [dict(t.get("function", t)) for t in self.oai_tools]
+
+    @tool_defs.setter
+    def tool_defs(self, value: list[dict[str, Any]] | None) -> None:
+        self._set_tools(None, value)
+
+    # ================================================================================================
+    # Datasets
+    # ================================================================================================
+
+    def _check_columns(self, split: str) -> None:
+        source = self._sources.get(split)
+        if source is None:
+            return
+        cols = source_columns(source)
+        if cols is not None and cols and "prompt" not in cols and "question" not in cols:
+            name = "dataset" if split == "train" else "eval_dataset"
+            raise ValueError(
+                f"{name} has neither a 'question' nor a 'prompt' column (columns: {cols}); "
+                "each row needs one of them"
+            )
+
+    def format_prompt(self, question: Any, system_prompt: str | None = None, few_shot: Sequence[Any] | None = None) -> Any:
+        """The prompt for a ``question``: ``[system?] + few_shot + [user: question]`` (chat), or the
+        question text (completion mode, with the system prompt in front when set)."""
+        system_prompt = self.system_prompt if system_prompt is None else system_prompt
+        few_shot = self.few_shot if few_shot is None else few_shot
+        if self.message_type == "completion":
+            return f"{system_prompt}\n\n{question}" if system_prompt else str(question)
+        msgs: list[Any] = []
+        if system_prompt:
+            msgs.append(SystemMessage(system_prompt))
+        msgs.extend(to_message(m) for m in few_shot)
+        msgs.append(UserMessage(question))
+        return msgs
+
+    def _format_row(self, row: Mapping[str, Any], index: int) -> dict[str, Any]:
+        out = dict(row)
+        prompt = row.get("prompt")
+        if prompt is None:
+            if "question" not in row or row["question"] is None:
+                raise ValueError(f"dataset row {index} has neither 'question' nor 'prompt': keys {sorted(row)}")
+            out["prompt"] = self.format_prompt(row["question"])
+        elif self.message_type == "chat":
+            if isinstance(prompt, str):
+                out["prompt"] = self.format_prompt(prompt)
+            else:
+                msgs = to_messages(prompt)
+                if self.system_prompt and not (msgs and msgs[0].get("role") == "system"):
+                    msgs.insert(0, SystemMessage(self.system_prompt))
+                out["prompt"] = msgs
+        info = row.get("info")
+        if isinstance(info, str):
+            try:
+                info = json.loads(info) if info.strip() else {}
+            except ValueError:
+                info = {"raw": info}
+        out["info"] = info if isinstance(info, dict) else ({} if info is None else dict(info))
+        answer = row.get("answer")
+        out["answer"] = "" if answer is None else answer
+        out["task"] = row.get("task") or "default"
+        if out.get("example_id") is None:
+            out["example_id"] = index
+        return out
+
+    def _rows(self, split: str) -> list[dict[str, Any]]:
+        """Formatted rows of a split (built once, then cached); ``eval`` falls back to ``train``."""
+        cached = self._rows_cache.get(split)
+        if cached is not None:
+            return cached
+        source = self._sources.get(split)
+        if source is None:
+            other = "train" if split == "eval" else "eval"
+            if self._sources.get(other) is None:
+                return []
+            rows = self._rows(other)
+        else:
+            if callable(source) and not is_hf_dataset(source) and not isinstance(source, list | tuple | Mapping):
+                source = source()
+                self._sources[split] = source
+                self._check_columns(split)
+            rows = [self._format_row(r, i) for i, r in enumerate(rows_from_source(source))]
+        self._rows_cache[split] = rows
+        return rows
+
+    def _select(self, rows: list[dict[str, Any]], n: int, seed: int | None) -> list[dict[str, Any]]:
+        if seed is not None:
+            rows = list(rows)
+            random.Random(seed).shuffle(rows)
+        if n is not None and n > 0:
+            rows = rows[:n]
+        return rows
+
+    def _as_source_kind(self, split: str, rows: list[dict[str, Any]]) -> Any:
+        source = self._sources.get(split) or self._sources.get("train" if split == "eval" else "eval")
+        if is_hf_dataset(source):
+            from datasets import Dataset
+
+            try:
+                return Dataset.from_list(rows)
+            except Exception:  # heterogeneous rows Arrow cannot type: hand back rows
+                return rows
+        return rows
+
+    def get_dataset(self, n: int = -1, seed: int | None = None) -> Any:
+        """The formatted training rows (``n`` of them, shuffled with ``seed`` when given); a
+        ``datasets.Dataset`` when the source was one, else a list of dicts."""
+        if self._sources.get("train") is None:
+            raise ValueError("this environment has no training dataset")
+        return self._as_source_kind("train", self._select(self._rows("train"), n, seed))
+
+    def get_eval_dataset(self, n: int = -1, seed: int | None = None) -> Any:
+        """The formatted evaluation rows; falls back to the training set."""
+        split = "eval" if self._sources.get("eval") is not None else "train"
+        return self._as_source_kind(split, self._select(self._rows(split), n, seed))
+
+    @property
+    def dataset(self) -> Any:
+        return self.get_dataset() if self._sources.get("train") is not None else None
+
+    @dataset.setter
+    def dataset(self, value: Any) -> None:
+        self._sources["train"] = value
+        self._rows_cache.clear()
+        self._check_columns("train")
+
+    @property
+    def eval_dataset(self) -> Any:
+        return self.get_eval_dataset() if self._sources.get("eval") is not None else None
+
+    @eval_dataset.setter
+    def eval_dataset(self, value: Any) -> None:
+        self._sources["eval"] = value
+        self._rows_cache.clear()
+        self._check_columns("eval")
+
+    # ================================================================================================
+    # Settings
+    # ================================================================================================
+
+    def set_kwargs(self, **kwargs: Any) -> None:
+        """Set attributes after construction (the classic API's way of adjusting an environment)."""
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+    def set_max_seq_len(self, max_seq_len: int | None) -> None:
+        """Stop rollouts whose context reaches ``max_seq_len`` tokens (``stop_condition`` prompt_too_long)."""
+        self.max_seq_len = max_seq_len
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        """Thread pool for sync tools and other blocking work (``max_workers`` threads)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=max(1, int(self.max_workers)), thread_name_prefix="vf-env")
+        return self._executor
+
+    # ================================================================================================
+    # Model calls
+    # ================================================================================================
+
+    def _model_client(self, client: Any) -> Any:
+        """Our ModelClient for whatever the caller passed (AsyncOpenAI, config, URL ...)."""
+        if client is None:
+            raise ValueError("a model client is required (a ModelClient, ClientConfig, base URL or openai client)")
+        if _is_model_client(client):
+            return client
+        cached = self._clients.get(id(client))
+        if cached is not None and cached[0] is client:
+            return cached[1]
+        from verifiers.clients import ModelClient
+
+        mc = ModelClient.from_any(client)
+        self._clients[id(client)] = (client, mc)
+        return mc
+
+    async def get_model_response(
+        self,
+        client: Any,
+        model: str,
+        prompt: Any,
+        oai_tools: list[dict[str, Any]] | None = None,
+        sampling_args: Mapping[str, Any] | None = None,
+        message_type: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """One model call: chat (``prompt`` is a message list) or completion (``prompt`` is text).
+
+        Returns a :class:`~verifiers.types.ModelResponse`. Sampling arguments are sent untouched.
+        """
+        mc = self._model_client(client)
+        if (message_type or self.message_type) == "completion":
+            return await mc.completion(model=model, prompt=prompt, sampling_args=sampling_args)
+        return await mc.chat(model=model, messages=prompt, tools=oai_tools, sampling_args=sampling_args)
+
+    # ================================================================================================
+    # Rollouts (MultiTurnEnv implements the loop)
+    # ================================================================================================
+
+    def init_state(self, input: Mapping[str, Any], client: Any = None, model: str | None = None, sampling_args: Any = None) -> State:
+        """A fresh :class:`State` for one rollout of dataset row ``input``."""
+        prompt = input["prompt"]
+        state = State(input)
+        state["prompt"] = list(prompt) if not isinstance(prompt, str) else prompt
+        state["completion"] = "" if isinstance(prompt, str) else []
+        info = input.get("info")
+        state["info"] = dict(info) if isinstance(info, dict) else {}
+        state.setdefault("answer", "")
+        state.setdefault("task", "default")
+        state.setdefault("example_id", 0)
+        state["rollout_index"] = input.get("rollout_index", 0)
+        state["responses"] = []
+        state["trajectory"] = []
+        state["turn"] = 0
+        state["reward"] = None
+        state["metrics"] = {}
+        state["timing"] = {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0}
+        state["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}
+        state["error"] = None
+        state["is_completed"] = False
+        state["is_truncated"] = False
+        state["stop_condition"] = None
+        return state
+
+    async def rollout(self, input: Any, client: Any, model: str, sampling_args: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Run one rollout of ``input`` and return its state. Implemented by MultiTurnEnv."""
+        raise NotImplementedError(f"{type(self).__name__} must implement rollout()")
+
+    async def _drive(self, state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
+        """Fill ``state`` by running the rollout (MultiTurnEnv implements the turn loop)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement rollout()")
+
+    @staticmethod
+    def _adopt_rollout_result(state: State, result: Any) -> State:
+        if isinstance(result, tuple) and len(result) == 2:  # OLD: (completion, state)
+            completion, st = result
+            if isinstance(st, Mapping):
+                state.update(st)
+            state["completion"] = completion
+        elif isinstance(result, Mapping):
+            state.update(result)
+        return state
+
+    def _rollout_overridden(self) -> bool:
+        from verifiers.envs.multiturn_env import MultiTurnEnv
+
+        own = type(self).rollout
+        return own is not Environment.rollout and own is not MultiTurnEnv.rollout
+
+    async def run_rollout(
+        self,
+        input: Mapping[str, Any],
+        client: Any,
+        model: str,
+        sampling_args: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> State:
+        """One rollout with a timeout; errors are recorded on the returned state, never raised."""
+        state = self.init_state(input, client, model, sampling_args)
+        limit = timeout if timeout is not None else getattr(self, "timeout_seconds", None)
+        t0 = time.perf_counter()
+        try:
+            if limit is not None and limit > 0:
+                async with asyncio.timeout(limit):
+                    await self._drive_any(state, client, model, sampling_args or {})
+            else:
+                await self._drive_any(state, client, model, sampling_args or {})
+        except TimeoutError:
+            state["error"] = {"type": "TimeoutError", "message": f"rollout exceeded {limit} s", "source": "timeout"}
+            state["stop_condition"] = "timeout"
+            state["is_truncated"] = True
+            state["is_completed"] = True
+        except Exception as exc:  # a bug in a custom rollout(): keep the run going, record it
+            if not state.get("error"):
+                state["error"] = error_record(exc, "rollout")
+            state["is_completed"] = True
+        state["timing"]["generation_ms"] = (time.perf_counter() - t0) * 1000.0
+        return state
+
+    async def _drive_any(self, state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
+        if not self._rollout_overridden():
+            await self._drive(state, client, model, sampling_args)
+            return
+        names = func_spec(self.rollout).names
+        if names and names[0] == "client":  # OLD: rollout(client, model, prompt, answer, task, info, sampling_args)
+            result = await self.rollout(
+                client, model, state["prompt"], state.get("answer", ""), state.get("task", "default"),
+                state.get("info", {}), sampling_args,
+            )
+        else:
+            result = await self.rollout(dict(state), client, model, sampling_args)
+        self._adopt_rollout_result(state, result)
+        state["is_completed"] = True
+
+    async def run_group(
+        self,
+        group_inputs: Sequence[Mapping[str, Any]],
+        client: Any,
+        model: str,
+        sampling_args: Mapping[str, Any] | None = None,
+        score: bool = True,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> list[State]:
+        """All rollouts of one example, run concurrently and scored together."""
+        client = self._model_client(client)
+        sa = self._merge_sampling_args(sampling_args)
+        return await self._run_group(group_inputs, client, model, sa, score, timeout)
+
+    async def _run_group(
+        self,
+        group_inputs: Sequence[Mapping[str, Any]],
+        client: Any,
+        model: str,
+        sampling_args: Mapping[str, Any],
+        score: bool,
+        timeout: float | None,
+    ) -> list[State]:
+        t0 = time.perf_counter()
+        if len(group_inputs) == 1:
+            states = [await self._run_one(group_inputs[0], client, model, sampling_args, timeout)]
+        else:
+            states = list(
+                await asyncio.gather(*(self._run_one(inp, client, model, sampling_args, timeout) for inp in group_inputs))
+            )
+        if score:
+            await self._score_group(states)
+        total = (time.perf_counter() - t0) * 1000.0
+        for st in states:
+            st["timing"]["total_ms"] = total
+        return states
+
+    async def _run_one(
+        self, input: Mapping[str, Any], client: Any, model: str, sampling_args: Mapping[str, Any], timeout: float | None
+    ) -> State:
+        return await self.run_rollout(input, client, model, sampling_args, timeout=timeout)
+
+    async def _score_group(self, states: list[State]) -> None:
+        try:
+            await self.rubric.score_group(states)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broken rubric: record on every rollout, keep the run going
+            err = error_record(exc, "rubric")
+            for st in states:
+                st["error"] = st.get("error") or err
+                st["reward"] = 0.0
+
+    def _merge_sampling_args(self, sampling_args: Mapping[str, Any] | None) -> dict[str, Any]:
+        if not self.sampling_args:
+            return dict(sampling_args or {})
+        merged = dict(self.sampling_args)
+        merged.update(sampling_args or {})
+        return merged
+
+    # ================================================================================================
+    # Runs: generate / evaluate
+    # ================================================================================================
+
+    def _inputs_from(self, inputs: Any) -> list[dict[str, Any]]:
+        rows = rows_from_source(inputs)
+        out = []
+        for i, row in enumerate(rows):
+            if "prompt" not in row or row.get("prompt") is None or "info" not in row:
+                out.append(self._format_row(row, i) | ({"rollout_index": row["rollout_index"]} if "rollout_index" in row else {}))
+            else:
+                out.append(row)
+        return out
+
+    @staticmethod
+    def _group_rows(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        groups: dict[Any, list[dict[str, Any]]] = {}
+        for row in rows:
+            key = row.get("example_id")
+            try:
+                hash(key)
+            except TypeError:
+                key = json.dumps(key, sort_keys=True, default=str)
+            group = groups.setdefault(key, [])
+            if "rollout_index" not in row:
+                row = {**row, "rollout_index": len(group)}
+            group.append(row)
+        return list(groups.values())
+
+    def generate(
+        self,
+        inputs: Any,
+        client: Any,
+        model: str,
+        sampling_args: Mapping[str, Any] | None = None,
+        score_rollouts: bool = True,
+        max_concurrent: int = -1,
+        max_concurrent_requests: int | None = None,
+        save_results: bool = False,
+        results_path: str | Path | None = None,
+        timeout_per_rollout: float | None = None,
+        on_progress: Callable[[dict[str, Any]], Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run and score rollouts for ``inputs`` (rows with a prompt or question; rows sharing an
+        ``example_id`` form one group). Returns :class:`GenerateOutputs`.
+
+        Awaitable (NEW: ``await env.generate(...)``) and usable directly (OLD synchronous
+        ``generate``): see :class:`~verifiers.utils.async_utils.SyncOrAsync`.
+        """
+        return SyncOrAsync(
+            lambda: self._generate(
+                inputs, client, model, sampling_args, score_rollouts, max_concurrent, max_concurrent_requests,
+                save_results, results_path, timeout_per_rollout, on_progress,
+            )
+        )
+
+    async def _generate(
+        self, inputs: Any, client: Any, model: str, sampling_args: Any, score_rollouts: bool, max_concurrent: int,
+        max_concurrent_requests: int | None, save_results: bool, results_path: Any, timeout_per_rollout: float | None,
+        on_progress: Any,
+    ) -> GenerateOutputs:
+        rows = self._inputs_from(inputs)
+        groups = self._group_rows(rows)
+        rpe = max((len(g) for g in groups), default=1)
+        return await self._run(
+            groups, client, model, sampling_args, rollouts_per_example=rpe, score=score_rollouts and self.score_rollouts,
+            max_concurrent=max_concurrent, max_concurrent_requests=max_concurrent_requests,
+            save_results=save_results, results_path=results_path, resume=False,
+            timeout_per_rollout=timeout_per_rollout, on_progress=on_progress,
+        )
+
+    a_generate = generate  # OLD async name (awaitable either way)
+
+    def generate_sync(self, inputs: Any, client: Any, model: str, sampling_args: Mapping[str, Any] | None = None, **kwargs: Any) -> GenerateOutputs:
+        """Synchronous ``generate`` (runs in a fresh event loop)."""
+        return self.generate(inputs, client, model, sampling_args, **kwargs).result()
+
+    def evaluate(
+        self,
+        client: Any,
+        model: str,
+        sampling_args: Mapping[str, Any] | None = None,
+        num_examples: int = -1,
+        rollouts_per_example: int = 1,
+        max_concurrent: int = -1,
+        max_concurrent_requests: int | None = None,
+        save_results: bool = False,
+        results_path: str | Path | None = None,
+        resume: bool = False,
+        timeout_per_rollout: float | None = None,
+        on_progress: Callable[[dict[str, Any]], Any] | None = None,
+        score_rollouts: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        """Evaluate ``model`` on the eval set (falls back to the train set).
+
+        ``num_examples`` (-1: all) examples x ``rollouts_per_example``; ``max_concurrent`` bounds
+        groups in flight, ``max_concurrent_requests`` requests in flight; ``timeout_per_rollout``
+        in seconds. ``save_results`` / ``results_path`` write a run folder (default
+        ``outputs/evals/<env_id>--<model>/<run_id>/``); ``resume=True`` with ``results_path`` skips
+        rollouts already saved there. ``on_progress(event)`` gets ``{"done", "total", "avg_reward",
+        "errors"}`` after each rollout. Returns :class:`GenerateOutputs`; awaitable (NEW) and usable
+        directly as a value (OLD synchronous ``evaluate``).
+        """
+        return SyncOrAsync(
+            lambda: self._evaluate(
+                client, model, sampling_args, num_examples, rollouts_per_example, max_concurrent,
+                max_concurrent_requests, save_results, results_path, resume, timeout_per_rollout, on_progress,
+                score_rollouts,
+            )
+        )
+
+    def evaluate_sync(self, client: Any, model: str, sampling_args: Mapping[str, Any] | None = None, **kwargs: Any) -> GenerateOutputs:
+        """Synchronous ``evaluate`` (runs in a fresh event loop)."""
+        return run_sync(lambda: self._evaluate_kw(client, model, sampling_args, **kwargs))
+
+    async def _evaluate_kw(self, client: Any, model: str, sampling_args: Any, **kwargs: Any) -> GenerateOutputs:
+        return await self.evaluate(client, model, sampling_args, **kwargs)
+
+    async def _evaluate(
+        self, client: Any, model: str, sampling_args: Any, num_examples: int, rollouts_per_example: int,
+        max_concurrent: int, max_concurrent_requests: int | None, save_results: bool, results_path: Any,
+        resume: bool, timeout_per_rollout: float | None, on_progress: Any, score_rollouts: bool,
+    ) -> GenerateOutputs:
+        rows = self._rows("eval")
+        if num_examples is not None and num_examples > 0:
+            rows = rows[:num_examples]
+        rpe = max(1, int(rollouts_per_example))
+        groups = [[{**row, "rollout_index": r} for r in range(rpe)] for row in rows]
+        return await self._run(
+            groups, client, model, sampling_args, rollouts_per_example=rpe, score=score_rollouts and self.score_rollouts,
+            max_concurrent=max_concurrent, max_concurrent_requests=max_concurrent_requests,
+            save_results=save_results, results_path=results_path, resume=resume,
+            timeout_per_rollout=timeout_per_rollout, on_progress=on_progress,
+        )
+
+    def default_results_path(self, model: str) -> Path:
+        """``outputs/evals/<env_id>--<model with / replaced by -->/<run_id>/``."""
+        env = (self.env_id or type(self).__name__).replace("/", "--")
+        run_id = datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        return Path("outputs") / "evals" / f"{env}--{model.replace('/', '--')}" / run_id
+
+    async def _run(
+        self,
+        groups: list[list[dict[str, Any]]],
+        client: Any,
+        model: str,
+        sampling_args: Any,
+        *,
+        rollouts_per_example: int,
+        score: bool,
+        max_concurrent: int,
+        max_concurrent_requests: int | None,
+        save_results: bool,
+        results_path: Any,
+        resume: bool,
+        timeout_per_rollout: float | None,
+        on_progress: Any,
+    ) -> GenerateOutputs:
+        started = datetime.now(UTC)
+        t0 = time.perf_counter()
+        owned_client = not _is_model_client(client)
+        mc = self._model_client(client)
+        run_client: Any = mc
+        if max_concurrent_requests is not None and max_concurrent_requests > 0:
+            run_client = _BoundedClient(mc, asyncio.Semaphore(max_concurrent_requests))
+        sa = self._merge_sampling_args(sampling_args)
+
+        # Output order follows the inputs: (group position, rollout index).
+        position = {}
+        for gi, group in enumerate(groups):
+            for row in group:
+                position[(_key(row.get("example_id")), row.get("rollout_index", 0))] = gi
+        folder: Path | None = None
+        if save_results or results_path is not None or resume:
+            folder = Path(results_path) if results_path is not None else self.default_results_path(model)
+        summaries: list[RolloutSummary] = []
+        kept: list[tuple[tuple[int, int], Any]] = []  # (order key, offset or record)
+        states_kept: list[tuple[tuple[int, int], State]] = []
+        if folder is not None and resume:
+            records, offsets = read_results(folder, repair=True)
+            done: set[tuple[Any, int]] = set()
+            for rec, off in zip(records, offsets, strict=True):
+                k = (_key(rec.get("example_id")), int(rec.get("rollout_index") or 0))
+                if k in done or k not in position:
+                    continue
+                done.add(k)
+                summaries.append(RolloutSummary.from_record(rec))
+                kept.append(((position[k], k[1]), off))
+            groups = [
+                g2 for g2 in ([r for r in g if (_key(r.get("example_id")), r.get("rollout_index", 0)) not in done] for g in groups) if g2
+            ]
+        total = len(summaries) + sum(len(g) for g in groups)
+        tracker = ProgressTracker(total=total, callback=on_progress)
+        tracker.summaries = summaries
+        tracker.done = len(summaries)
+        tracker.reward_sum = sum(s.reward for s in summaries)
+        tracker.errors = sum(1 for s in summaries if s.error_source)
+        writer = ResultsWriter(folder) if folder is not None else None
+
+        def finish(state: State) -> None:
+            record = record_from_state(state)
+            order = (position.get((_key(state.get("example_id")), state.get("rollout_index", 0)), 0), state.get("rollout_index", 0))
+            if writer is not None:
+                kept.append((order, writer.write(record)))
+            else:
+                kept.append((order, record))
+                states_kept.append((order, state))
+            tracker.add(RolloutSummary.from_record(record))
+
+        it = iter(groups)
+
+        async def worker() -> None:
+            for group in it:
+                states = await self._run_group(group, run_client, model, sa, score, timeout_per_rollout)
+                for st in states:
+                    finish(st)
+
+        n_workers = len(groups) if max_concurrent is None or max_concurrent <= 0 else min(max_concurrent, len(groups))
+        try:
+            if n_workers:
+                async with asyncio.TaskGroup() as tg:
+                    for _ in range(n_workers):
+                        tg.create_task(worker())
+        finally:
+            if writer is not None:
+                writer.close()
+            if owned_client:
+                await _close_quietly(mc)
+                self._clients.pop(id(client), None)
+
+        kept.sort(key=lambda item: item[0])
+        states_kept.sort(key=lambda item: item[0])
+        finished = datetime.now(UTC)
+        meta_extra = {
+            "env_id": self.env_id,
+            "env_args": self.env_args,
+            "model": model,
+            "base_url": _client_base_url(mc),
+            "sampling_args": sa,
+            "time_ms": (time.perf_counter() - t0) * 1000.0,
+            "started_at": started.isoformat(),
+            "finished_at": finished.isoformat(),
+            "versions": {"verifiers": _verifiers_version(), "environment": self.env_version},
+            "path": str(folder) if folder is not None else None,
+        }
+        metadata = build_metadata(tracker.summaries, rollouts_per_example=rollouts_per_example, extra=meta_extra)
+        if folder is not None:
+            write_metadata(folder, metadata)
+            outputs: Any = LazyOutputs(folder / "results.jsonl", [off for _, off in kept])
+            return GenerateOutputs(outputs, metadata, None)
+        return GenerateOutputs([rec for _, rec in kept], metadata, [st for _, st in states_kept])
+
+    # ================================================================================================
+    # Teardown
+    # ================================================================================================
+
+    async def aclose(self) -> None:
+        """Run ``@vf.teardown`` hooks and release the thread pool and cached clients."""
+        from verifiers.utils.decorators import collect_hooks
+
+        for name in collect_hooks(type(self), "teardown"):
+            try:
+                result = getattr(self, name)()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                logger.exception("teardown hook %s failed", name)
+        for _, mc in list(self._clients.values()):
+            await _close_quietly(mc)
+        self._clients.clear()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    def close(self) -> None:
+        """Synchronous :meth:`aclose`."""
+        run_sync(self.aclose)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(env_id={self.env_id!r})"
+
+
+def _key(value: Any) -> Any:
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return json.dumps(value, sort_keys=True, default=str)
+
+
+async def _close_quietly(client: Any) -> None:
+    close = getattr(client, "aclose", None)
+    if close is None:
+        return
+    try:
+        await close()
+    except Exception:
+        logger.debug("closing model client failed", exc_info=True)
+
+
+def _verifiers_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("verifiers")
+    except Exception:
+        return "unknown"

@@ -1,0 +1,171 @@
+"""``ToolEnv``: the model calls Python functions as tools until it answers without a tool call.
+
+Every tool call of one model turn runs concurrently (``asyncio.gather``); sync tools run in the
+environment's thread pool (``max_workers``), async tools on the event loop. Bad calls never crash a
+rollout: malformed JSON arguments, an unknown tool, wrong arguments and exceptions raised by the tool
+come back to the model as tool messages (``error_formatter``), unless the exception type is listed
+in ``stop_errors``, which ends the rollout with ``error`` source ``tool:<name>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from verifiers.envs.multiturn_env import MultiTurnEnv
+from verifiers.errors import error_record
+from verifiers.types import State, ToolCall, ToolMessage
+from verifiers.utils.decorators import stop
+from verifiers.utils.tool_utils import convert_func_to_oai_tool
+
+__all__ = ["ToolEnv"]
+
+
+def _default_error_formatter(exc: BaseException) -> str:
+    return f"Error: {type(exc).__name__}: {exc}"
+
+
+class _ToolArgumentError(Exception):
+    """Arguments the model sent could not be used (bad JSON, not an object)."""
+
+
+class ToolEnv(MultiTurnEnv):
+    """Tool use with plain Python functions; schemas come from type hints and docstrings."""
+
+    def __init__(
+        self,
+        tools: Sequence[Callable[..., Any]] | None = None,
+        max_turns: int = 10,
+        error_formatter: Callable[[BaseException], str] = _default_error_formatter,
+        stop_errors: Sequence[type[BaseException]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.tools: list[Callable[..., Any]] = []
+        self.tool_map: dict[str, Callable[..., Any]] = {}
+        self.skipped_args: dict[str, list[str]] = {}
+        self.error_formatter = error_formatter
+        self.stop_errors: tuple[type[BaseException], ...] = tuple(stop_errors or ())
+        super().__init__(max_turns=max_turns, **kwargs)
+        for tool in tools or []:
+            self.add_tool(tool)
+
+    # ----- tool registry -------------------------------------------------------------------------
+
+    @staticmethod
+    def _tool_name(tool: Callable[..., Any]) -> str:
+        return getattr(tool, "__name__", None) or type(tool).__name__
+
+    def _rebuild_schemas(self) -> None:
+        self.oai_tools = [
+            convert_func_to_oai_tool(t, self.skipped_args.get(self._tool_name(t), ())) for t in self.tools
+        ] or None
+
+    def add_tool(self, tool: Callable[..., Any], args_to_skip: Sequence[str] = ()) -> None:
+        """Register ``tool``; arguments in ``args_to_skip`` are hidden from the model's schema."""
+        name = self._tool_name(tool)
+        if name in self.tool_map:
+            self.tools = [t for t in self.tools if self._tool_name(t) != name]
+        self.tools.append(tool)
+        self.tool_map[name] = tool
+        if args_to_skip:
+            self.skipped_args[name] = list(args_to_skip)
+        self._rebuild_schemas()
+
+    def remove_tool(self, tool: Callable[..., Any] | str) -> None:
+        name = tool if isinstance(tool, str) else self._tool_name(tool)
+        self.tools = [t for t in self.tools if self._tool_name(t) != name]
+        self.tool_map.pop(name, None)
+        self.skipped_args.pop(name, None)
+        self._rebuild_schemas()
+
+    # ----- stop condition ------------------------------------------------------------------------
+
+    @stop
+    async def no_tools_called(self, state: State, **kwargs: Any) -> bool:
+        """The model's last turn made no tool call: it has answered."""
+        completion = state.get("completion")
+        if not completion or isinstance(completion, str):
+            return False
+        last = completion[-1]
+        return last.get("role") == "assistant" and not last.get("tool_calls")
+
+    # ----- running tools -------------------------------------------------------------------------
+
+    async def call_tool(self, tool_name: str, tool_args: dict[str, Any] | str, tool_call_id: str, **kwargs: Any) -> ToolMessage:
+        """Run one tool and return its tool message (errors become the message content, except
+        ``stop_errors``, which propagate)."""
+        tool = self.tool_map.get(tool_name)
+        if tool is None:
+            available = ", ".join(sorted(self.tool_map)) or "none"
+            return ToolMessage(f"Error: unknown tool {tool_name!r}. Available tools: {available}.", tool_call_id=tool_call_id)
+        if isinstance(tool_args, str):
+            tool_args = self._parse_args(tool_name, tool_args)
+        try:
+            if inspect.iscoroutinefunction(tool) or inspect.iscoroutinefunction(type(tool).__call__):
+                result = await tool(**tool_args)
+            else:
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(self.executor, functools.partial(tool, **tool_args))
+                if inspect.isawaitable(result):
+                    result = await result
+        except self.stop_errors:
+            raise
+        except Exception as exc:
+            return ToolMessage(self.error_formatter(exc), tool_call_id=tool_call_id)
+        return ToolMessage(result if isinstance(result, str) else str(result), tool_call_id=tool_call_id)
+
+    @staticmethod
+    def _parse_args(tool_name: str, raw: Any) -> dict[str, Any]:
+        if raw is None or raw == "":
+            return {}
+        if isinstance(raw, dict):
+            return raw
+        try:
+            args = json.loads(raw)
+        except (TypeError, ValueError) as exc:
+            raise _ToolArgumentError(
+                f"Error: the arguments for tool {tool_name!r} are not valid JSON ({exc}). "
+                "Send a JSON object, e.g. {\"name\": value}."
+            ) from None
+        if not isinstance(args, dict):
+            raise _ToolArgumentError(
+                f"Error: the arguments for tool {tool_name!r} must be a JSON object, got {type(args).__name__}."
+            )
+        return args
+
+    def update_tool_args(self, tool_name: str, tool_args: dict[str, Any], messages: Any, state: State, **kwargs: Any) -> dict[str, Any]:
+        """Adjust a call's arguments before it runs (StatefulToolEnv injects hidden ones)."""
+        return tool_args
+
+    async def _run_call(self, call: Any, messages: Any, state: State) -> ToolMessage:
+        tc = call if isinstance(call, ToolCall) else ToolCall(call)
+        name = tc.name or ""
+        call_id = tc.id or ""
+        try:
+            args = self._parse_args(name, (tc.get("function") or {}).get("arguments"))
+        except _ToolArgumentError as exc:
+            return ToolMessage(str(exc), tool_call_id=call_id)
+        if name in self.tool_map:
+            updated = self.update_tool_args(tool_name=name, tool_args=args, messages=messages, state=state)
+            if inspect.isawaitable(updated):
+                updated = await updated
+            args = updated if updated is not None else args
+        try:
+            return await self.call_tool(name, args, call_id)
+        except self.stop_errors as exc:
+            if not state.get("error"):
+                state["error"] = error_record(exc, f"tool:{name}")
+            return ToolMessage(self.error_formatter(exc), tool_call_id=call_id)
+
+    async def env_response(self, messages: Any, state: State, **kwargs: Any) -> list[ToolMessage]:
+        last = messages[-1] if messages else None
+        calls = (last.get("tool_calls") if isinstance(last, dict) else None) or []
+        if not calls:
+            return []
+        if len(calls) == 1:
+            return [await self._run_call(calls[0], messages, state)]
+        return list(await asyncio.gather(*(self._run_call(c, messages, state) for c in calls)))
