@@ -72,7 +72,7 @@ def _run_cell(number, code, cap):
         files.append(f)
         os.dup2(f.fileno(), fd)
     status, value, memory = "ok", None, False
-    filename = "<cell %d>" % number
+    filename = f"<cell {number}>"
     try:
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         tree = ast.parse(code, filename, "exec")
@@ -84,18 +84,18 @@ def _run_cell(number, code, cap):
             result = eval(compile(ast.Expression(last.value), filename, "eval"), _namespace)
             if result is not None:
                 value = repr(result)[: cap + 1]
-    except BaseException as exc:  # noqa: BLE001 - the cell's failure is data, the REPL goes on
+    except BaseException as exc:  # the cell's failure is data; the REPL goes on
         status = "error"
         memory = isinstance(exc, MemoryError)
         try:
             _print_exception(exc)
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             pass
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except BaseException:  # noqa: BLE001
+            except BaseException:
                 pass
         os.dup2(_devnull, 1)
         os.dup2(_devnull, 2)

@@ -504,4 +504,3 @@ def get_backend(name: str | Backend | None = None) -> Backend:
         return BACKENDS[chosen]()
     except KeyError:
         raise ValueError(f"unknown sandbox backend {chosen!r}; choose one of {sorted(BACKENDS)}") from None
-

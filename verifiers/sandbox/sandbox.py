@@ -60,7 +60,9 @@ def _safe_relative(path: str) -> PurePosixPath:
     return p
 
 
-def _classify(exit_code: int, stderr: bytes, reason: KillReason | None, duration: float, cpu: int | None) -> KillReason | None:
+def _classify(
+    exit_code: int, stderr: bytes, reason: KillReason | None, duration: float, cpu: int | None
+) -> KillReason | None:
     if reason is not None or exit_code == 0:
         return reason
     if exit_code == 128 + 24:  # SIGXCPU: the CPU-seconds limit
@@ -193,9 +195,7 @@ class Sandbox:
                         os.chown(d, *owner, follow_symlinks=False)
                     d = d.parent
 
-    def _argv(
-        self, workdir: Path, command: str | Sequence[str] | None, python: str | None
-    ) -> list[str]:
+    def _argv(self, workdir: Path, command: str | Sequence[str] | None, python: str | None) -> list[str]:
         if (command is None) == (python is None):
             raise ValueError("give exactly one of `command` and `python`")
         if python is not None:
@@ -363,7 +363,9 @@ class SandboxSession:
             python,
             stdin,
             self.timeout if timeout is None else timeout,
-            self.limits if limits is None else self.limits.merged(dict(limits) if isinstance(limits, Mapping) else limits),
+            self.limits
+            if limits is None
+            else self.limits.merged(dict(limits) if isinstance(limits, Mapping) else limits),
             env,
             session=True,
         )
@@ -455,7 +457,9 @@ class SandboxSession:
             except (EOFError, TimeoutError, OSError) as exc:
                 self._kill_interpreter()
                 detail = self._stderr_tail.decode("utf-8", "replace").strip()
-                raise SandboxError(f"the sandboxed Python interpreter did not start: {exc!r} {detail}") from exc
+                raise SandboxError(
+                    f"the sandboxed Python interpreter did not start: {exc!r} {detail}"
+                ) from exc
             self._lost_state = False
         proc = self._proc
         assert proc is not None and proc.stdin is not None
@@ -478,7 +482,9 @@ class SandboxSession:
             status = 137 if code_ is None else (128 - code_ if code_ < 0 else code_)
             reason: KillReason | None = "memory" if status == 137 else None
             detail = self._stderr_tail.decode("utf-8", "replace")
-            return RunResult("", note + detail, status or 1, time.perf_counter() - started, reason is not None, reason)
+            return RunResult(
+                "", note + detail, status or 1, time.perf_counter() - started, reason is not None, reason
+            )
         except BaseException:
             # cancelled (or worse) mid-cell: the interpreter's position in the protocol is unknown
             self._kill_interpreter()

@@ -22,7 +22,7 @@ from verifiers.sandbox.types import RunResult
 __all__ = ["TestDetail", "TestReport", "run_python_tests"]
 
 # Runs inside the sandbox. Reads the token (first line) and a JSON payload from stdin.
-_HARNESS = r'''
+_HARNESS = r"""
 import json, os, signal, sys, traceback
 _token = sys.stdin.readline().strip()
 _job = json.loads(sys.stdin.read())
@@ -63,7 +63,7 @@ for _i, _test in enumerate(_job["tests"]):
     _err = _run(_test, "<test %d>" % _i)
     _results.append([_err is None, _err])
 os.write(_report_fd, (_token + json.dumps({"load_error": _load_error, "results": _results}) + "\n").encode())
-'''
+"""
 
 
 @dataclass
@@ -142,7 +142,8 @@ async def run_python_tests(
         if line.startswith(token):
             payload = json.loads(line[len(token) :])
             details = [
-                TestDetail(index=i, passed=bool(ok), error=err) for i, (ok, err) in enumerate(payload["results"])
+                TestDetail(index=i, passed=bool(ok), error=err)
+                for i, (ok, err) in enumerate(payload["results"])
             ]
             passed = sum(d.passed for d in details)
             return TestReport(passed, total, details, error=None, run=result)
