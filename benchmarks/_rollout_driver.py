@@ -91,7 +91,9 @@ def main() -> None:
         on_progress=quiet,
     )
     if args.results_path:
-        kwargs.update(save_results=True, results_path=args.results_path)
+        from pathlib import Path
+
+        kwargs.update(save_results=True, results_path=Path(args.results_path))
     if ours:
         client = vf.ClientConfig(base_url=args.base_url, api_key_var="BENCH_API_KEY")
     else:
