@@ -1,0 +1,209 @@
+"""The application factory: ``create_app(settings)`` wires routers, middleware and error handling."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from sqlalchemy import text
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from hub import __version__
+from hub.core import Hub, HubError
+from hub.logs import setup_logging
+from hub.settings import Settings
+
+log = logging.getLogger("hub")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class LimitsAndLogs:
+    """Pure ASGI middleware: request-size limit (413) and one structured log line per request.
+
+    The log line carries method, path, status, duration and client address - never headers, query
+    strings or bodies, so tokens cannot leak into logs.
+    """
+
+    def __init__(self, app: ASGIApp, max_request_bytes: int) -> None:
+        self.app = app
+        self.max = max_request_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = {"code": 0}
+        for k, v in scope.get("headers", []):
+            if k == b"content-length":
+                try:
+                    too_big = int(v) > self.max
+                except ValueError:
+                    too_big = True
+                if too_big:
+                    await self._reject(send, status)
+                    self._log(scope, status["code"], start)
+                    return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            msg = await receive()
+            if msg["type"] == "http.request":
+                received += len(msg.get("body", b""))
+                if received > self.max:
+                    raise _TooLarge()
+            return msg
+
+        async def tracking_send(msg: Message) -> None:
+            if msg["type"] == "http.response.start":
+                status["code"] = msg["status"]
+            await send(msg)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _TooLarge:
+            if status["code"] == 0:
+                await self._reject(send, status)
+        finally:
+            self._log(scope, status["code"], start)
+
+    async def _reject(self, send: Send, status: dict[str, int]) -> None:
+        status["code"] = 413
+        body = b'{"detail":"request body too large"}'
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    def _log(self, scope: Scope, code: int, start: float) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return
+        client = scope.get("client")
+        log.info(
+            "request",
+            extra={
+                "method": scope.get("method"),
+                "path": scope.get("path"),
+                "status": code,
+                "ms": round((time.perf_counter() - start) * 1000, 2),
+                "client": client[0] if client else None,
+            },
+        )
+
+
+def _wants_html(request: Request) -> bool:
+    path = request.url.path
+    if path.startswith(("/api/", "/simple", "/files/", "/legacy")) or "/simple/" in path:
+        return False
+    return "text/html" in request.headers.get("accept", "")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the hub. Migrations run here unless ``settings.migrate_on_start`` is off."""
+    settings = settings or Settings()
+    setup_logging(settings.log_level, settings.log_json)
+    hub = Hub(settings)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        hub.close()
+
+    app = FastAPI(
+        title="Environments Hub",
+        version=__version__,
+        description=(
+            "Stores, versions and serves environment packages: a PEP 503/691/700 package index at "
+            "`/simple/` (and `/{owner}/simple/`), a JSON API under `/api/v1`, the PyPI legacy upload API at "
+            "`/legacy/` (twine, uv publish) and web pages. Authenticate with `Authorization: Bearer TOKEN` "
+            "or HTTP Basic with the token as password."
+        ),
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.hub = hub
+
+    @app.exception_handler(HubError)
+    async def hub_error(request: Request, exc: HubError) -> Response:
+        if _wants_html(request) and exc.status in (401, 403, 404, 409, 413, 429):
+            from hub.web import error_page
+
+            resp = error_page(request, exc.status, exc.message)
+            resp.headers.update({k: v for k, v in exc.headers.items() if k != "WWW-Authenticate"})
+            return resp
+        return JSONResponse({"detail": exc.message}, status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if _wants_html(request) and exc.status_code == 404:
+            from hub.web import error_page
+
+            return error_page(request, 404, "Not found")
+        return JSONResponse(
+            {"detail": exc.detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None)
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> Response:
+        errors: list[dict[str, Any]] = []
+        for e in exc.errors():
+            errors.append(
+                {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+            )
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        err_id = uuid.uuid4().hex[:12]
+        log.error("unhandled error", exc_info=exc, extra={"error_id": err_id, "path": request.url.path})
+        return JSONResponse({"detail": "internal error", "error_id": err_id}, status_code=500)
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, Any]:
+        """Liveness and readiness: the database answers."""
+        with hub.db.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return {
+            "status": "ok",
+            "version": __version__,
+            "database": hub.db.engine.dialect.name,
+            "storage": settings.storage,
+        }
+
+    from hub import api, index, legacy, web
+
+    app.include_router(api.router)
+    app.include_router(legacy.router)
+    app.include_router(index.router)
+    app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
+    app.include_router(web.router)
+    app.add_middleware(LimitsAndLogs, max_request_bytes=settings.max_request_bytes)
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """Factory for ``uvicorn --factory hub.app:create_app_from_env`` (settings from VF_HUB_* variables)."""
+    return create_app(Settings())

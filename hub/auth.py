@@ -1,0 +1,202 @@
+"""API tokens, principals and access rules.
+
+Tokens are ``vfh_`` + 43 url-safe random characters (256 bits). Only their sha256 is stored, so a leaked
+database does not leak credentials; because the secret has full entropy, an unsalted fast hash is
+enough, and the lookup is by hash with a constant-time comparison of the stored value.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import hmac
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from hub.models import utcnow
+
+TOKEN_PREFIX = "vfh_"
+ROLES = ("admin", "write", "read")
+WRITE_ROLES = ("self", "admin", "write")
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Principal:
+    """Who is calling and what their token allows."""
+
+    user_id: int
+    user_name: str
+    is_admin: bool
+    token_id: int | None
+    scope: str  # "read" | "write"
+    owner_restriction: int | None = None
+    env_restriction: int | None = None
+    roles: dict[int, str] = field(default_factory=dict)  # owner id -> "self" | org role
+
+    def _restricted_ok(self, owner_id: int, env_id: int | None) -> bool:
+        if self.owner_restriction is not None and owner_id != self.owner_restriction:
+            return False
+        return not (self.env_restriction is not None and env_id != self.env_restriction)
+
+    def can_read(self, owner_id: int, env_id: int, private: bool) -> bool:
+        if not private:
+            return True
+        if not self._restricted_ok(owner_id, env_id):
+            return False
+        return self.is_admin or owner_id in self.roles
+
+    def can_write(self, owner_id: int, env_id: int | None) -> bool:
+        """``env_id`` None means creating a new environment under ``owner_id``."""
+        if self.scope != "write" or not self._restricted_ok(owner_id, env_id):
+            return False
+        return self.is_admin or self.roles.get(owner_id) in WRITE_ROLES
+
+    def can_manage_org(self, org_id: int) -> bool:
+        if self.scope != "write" or self.owner_restriction is not None or self.env_restriction is not None:
+            return False
+        return self.is_admin or self.roles.get(org_id) == "admin"
+
+    @property
+    def unrestricted_write(self) -> bool:
+        return self.scope == "write" and self.owner_restriction is None and self.env_restriction is None
+
+    def visibility_key(self) -> str:
+        """Cache key for pages whose content depends on what the caller can see."""
+        return f"u{self.user_id}:{self.owner_restriction}:{self.env_restriction}:{int(self.is_admin)}"
+
+
+def parse_authorization(header: str | None) -> str | None:
+    """The token in ``Bearer TOKEN`` or HTTP Basic (token as password, any username)."""
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    scheme = scheme.lower()
+    value = value.strip()
+    if scheme == "bearer" and value:
+        return value
+    if scheme == "basic" and value:
+        try:
+            decoded = base64.b64decode(value, validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return ""
+        user, sep, password = decoded.partition(":")
+        if not sep:
+            return ""
+        # pip/uv send the token as the password; accept a token given as username too (``token@host``).
+        return password or user
+    return ""
+
+
+class TokenUseTracker:
+    """Writes ``last_used_at`` at most once a minute per token, so reads stay read-only."""
+
+    def __init__(self, interval: float = 60.0) -> None:
+        self.interval = interval
+        self._seen: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def due(self, token_id: int) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            last = self._seen.get(token_id)
+            if last is not None and now - last < self.interval:
+                return False
+            self._seen[token_id] = now
+            return True
+
+
+def lookup_token(session: Session, token: str, tracker: TokenUseTracker | None = None) -> Principal | None:
+    """The principal holding ``token``, or None if it is unknown, revoked or expired."""
+    if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        return None
+    digest = hash_token(token)
+    row = session.execute(
+        text(
+            "SELECT t.id, t.token_hash, t.scope, t.owner_restriction_id, t.env_restriction_id, t.expires_at,"
+            " t.revoked_at, o.id, o.name, o.is_admin FROM tokens t JOIN owners o ON o.id = t.user_id"
+            " WHERE t.token_hash = :h"
+        ),
+        {"h": digest},
+    ).first()
+    if row is None or not hmac.compare_digest(row[1], digest):
+        return None
+    now = utcnow()
+    expires_at = _as_dt(row[5])
+    if row[6] is not None or (expires_at is not None and expires_at <= now):
+        return None
+    roles: dict[int, str] = {row[7]: "self"}
+    for org_id, role in session.execute(
+        text("SELECT org_id, role FROM memberships WHERE user_id = :u"), {"u": row[7]}
+    ):
+        roles[org_id] = role
+    if tracker is not None and tracker.due(row[0]):
+        session.execute(text("UPDATE tokens SET last_used_at = :n WHERE id = :i"), {"n": now, "i": row[0]})
+        session.commit()
+    return Principal(
+        user_id=row[7],
+        user_name=row[8],
+        is_admin=bool(row[9]),
+        token_id=row[0],
+        scope=row[2],
+        owner_restriction=row[3],
+        env_restriction=row[4],
+        roles=roles,
+    )
+
+
+def _as_dt(v: object) -> dt.datetime | None:
+    if v is None:
+        return None
+    if isinstance(v, dt.datetime):
+        return v.replace(tzinfo=None)
+    return dt.datetime.fromisoformat(str(v))
+
+
+class TokenBucket:
+    """Per-key token buckets in process memory (each worker limits on its own; they share nothing)."""
+
+    def __init__(self, burst: int, per_minute: float, max_keys: int = 100_000) -> None:
+        self.burst = float(burst)
+        self.rate = per_minute / 60.0
+        self.max_keys = max_keys
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def _level(self, key: str, now: float) -> float:
+        level, last = self._buckets.get(key, (self.burst, now))
+        return min(self.burst, level + (now - last) * self.rate)
+
+    def allowed(self, key: str) -> bool:
+        """True if ``key`` has at least one token left (does not consume)."""
+        with self._lock:
+            return self._level(key, time.monotonic()) >= 1.0
+
+    def consume(self, key: str) -> bool:
+        """Take one token; False (and nothing taken) when the bucket is empty."""
+        now = time.monotonic()
+        with self._lock:
+            level = self._level(key, now)
+            if level < 1.0:
+                self._buckets[key] = (level, now)
+                return False
+            if len(self._buckets) >= self.max_keys and key not in self._buckets:
+                self._buckets.clear()
+            self._buckets[key] = (level - 1.0, now)
+            return True
+
+    def retry_after(self) -> int:
+        return max(1, int(1.0 / self.rate) if self.rate > 0 else 60)

@@ -1,0 +1,585 @@
+"""The hub's state (settings, database, storage, caches, limiters) and its write operations.
+
+Publishing order, for atomicity: the upload is streamed to a temp file and validated; the blob is written
+to storage under its content-addressed key; then one database transaction inserts the version and file
+rows. A crash before the commit leaves at most an unreferenced blob (never visible, removed by
+``gc_orphans``); a failed commit deletes the blobs it wrote unless another row references them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from hub import archives
+from hub.archives import ArchiveError, ArchiveInfo, Limits
+from hub.auth import Principal, TokenBucket, TokenUseTracker, hash_token, new_token
+from hub.db import Database, bump_generation, run_migrations
+from hub.models import (
+    DailyDownloads,
+    Environment,
+    EnvTag,
+    File,
+    Membership,
+    Owner,
+    Token,
+    utcnow,
+)
+from hub.models import (
+    Version as VersionRow,
+)
+from hub.settings import Settings
+from hub.storage import Storage, file_key, make_storage
+
+log = logging.getLogger("hub")
+
+OWNER_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")
+# Owner names that would shadow the hub's own routes.
+RESERVED_OWNERS = {
+    "api", "simple", "files", "legacy", "static", "docs", "redoc", "openapi.json", "healthz", "signin",
+    "signout", "search", "tags", "new", "settings", "admin-panel", "favicon.ico", "robots.txt",
+}  # fmt: skip
+
+
+class HubError(Exception):
+    """An error with an HTTP status and a message meant for the client."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def not_found(what: str = "not found") -> HubError:
+    return HubError(404, what)
+
+
+def normalise_owner(name: str) -> str:
+    if not OWNER_RE.match(name or ""):
+        raise HubError(400, f"invalid name {name!r}: letters, digits, '.', '_', '-' (1-64 characters)")
+    n = canonicalize_name(name)
+    if n in RESERVED_OWNERS:
+        raise HubError(400, f"the name {name!r} is reserved")
+    return n
+
+
+def normalise_version(v: str) -> str:
+    try:
+        return str(Version(v))
+    except InvalidVersion:
+        raise HubError(400, f"invalid PEP 440 version {v!r}") from None
+
+
+@dataclass
+class StagedUpload:
+    """An upload streamed to a temp file, hashed, and (after validation) described by ``info``."""
+
+    path: Path
+    filename: str
+    size: int
+    sha256: str
+    info: ArchiveInfo | None = None
+
+    def open(self) -> IO[bytes]:
+        return open(self.path, "rb")
+
+
+@dataclass
+class PublishResult:
+    owner: str
+    name: str
+    version: str
+    created_version: bool
+    files: list[dict[str, Any]]
+
+
+class Hub:
+    """Everything a request handler needs; one per application."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.db = Database(settings.resolved_database_url)
+        if settings.migrate_on_start:
+            run_migrations(self.db.engine)
+        self.storage: Storage = make_storage(settings)
+        self.tmp_dir = (settings.data_dir / "tmp").resolve()
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        self.limits = Limits(
+            max_file_bytes=settings.max_file_bytes,
+            max_uncompressed_bytes=settings.max_uncompressed_bytes,
+            max_member_bytes=settings.max_member_bytes,
+            max_compression_ratio=settings.max_compression_ratio,
+            ratio_check_min_bytes=settings.ratio_check_min_bytes,
+            max_members=settings.max_archive_members,
+        )
+        self.auth_failures = TokenBucket(settings.auth_fail_burst, settings.auth_fail_per_minute)
+        self.writes = TokenBucket(settings.write_burst, settings.write_per_minute)
+        self.token_tracker = TokenUseTracker()
+        from hub.index import IndexCache
+
+        self.index_cache = IndexCache(self, settings.index_cache_entries)
+        self.reserved = {canonicalize_name(n) for n in settings.reserved_names}
+        if settings.admin_token:
+            self.bootstrap_admin(settings.admin_token.get_secret_value())
+
+    def close(self) -> None:
+        self.db.dispose()
+
+    # ---------------------------------------------------------------- accounts
+    def bootstrap_admin(self, token: str) -> None:
+        """Ensure user ``admin`` exists and holds ``token`` (idempotent; safe across workers)."""
+        for _attempt in range(3):
+            try:
+                with self.db.session() as s:
+                    admin = s.scalar(select(Owner).where(Owner.name == "admin"))
+                    if admin is None:
+                        admin = Owner(
+                            name="admin", display_name="admin", kind="user", is_admin=True, description=""
+                        )
+                        s.add(admin)
+                        s.flush()
+                    h = hash_token(token)
+                    if s.scalar(select(Token.id).where(Token.token_hash == h)) is None:
+                        s.add(
+                            Token(
+                                user_id=admin.id,
+                                name="bootstrap",
+                                token_hash=h,
+                                prefix=token[:8],
+                                scope="write",
+                            )
+                        )
+                return
+            except IntegrityError:
+                continue
+
+    def create_user(self, session: Session, name: str, *, is_admin: bool = False) -> tuple[Owner, str]:
+        """A new user and its first write token (returned once)."""
+        n = normalise_owner(name)
+        if session.scalar(select(Owner.id).where(Owner.name == n)) is not None:
+            raise HubError(409, f"the name {n!r} is taken")
+        user = Owner(name=n, display_name=name, kind="user", is_admin=is_admin, description="")
+        session.add(user)
+        session.flush()
+        secret, _tok = self.create_token(session, user, name="first token", scope="write")
+        return user, secret
+
+    def create_token(
+        self,
+        session: Session,
+        user: Owner,
+        *,
+        name: str = "",
+        scope: str = "write",
+        owner_restriction: Owner | None = None,
+        env_restriction: Environment | None = None,
+        expires_at: dt.datetime | None = None,
+    ) -> tuple[str, Token]:
+        if scope not in ("read", "write"):
+            raise HubError(400, "scope must be 'read' or 'write'")
+        secret = new_token()
+        tok = Token(
+            user_id=user.id,
+            name=name,
+            token_hash=hash_token(secret),
+            prefix=secret[:8],
+            scope=scope,
+            owner_restriction_id=owner_restriction.id if owner_restriction else None,
+            env_restriction_id=env_restriction.id if env_restriction else None,
+            expires_at=expires_at,
+        )
+        session.add(tok)
+        session.flush()
+        return secret, tok
+
+    def create_org(self, session: Session, name: str, creator: Owner | None, description: str = "") -> Owner:
+        n = normalise_owner(name)
+        if session.scalar(select(Owner.id).where(Owner.name == n)) is not None:
+            raise HubError(409, f"the name {n!r} is taken")
+        org = Owner(name=n, display_name=name, kind="org", is_admin=False, description=description)
+        session.add(org)
+        session.flush()
+        if creator is not None:
+            session.add(Membership(org_id=org.id, user_id=creator.id, role="admin"))
+        return org
+
+    # ---------------------------------------------------------------- staging
+    def stage(self, src: IO[bytes], filename: str, expected_sha256: str | None = None) -> StagedUpload:
+        """Copy an incoming file to our temp folder in chunks, hashing it and enforcing the size limit."""
+        fd, name = tempfile.mkstemp(dir=self.tmp_dir, prefix="upload-")
+        h = hashlib.sha256()
+        size = 0
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while chunk := src.read(1024 * 1024):
+                    size += len(chunk)
+                    if size > self.settings.max_file_bytes:
+                        raise HubError(
+                            413, f"{filename}: file is larger than {self.settings.max_file_bytes} bytes"
+                        )
+                    h.update(chunk)
+                    out.write(chunk)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+            raise
+        staged = StagedUpload(
+            path=Path(name), filename=os.path.basename(filename), size=size, sha256=h.hexdigest()
+        )
+        if expected_sha256 and expected_sha256.lower() != staged.sha256:
+            self.discard([staged])
+            raise HubError(400, f"{filename}: sha256 digest does not match the uploaded bytes")
+        return staged
+
+    def discard(self, staged: list[StagedUpload]) -> None:
+        for st in staged:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(st.path)
+
+    def validate(self, staged: list[StagedUpload]) -> None:
+        """Check every staged file and that they all belong to one distribution and version."""
+        if not staged:
+            raise HubError(400, "no files uploaded")
+        names = set()
+        for st in staged:
+            with st.open() as fh:
+                try:
+                    st.info = archives.inspect_upload(fh, st.filename, st.size, self.limits)
+                except ArchiveError as exc:
+                    raise HubError(exc.status, f"{st.filename}: {exc.message}") from None
+            names.add((st.info.name, st.info.version))
+        if len(names) != 1:
+            raise HubError(400, f"files belong to different releases: {sorted(names)}")
+        kinds = [st.info.kind for st in staged if st.info]
+        if kinds.count("sdist") > 1:
+            raise HubError(400, "more than one sdist in one upload")
+        if len({st.filename for st in staged}) != len(staged):
+            raise HubError(400, "the same filename was uploaded twice")
+
+    # ---------------------------------------------------------------- publish
+    def publish(
+        self,
+        principal: Principal,
+        owner_name: str | None,
+        env_name: str | None,
+        staged: list[StagedUpload],
+        *,
+        private: bool | None = None,
+    ) -> PublishResult:
+        """Validate and store one release's files (wheel and/or sdist). Idempotent for identical bytes."""
+        try:
+            if not staged or any(st.info is None for st in staged):
+                self.validate(staged)
+            info0 = staged[0].info
+            assert info0 is not None
+            if env_name is not None and canonicalize_name(env_name) != info0.name:
+                raise HubError(
+                    400, f"the archive is distribution {info0.name!r}, not {canonicalize_name(env_name)!r}"
+                )
+            if info0.name in self.reserved:
+                raise HubError(
+                    403, f"the name {info0.name!r} is reserved (it must resolve from the normal index)"
+                )
+            written: list[str] = []
+            try:
+                for st in staged:
+                    key = file_key(st.sha256, st.filename)
+                    if not self.storage.exists(key):
+                        with st.open() as fh:
+                            self.storage.put(key, fh)
+                        written.append(key)
+                for attempt in range(2):
+                    try:
+                        result = self._publish_rows(principal, owner_name, staged, private)
+                        written.clear()
+                        return result
+                    except IntegrityError:
+                        # A concurrent upload won a uniqueness race; the retry sees its rows and answers
+                        # idempotently (same bytes) or with 409 (different bytes).
+                        if attempt == 1:
+                            raise HubError(
+                                409, "a concurrent upload conflicted with this one; retry"
+                            ) from None
+            finally:
+                for key in written:
+                    self._delete_if_unreferenced(key)
+        finally:
+            self.discard(staged)
+        raise AssertionError("unreachable")
+
+    def _delete_if_unreferenced(self, key: str) -> None:
+        with self.db.session() as s:
+            if s.scalar(select(File.id).where(File.storage_key == key)) is None:
+                with contextlib.suppress(Exception):
+                    self.storage.delete(key)
+
+    def _publish_rows(
+        self, principal: Principal, owner_name: str | None, staged: list[StagedUpload], private: bool | None
+    ) -> PublishResult:
+        infos = [st.info for st in staged if st.info is not None]
+        info0 = infos[0]
+        with self.db.session() as s:
+            env = s.scalar(select(Environment).where(Environment.name == info0.name))
+            if env is None:
+                owner = self._resolve_upload_owner(s, principal, owner_name)
+                if not principal.can_write(owner.id, None):
+                    raise HubError(403, f"you cannot publish under {owner.name!r}")
+                env = Environment(
+                    owner_id=owner.id,
+                    name=info0.name,
+                    display_name=info0.display_name,
+                    private=self.settings.default_private if private is None else private,
+                    description="",
+                    tags="",
+                )
+                s.add(env)
+                s.flush()
+            else:
+                owner = s.get(Owner, env.owner_id)
+                assert owner is not None
+                if owner_name is not None and canonicalize_name(owner_name) != owner.name:
+                    if principal.can_read(env.owner_id, env.id, env.private):
+                        raise HubError(403, f"the name {env.name!r} belongs to {owner.name!r}")
+                    raise HubError(403, f"the name {env.name!r} is taken")
+                if not principal.can_write(env.owner_id, env.id):
+                    if principal.can_read(env.owner_id, env.id, env.private):
+                        raise HubError(403, f"you cannot publish to {owner.name}/{env.name}")
+                    raise HubError(403, f"the name {env.name!r} is taken")
+            ver = s.scalar(
+                select(VersionRow).where(VersionRow.env_id == env.id, VersionRow.version == info0.version)
+            )
+            created_version = ver is None
+            out_files = []
+            new_files: list[tuple[StagedUpload, ArchiveInfo]] = []
+            for st in staged:
+                assert st.info is not None
+                existing = s.scalar(select(File).where(File.filename == st.filename))
+                if existing is not None:
+                    if existing.sha256 != st.sha256:
+                        raise HubError(
+                            409,
+                            f"{st.filename} already exists with different content; versions are immutable "
+                            "(publish a new version)",
+                        )
+                    out_files.append(self._file_dict(existing, created=False))
+                else:
+                    new_files.append((st, st.info))
+            if ver is None:
+                ver = VersionRow(env_id=env.id, version=info0.version, uploader_id=principal.user_id)
+                self._fill_version(ver, infos, new=True)
+                s.add(ver)
+                s.flush()
+            elif new_files:
+                self._fill_version(ver, [i for _st, i in new_files], new=False)
+            for st, info in new_files:
+                f = File(
+                    version_id=ver.id,
+                    env_id=env.id,
+                    filename=st.filename,
+                    kind=info.kind,
+                    sha256=st.sha256,
+                    size=st.size,
+                    requires_python=info.requires_python,
+                    core_metadata=info.core_metadata.decode("utf-8") if info.core_metadata else None,
+                    core_metadata_sha256=hashlib.sha256(info.core_metadata).hexdigest()
+                    if info.core_metadata
+                    else None,
+                    storage_key=file_key(st.sha256, st.filename),
+                    uploaded_at=utcnow(),
+                )
+                s.add(f)
+                s.flush()
+                out_files.append(self._file_dict(f, created=True))
+            if new_files or created_version:
+                self.refresh_env(s, env)
+                bump_generation(s)
+            result = PublishResult(owner.name, env.name, ver.version, created_version, out_files)
+        if new_files or created_version:
+            self.index_cache.invalidate()
+            log.info(
+                "published",
+                extra={
+                    "env": f"{result.owner}/{result.name}",
+                    "version": result.version,
+                    "files": [f["filename"] for f in out_files if f["created"]],
+                },
+            )
+        return result
+
+    def _resolve_upload_owner(self, s: Session, principal: Principal, owner_name: str | None) -> Owner:
+        if owner_name is None:
+            # Legacy uploads: an owner-limited token names the owner; otherwise the token's user.
+            oid = principal.owner_restriction or principal.user_id
+            owner = s.get(Owner, oid)
+        else:
+            owner = s.scalar(select(Owner).where(Owner.name == canonicalize_name(owner_name)))
+        if owner is None:
+            raise HubError(404, f"owner {owner_name!r} not found")
+        return owner
+
+    @staticmethod
+    def _fill_version(ver: VersionRow, infos: list[ArchiveInfo], *, new: bool) -> None:
+        wheel = next((i for i in infos if i.kind == "wheel"), None)
+        sdist = next((i for i in infos if i.kind == "sdist"), None)
+        primary = wheel or sdist
+        assert primary is not None
+        if new:
+            ver.is_prerelease = Version(primary.version).is_prerelease
+            ver.summary = primary.summary
+            ver.license = primary.license
+            ver.requires_python = primary.requires_python
+            ver.dependencies = json.dumps(primary.dependencies)
+            ver.tags = json.dumps(
+                archives.normalise_tags([*(wheel.tags if wheel else []), *(sdist.tags if sdist else [])])
+            )
+            ver.metadata_json = json.dumps(primary.extra)
+            ver.eval_defaults = "{}"
+        if sdist is not None:
+            if sdist.eval_defaults and ver.eval_defaults in (None, "", "{}"):
+                ver.eval_defaults = json.dumps(sdist.eval_defaults)
+            if ver.content_hash is None:
+                ver.content_hash = sdist.content_hash
+            if not new:
+                merged = archives.normalise_tags([*json.loads(ver.tags or "[]"), *sdist.tags])
+                ver.tags = json.dumps(merged)
+        if not ver.readme:
+            for i in (wheel, sdist):
+                if i is not None and i.readme:
+                    ver.readme = i.readme
+                    ver.readme_content_type = i.readme_content_type
+                    break
+
+    @staticmethod
+    def _file_dict(f: File, *, created: bool) -> dict[str, Any]:
+        return {
+            "filename": f.filename,
+            "kind": f.kind,
+            "sha256": f.sha256,
+            "size": f.size,
+            "created": created,
+        }
+
+    # ---------------------------------------------------------------- derived fields
+    def refresh_env(self, s: Session, env: Environment) -> None:
+        """Recompute latest version, description and tags from the versions, and the search index."""
+        rows = s.execute(
+            select(VersionRow.version, VersionRow.yanked, VersionRow.summary, VersionRow.tags).where(
+                VersionRow.env_id == env.id
+            )
+        ).all()
+        latest = pick_latest([(r[0], r[1]) for r in rows])
+        env.latest_version = latest
+        if latest is not None:
+            row = next(r for r in rows if r[0] == latest)
+            env.description = row[2] or ""
+            tags = json.loads(row[3] or "[]")
+        else:
+            tags = []
+        env.tags = " ".join(tags)
+        env.updated_at = utcnow()
+        s.execute(EnvTag.__table__.delete().where(EnvTag.env_id == env.id))
+        for t in tags:
+            s.add(EnvTag(env_id=env.id, tag=t))
+        s.flush()
+        from hub.search import update_search_index
+
+        update_search_index(s, env)
+
+    def set_yanked(
+        self, s: Session, env: Environment, version: str, yanked: bool, reason: str | None
+    ) -> VersionRow:
+        ver = s.scalar(select(VersionRow).where(VersionRow.env_id == env.id, VersionRow.version == version))
+        if ver is None:
+            raise not_found(f"version {version} not found")
+        ver.yanked = yanked
+        ver.yank_reason = (reason or "") if yanked else None
+        s.flush()
+        self.refresh_env(s, env)
+        bump_generation(s)
+        return ver
+
+    def count_download(self, env_id: int) -> None:
+        """One real file download: bump the total and today's counter atomically (exact under concurrency)."""
+        today = dt.datetime.now(dt.UTC).date()
+        with self.db.session() as s:
+            s.execute(text("UPDATE environments SET downloads = downloads + 1 WHERE id = :i"), {"i": env_id})
+            table = DailyDownloads.__table__
+            if self.db.sqlite:
+                from sqlalchemy.dialects.sqlite import insert
+            else:
+                from sqlalchemy.dialects.postgresql import insert  # type: ignore[assignment]
+            stmt = insert(table).values(env_id=env_id, day=today, count=1)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=[table.c.env_id, table.c.day], set_={"count": table.c.count + 1}
+            )
+            s.execute(stmt)
+
+    def downloads(self, s: Session, env_id: int) -> dict[str, Any]:
+        since = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=29)
+        total = s.scalar(select(Environment.downloads).where(Environment.id == env_id)) or 0
+        rows = s.execute(
+            select(DailyDownloads.day, DailyDownloads.count)
+            .where(DailyDownloads.env_id == env_id, DailyDownloads.day >= since)
+            .order_by(DailyDownloads.day)
+        ).all()
+        return {
+            "total": int(total),
+            "last_30_days": int(sum(r[1] for r in rows)),
+            "daily": [{"day": r[0].isoformat(), "count": int(r[1])} for r in rows],
+        }
+
+    def gc_orphans(self, min_age_seconds: float = 3600.0) -> int:
+        """Delete stored blobs that no file row references (left by a crash between write and commit)."""
+        with self.db.session() as s:
+            referenced = set(s.scalars(select(File.storage_key)))
+        removed = 0
+        for key in list(self.storage.keys("files/")):
+            if key in referenced:
+                continue
+            if isinstance(self.storage, _local_type()):
+                p = self.storage.root / key  # type: ignore[attr-defined]
+                age = dt.datetime.now().timestamp() - p.stat().st_mtime
+                if age < min_age_seconds:
+                    continue
+            self.storage.delete(key)
+            removed += 1
+        # Temp files of uploads interrupted by a crash.
+        for p in self.tmp_dir.glob("upload-*"):
+            if dt.datetime.now().timestamp() - p.stat().st_mtime >= min_age_seconds:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+        return removed
+
+    def env_counts(self, s: Session) -> int:
+        return int(s.scalar(select(func.count(Environment.id))) or 0)
+
+
+def _local_type() -> type:
+    from hub.storage import LocalStorage
+
+    return LocalStorage
+
+
+def pick_latest(versions: list[tuple[str, bool]]) -> str | None:
+    """Newest non-yanked final release; if there is none, the newest non-yanked pre-release."""
+    live = [Version(v) for v, yanked in versions if not yanked]
+    finals = [v for v in live if not v.is_prerelease]
+    pool = finals or live
+    return str(max(pool)) if pool else None

@@ -1,0 +1,80 @@
+"""Request helpers shared by the API, the index and the pages: who is calling, rate limits, errors."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from hub.auth import Principal, lookup_token, parse_authorization
+from hub.core import Hub, HubError
+
+SESSION_COOKIE = "vfhub_session"
+
+
+def hub_of(request: Request) -> Hub:
+    return request.app.state.hub
+
+
+def client_ip(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def principal_of(request: Request, *, allow_cookie: bool = False) -> Principal | None:
+    """The caller, from ``Authorization`` (Bearer or Basic) or, for web pages, the session cookie.
+
+    A missing credential means anonymous; a wrong one is 401, and repeated failures from one address are
+    answered 429 before any lookup.
+    """
+    cached = request.scope.get("vf_principal", False)
+    if cached is not False:
+        return cached
+    hub = hub_of(request)
+    token = parse_authorization(request.headers.get("authorization"))
+    from_cookie = False
+    if token is None and allow_cookie:
+        token = request.cookies.get(SESSION_COOKIE) or None
+        from_cookie = token is not None
+    if token is None:
+        request.scope["vf_principal"] = None
+        return None
+    ip = client_ip(request)
+    if hub.settings.rate_limit_enabled and not hub.auth_failures.allowed(ip):
+        raise HubError(
+            429,
+            "too many failed authentication attempts; slow down",
+            {"Retry-After": str(hub.auth_failures.retry_after())},
+        )
+    principal = None
+    if token:
+        with hub.db.session() as s:
+            principal = lookup_token(s, token, hub.token_tracker)
+    if principal is None:
+        if hub.settings.rate_limit_enabled:
+            hub.auth_failures.consume(ip)
+        if from_cookie:
+            request.scope["vf_principal"] = None
+            return None
+        raise HubError(401, "invalid, expired or revoked token", {"WWW-Authenticate": 'Basic realm="vf-hub"'})
+    request.scope["vf_principal"] = principal
+    return principal
+
+
+def require_principal(request: Request, *, write: bool = False) -> Principal:
+    principal = principal_of(request)
+    if principal is None:
+        raise HubError(401, "authentication required", {"WWW-Authenticate": 'Basic realm="vf-hub"'})
+    if write:
+        if principal.scope != "write":
+            raise HubError(403, "this token is read-only")
+        check_write_rate(request, principal)
+    return principal
+
+
+def check_write_rate(request: Request, principal: Principal | None) -> None:
+    hub = hub_of(request)
+    if not hub.settings.rate_limit_enabled:
+        return
+    key = f"user:{principal.user_id}" if principal else f"ip:{client_ip(request)}"
+    if not hub.writes.consume(key):
+        raise HubError(
+            429, "too many write requests; slow down", {"Retry-After": str(hub.writes.retry_after())}
+        )

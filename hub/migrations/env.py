@@ -1,0 +1,28 @@
+"""Alembic environment: the hub passes a live connection in ``config.attributes['connection']``."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import create_engine
+
+from hub.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def run() -> None:
+    conn = config.attributes.get("connection")
+    if conn is None:
+        engine = create_engine(config.get_main_option("sqlalchemy.url"))
+        with engine.begin() as c:
+            context.configure(connection=c, target_metadata=target_metadata, render_as_batch=True)
+            with context.begin_transaction():
+                context.run_migrations()
+        return
+    context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+run()

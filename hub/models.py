@@ -1,0 +1,186 @@
+"""SQLAlchemy 2 models. Schema changes go through Alembic migrations in ``hub/migrations``.
+
+Users and organisations share one namespace (``owners``): an environment belongs to an owner, and the
+owner's name is the first half of ``owner/name``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Date,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Owner(Base):
+    """A user or an organisation; both own environments."""
+
+    __tablename__ = "owners"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True, index=True)  # normalised
+    display_name: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(8))  # "user" | "org"
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Membership(Base):
+    """A user's role in an organisation: admin (manage members + write), write, or read."""
+
+    __tablename__ = "memberships"
+    org_id: Mapped[int] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("owners.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    role: Mapped[str] = mapped_column(String(8))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Token(Base):
+    """An API token. Only the sha256 of the secret is stored; the secret is shown once."""
+
+    __tablename__ = "tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100), default="")
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    scope: Mapped[str] = mapped_column(String(8))  # "read" | "write"
+    owner_restriction_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"))
+    env_restriction_id: Mapped[int | None] = mapped_column(ForeignKey("environments.id", ondelete="CASCADE"))
+    expires_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Environment(Base):
+    """``owner/name``; ``name`` is the normalised Python distribution name, unique across the hub."""
+
+    __tablename__ = "environments"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True, index=True)
+    display_name: Mapped[str] = mapped_column(String(128))
+    private: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    tags: Mapped[str] = mapped_column(Text, default="")  # space separated, mirrored in env_tags
+    latest_version: Mapped[str | None] = mapped_column(String(64))
+    downloads: Mapped[int] = mapped_column(BigInteger, default=0, index=True)
+    stars: Mapped[int] = mapped_column(Integer, default=0, index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
+
+    owner: Mapped[Owner] = relationship(lazy="joined")
+
+
+class EnvTag(Base):
+    __tablename__ = "env_tags"
+    env_id: Mapped[int] = mapped_column(ForeignKey("environments.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
+
+
+class Version(Base):
+    """An immutable release. Files may arrive in several uploads; bytes never change once stored."""
+
+    __tablename__ = "versions"
+    __table_args__ = (UniqueConstraint("env_id", "version", name="uq_versions_env_version"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    env_id: Mapped[int] = mapped_column(ForeignKey("environments.id", ondelete="CASCADE"), index=True)
+    version: Mapped[str] = mapped_column(String(64))  # normalised PEP 440
+    is_prerelease: Mapped[bool] = mapped_column(Boolean, default=False)
+    yanked: Mapped[bool] = mapped_column(Boolean, default=False)
+    yank_reason: Mapped[str | None] = mapped_column(Text)
+    summary: Mapped[str] = mapped_column(Text, default="")
+    license: Mapped[str | None] = mapped_column(Text)
+    requires_python: Mapped[str | None] = mapped_column(String(128))
+    dependencies: Mapped[str] = mapped_column(Text, default="[]")  # JSON list
+    tags: Mapped[str] = mapped_column(Text, default="[]")  # JSON list
+    eval_defaults: Mapped[str] = mapped_column(Text, default="{}")  # JSON of [tool.verifiers.eval]
+    metadata_json: Mapped[str] = mapped_column(Text, default="{}")  # everything else read from the archive
+    readme: Mapped[str | None] = mapped_column(Text)
+    readme_content_type: Mapped[str | None] = mapped_column(String(64))
+    content_hash: Mapped[str | None] = mapped_column(String(80))
+    uploader_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id", ondelete="SET NULL"))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class File(Base):
+    """A wheel or sdist. ``filename`` is unique hub-wide and never reused (as on PyPI)."""
+
+    __tablename__ = "files"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("versions.id", ondelete="CASCADE"), index=True)
+    env_id: Mapped[int] = mapped_column(ForeignKey("environments.id", ondelete="CASCADE"), index=True)
+    filename: Mapped[str] = mapped_column(String(255), unique=True)
+    kind: Mapped[str] = mapped_column(String(8))  # "wheel" | "sdist"
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    requires_python: Mapped[str | None] = mapped_column(String(128))
+    core_metadata: Mapped[str | None] = mapped_column(Text)  # wheel METADATA, served for PEP 658
+    core_metadata_sha256: Mapped[str | None] = mapped_column(String(64))
+    storage_key: Mapped[str] = mapped_column(String(400))
+    uploaded_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Star(Base):
+    __tablename__ = "stars"
+    user_id: Mapped[int] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), primary_key=True)
+    env_id: Mapped[int] = mapped_column(
+        ForeignKey("environments.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class DailyDownloads(Base):
+    __tablename__ = "daily_downloads"
+    env_id: Mapped[int] = mapped_column(ForeignKey("environments.id", ondelete="CASCADE"), primary_key=True)
+    day: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class EvalResult(Base):
+    """A run's metadata + summary attached to one version; the leaderboard is built from these."""
+
+    __tablename__ = "eval_results"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    env_id: Mapped[int] = mapped_column(ForeignKey("environments.id", ondelete="CASCADE"), index=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("versions.id", ondelete="CASCADE"), index=True)
+    model: Mapped[str] = mapped_column(String(200), index=True)
+    avg_reward: Mapped[float] = mapped_column(Float)
+    num_rollouts: Mapped[int] = mapped_column(Integer, default=0)
+    num_examples: Mapped[int | None] = mapped_column(Integer)
+    rollouts_per_example: Mapped[int | None] = mapped_column(Integer)
+    sampling_args: Mapped[str] = mapped_column(Text, default="{}")
+    metadata_json: Mapped[str] = mapped_column(Text, default="{}")
+    summary_json: Mapped[str] = mapped_column(Text, default="{}")
+    submitter_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id", ondelete="SET NULL"))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class HubState(Base):
+    """Key/value rows; ``generation`` is bumped on every write that changes the index."""
+
+    __tablename__ = "hub_state"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -1,0 +1,119 @@
+"""Hub configuration: environment variables prefixed ``VF_HUB_`` and an optional TOML file.
+
+The TOML file is named by ``VF_HUB_CONFIG`` (or passed to :func:`load_settings`); environment variables
+win over the file, so a deployment can keep defaults in a file and secrets in the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+MiB = 1024 * 1024
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """Reads settings from the TOML file named by ``VF_HUB_CONFIG`` (a flat table of field names)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: str | None) -> None:
+        super().__init__(settings_cls)
+        self._data: dict[str, Any] = {}
+        if path:
+            import tomllib
+
+            with open(path, "rb") as fh:
+                raw = tomllib.load(fh)
+            # Accept both a flat file and one with a [hub] table.
+            self._data = dict(raw.get("hub", raw))
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v for k, v in self._data.items() if k in self.settings_cls.model_fields}
+
+
+class Settings(BaseSettings):
+    """Every knob of the hub. Defaults give the embedded, zero set-up mode."""
+
+    model_config = SettingsConfigDict(env_prefix="VF_HUB_", extra="ignore")
+
+    data_dir: Path = Field(default=Path("hub-data"), description="Folder for the SQLite file and local files")
+    database_url: str | None = Field(default=None, description="SQLAlchemy URL; default SQLite in data_dir")
+    storage: Literal["local", "s3"] = "local"
+    storage_path: Path | None = Field(default=None, description="Local file store; default data_dir/files")
+    s3_endpoint_url: str | None = None
+    s3_bucket: str = "vf-hub"
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: SecretStr | None = None
+    s3_region: str = "us-east-1"
+    s3_prefix: str = ""
+    s3_create_bucket: bool = True
+
+    admin_token: SecretStr | None = Field(default=None, description="Bootstraps user 'admin' holding it")
+    migrate_on_start: bool = True
+    public_url: str | None = Field(default=None, description="Absolute base URL shown in install commands")
+    default_private: bool = False
+    reserved_names: list[str] = Field(
+        default_factory=lambda: ["verifiers", "pip", "setuptools", "wheel", "torch", "vllm"],
+        description="Distribution names nobody may publish (they must resolve from the normal index)",
+    )
+
+    # Upload limits.
+    max_request_bytes: int = 320 * MiB
+    max_file_bytes: int = 150 * MiB
+    max_uncompressed_bytes: int = 512 * MiB
+    max_member_bytes: int = 128 * MiB
+    max_compression_ratio: float = 100.0
+    ratio_check_min_bytes: int = 1 * MiB
+    max_archive_members: int = 20000
+
+    # Rate limits (token buckets, in-process: workers share nothing).
+    rate_limit_enabled: bool = True
+    auth_fail_burst: int = 20
+    auth_fail_per_minute: float = 30.0
+    write_burst: int = 120
+    write_per_minute: float = 600.0
+
+    # Index cache.
+    index_cache_entries: int = 20000
+
+    log_level: str = "INFO"
+    log_json: bool = True
+    cookie_secure: bool = False
+    session_days: int = 30
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'hub.db').resolve()}"
+
+    @property
+    def resolved_storage_path(self) -> Path:
+        return (self.storage_path or (self.data_dir / "files")).resolve()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            env_settings,
+            _TomlSource(settings_cls, os.environ.get("VF_HUB_CONFIG")),
+            file_secret_settings,
+        )
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment (and ``VF_HUB_CONFIG``), with explicit keyword overrides on top."""
+    return Settings(**overrides)

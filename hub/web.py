@@ -1,0 +1,232 @@
+"""Server-rendered pages (Jinja2, no build step): home/search, owner, environment, source, sign-in.
+
+Pages read the caller from the session cookie (a token set by the sign-in form, HttpOnly, SameSite=Lax)
+as well as from ``Authorization``. Pages only read; writes go through the token-authenticated API, so
+the cookie never authorises a state change (no CSRF surface beyond sign-in/out).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from packaging.utils import canonicalize_name
+from sqlalchemy import select
+
+from hub import archives, search
+from hub.api import (
+    env_summary,
+    install_command,
+    leaderboard,
+    load_env,
+    resolve_version,
+    sorted_versions,
+    version_out,
+)
+from hub.auth import lookup_token
+from hub.core import HubError, not_found
+from hub.http import SESSION_COOKIE, hub_of, principal_of
+from hub.models import Owner
+from hub.render import render_readme
+
+templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+router = APIRouter(include_in_schema=False)
+
+
+def _ctx(request: Request, **kw: Any) -> dict[str, Any]:
+    hub = hub_of(request)
+    base = hub.settings.public_url or str(request.base_url).rstrip("/")
+    return {
+        "request": request,
+        "root": request.scope.get("root_path", ""),
+        "base": base,
+        "principal": principal_of(request, allow_cookie=True),
+        **kw,
+    }
+
+
+def _page(request: Request, template: str, status: int = 200, **kw: Any) -> HTMLResponse:
+    resp = templates.TemplateResponse(request, template, _ctx(request, **kw), status_code=status)
+    resp.headers["Cache-Control"] = "private, no-cache"
+    return resp
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(
+    request: Request,
+    q: Annotated[str, Query(max_length=200)] = "",
+    tag: Annotated[list[str] | None, Query()] = None,
+    sort: Annotated[str, Query(max_length=20)] = "downloads",
+    page: Annotated[int, Query(ge=1, le=100000)] = 1,
+) -> HTMLResponse:
+    hub = hub_of(request)
+    principal = principal_of(request, allow_cookie=True)
+    per_page = 20
+    tags_filter = [t for t in (tag or []) if t][:5]
+    if sort not in search.SORTS:
+        sort = "downloads"
+    with hub.db.session() as s:
+        total, rows = search.search_envs(
+            s, principal, q=q, tags=tags_filter, sort=sort, page=page, per_page=per_page
+        )
+        envs = [env_summary(e, o) for e, o in rows]
+        tags = search.popular_tags(s, principal)
+
+    def url(p: int) -> str:
+        params: list[tuple[str, Any]] = [
+            ("q", q),
+            ("sort", sort),
+            *[("tag", t) for t in tags_filter],
+            ("page", p),
+        ]
+        return "/?" + urlencode(params)
+
+    return _page(
+        request,
+        "home.html",
+        q=q,
+        sort=sort,
+        envs=envs,
+        total=total,
+        page=page,
+        per_page=per_page,
+        tags=tags,
+        active_tags=tags_filter,
+        prev_url=url(page - 1),
+        next_url=url(page + 1),
+    )
+
+
+@router.get("/signin", response_class=HTMLResponse)
+def signin_form(request: Request) -> HTMLResponse:
+    return _page(request, "signin.html", error=None)
+
+
+@router.post("/signin")
+def signin(request: Request, token: Annotated[str, Form(max_length=300)]) -> Response:
+    hub = hub_of(request)
+    ip = request.client.host if request.client else "unknown"
+    if hub.settings.rate_limit_enabled and not hub.auth_failures.allowed(ip):
+        raise HubError(429, "too many failed sign-in attempts; slow down")
+    with hub.db.session() as s:
+        principal = lookup_token(s, token.strip())
+    if principal is None:
+        if hub.settings.rate_limit_enabled:
+            hub.auth_failures.consume(ip)
+        return _page(request, "signin.html", status=401, error="That token is invalid, expired or revoked.")
+    resp = RedirectResponse(f"{request.scope.get('root_path', '')}/", status_code=303)
+    resp.set_cookie(
+        SESSION_COOKIE,
+        token.strip(),
+        max_age=hub.settings.session_days * 86400,
+        httponly=True,
+        samesite="lax",
+        secure=hub.settings.cookie_secure,
+        path="/",
+    )
+    return resp
+
+
+@router.post("/signout")
+def signout(request: Request) -> Response:
+    resp = RedirectResponse(f"{request.scope.get('root_path', '')}/", status_code=303)
+    resp.delete_cookie(SESSION_COOKIE, path="/")
+    return resp
+
+
+@router.get("/{owner}", response_class=HTMLResponse)
+def owner_page(request: Request, owner: str) -> HTMLResponse:
+    hub = hub_of(request)
+    principal = principal_of(request, allow_cookie=True)
+    with hub.db.session() as s:
+        own = s.scalar(select(Owner).where(Owner.name == canonicalize_name(owner)))
+        if own is None:
+            raise not_found(f"owner {owner!r} not found")
+        _total, rows = search.search_envs(s, principal, owner=own.name, sort="name", per_page=100)
+        envs = [env_summary(e, o) for e, o in rows]
+        return _page(request, "owner.html", owner=own, envs=envs)
+
+
+@router.get("/{owner}/{name}", response_class=HTMLResponse)
+def env_page(
+    request: Request, owner: str, name: str, version: Annotated[str | None, Query(max_length=64)] = None
+) -> Response:
+    hub = hub_of(request)
+    if name == "simple":
+        return RedirectResponse(
+            f"{request.scope.get('root_path', '')}/{canonicalize_name(owner)}/simple/", 301
+        )
+    principal = principal_of(request, allow_cookie=True)
+    with hub.db.session() as s:
+        env, own = load_env(s, principal, owner, name)
+        versions = sorted_versions(s, env)
+        ver = None
+        if versions:
+            try:
+                ver = resolve_version(s, env, version or "latest")
+            except HubError:
+                if version:
+                    raise
+                ver = versions[0]
+        files = version_out(request, s, ver)["files"] if ver else []
+        ctx = {
+            "env": env_summary(env, own.name),
+            "version": ver,
+            "versions": versions,
+            "files": files,
+            "has_sdist": any(f["kind"] == "sdist" for f in files),
+            "readme_html": render_readme(ver.readme, ver.readme_content_type) if ver else "",
+            "leaderboard": leaderboard(s, env),
+            "downloads_30": hub.downloads(s, env.id)["last_30_days"],
+            "install": install_command(hub, request, env),
+        }
+    return _page(request, "env.html", **ctx)
+
+
+@router.get("/{owner}/{name}/source/{version}", response_class=HTMLResponse)
+def source_index(request: Request, owner: str, name: str, version: str) -> HTMLResponse:
+    return _source(request, owner, name, version, None)
+
+
+@router.get("/{owner}/{name}/source/{version}/{path:path}", response_class=HTMLResponse)
+def source_file(request: Request, owner: str, name: str, version: str, path: str) -> HTMLResponse:
+    return _source(request, owner, name, version, path)
+
+
+def _source(request: Request, owner: str, name: str, version: str, path: str | None) -> HTMLResponse:
+    hub = hub_of(request)
+    principal = principal_of(request, allow_cookie=True)
+    from hub.api import SOURCE_MAX_BYTES, _sdist_of
+
+    with hub.db.session() as s:
+        env, own = load_env(s, principal, owner, name)
+        ver = resolve_version(s, env, version)
+        key = _sdist_of(s, ver).storage_key
+        env_id = f"{own.name}/{env.name}"
+    content = None
+    files: list[dict[str, Any]] = []
+    with hub.storage.open(key) as fh:
+        if path:
+            try:
+                data = archives.read_sdist_file(fh, path, SOURCE_MAX_BYTES)
+            except archives.ArchiveError as exc:
+                raise HubError(exc.status, exc.message) from None
+            if data is None:
+                raise not_found(f"{path} not found in this version")
+            content = data.decode("utf-8", "replace")
+        else:
+            files = archives.list_sdist_files(fh)
+    return _page(
+        request, "source.html", env_id=env_id, version=ver.version, path=path, content=content, files=files
+    )
+
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    try:
+        return _page(request, "error.html", status=status, message=message, q="")
+    except Exception:
+        return HTMLResponse(f"<h1>{status}</h1>", status_code=status)
