@@ -16,19 +16,27 @@ def vf_command(script: str = "vf") -> list[str]:
     installed = Path(sys.executable).parent / script
     if installed.exists():
         return [str(installed)]
-    module = {"vf": "verifiers.cli", "vf-eval": "verifiers.cli.compat", "vf-init": "verifiers.cli.compat"}[script]
+    module = {"vf": "verifiers.cli", "vf-eval": "verifiers.cli.compat", "vf-init": "verifiers.cli.compat"}[
+        script
+    ]
     if script == "vf":
         return [sys.executable, "-m", module]
     entry = "vf_eval_main" if script == "vf-eval" else "vf_init_main"
     return [sys.executable, "-c", f"import sys; from {module} import {entry}; {entry}(sys.argv[1:])"]
 
 
-def run_vf(*args: str, script: str = "vf", cwd: Path | None = None, env: dict[str, str] | None = None,
-           timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_vf(
+    *args: str,
+    script: str = "vf",
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO), **(env or {})}
     full_env.pop("VF_DEBUG", None)
-    return subprocess.run([*vf_command(script), *args], cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [*vf_command(script), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def write_env_file(folder: Path, name: str, body: str) -> Path:
@@ -38,7 +46,7 @@ def write_env_file(folder: Path, name: str, body: str) -> Path:
 
 
 #: A single-turn environment whose reward is 1.0 when the reply contains the answer.
-ECHO_ENV = '''
+ECHO_ENV = """
 import verifiers as vf
 
 
@@ -50,4 +58,4 @@ def contains_answer(completion, answer, **kwargs) -> float:
 def load_environment(num_rows: int = 6, **kwargs):
     rows = [{"question": f"Repeat the number {i}", "answer": str(i)} for i in range(num_rows)]
     return vf.SingleTurnEnv(dataset=rows, rubric=vf.Rubric(funcs=[contains_answer]), **kwargs)
-'''
+"""

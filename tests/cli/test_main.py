@@ -13,7 +13,16 @@ from typer.testing import CliRunner
 from tests.cli.helpers import run_vf
 from verifiers.cli import main as cli_main
 
-HEAVY = ("torch", "transformers", "datasets", "verifiers.envs", "verifiers.clients", "openai", "hub", "rich.progress")
+HEAVY = (
+    "torch",
+    "transformers",
+    "datasets",
+    "verifiers.envs",
+    "verifiers.clients",
+    "openai",
+    "hub",
+    "rich.progress",
+)
 
 
 def test_help_lists_every_command_and_imports_nothing_heavy():

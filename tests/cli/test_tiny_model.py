@@ -76,8 +76,13 @@ def test_chat_template_renders_every_role_and_the_generation_prompt(model_dir):
     messages = [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": [{"type": "text", "text": "Add 2 and 3."}]},
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "5"},
     ]
     tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]

@@ -46,7 +46,9 @@ def make_tiny_model(out_dir: str | Path, seed: int = TINY_SEED) -> Path:
     return write_tiny_model(out_dir, TinyModelSpec(seed=seed), overwrite=True)
 
 
-def start_vllm(model_dir: str | Path, port: int | None = None, dev_mode: bool = True, **kwargs: object) -> VLLMServer:
+def start_vllm(
+    model_dir: str | Path, port: int | None = None, dev_mode: bool = True, **kwargs: object
+) -> VLLMServer:
     """Start a vLLM server for ``model_dir`` and wait until it is healthy (installs vLLM if missing).
 
     The returned handle has ``.base_url``, ``.model``, ``.url``, ``.model_dir``, ``.reload_weights()``

@@ -236,7 +236,11 @@ def load(resolved: ResolvedEnv, env_args: dict[str, Any]) -> Any:
     if not callable(loader):
         raise UserError(f"{resolved.path} defines no load_environment(**kwargs)")
     env = _call_loader(lambda: loader(**env_args), resolved)
-    for attr, value in (("env_id", resolved.env_id), ("env_args", dict(env_args))):
+    for attr, value in (
+        ("env_id", resolved.env_id),
+        ("env_args", dict(env_args)),
+        ("env_version", resolved.version),
+    ):
         try:
             setattr(env, attr, value)
         except AttributeError:

@@ -82,7 +82,7 @@ def show_results(
 def _list_runs(console: Console, runs: list[Path], root: Path) -> None:
     table = Table(title=f"runs under {root}", title_justify="left")
     for col in ("run", "environment", "model", "rollouts", "reward", "errors", "finished"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for run in runs:
         try:
             meta, complete = load_metadata(run)
@@ -95,7 +95,7 @@ def _list_runs(console: Console, runs: list[Path], root: Path) -> None:
             str(meta.get("num_rollouts", "?")),
             f"{float(meta.get('avg_reward') or 0.0):.3f}",
             str(meta.get("num_errors", 0)),
-            str(meta.get("finished_at") or ("unfinished" if not complete else "?")),
+            str(meta.get("finished_at") or ("unfinished" if not complete else "?"))[:19].replace("T", " "),
         )
     console.print(table)
     console.print("show one with: vf results RUN_FOLDER")

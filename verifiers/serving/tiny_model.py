@@ -107,7 +107,9 @@ def write_tiny_model(
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"{out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"{out} is not empty (use overwrite=True, or --force with vf model tiny, to replace it)")
+        raise FileExistsError(
+            f"{out} is not empty (use overwrite=True, or --force with vf model tiny, to replace it)"
+        )
     if spec.head_dim < 32 or spec.head_dim % 16:
         raise ValueError(f"head_dim {spec.head_dim} is not supported by vLLM's CPU attention; use 64")
     if spec.head_dim not in (64, 128):
