@@ -1,0 +1,267 @@
+"""Environments written the way public ones are, in both API generations, run unmodified."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import verifiers as vf
+from verifiers.testing import by_turn, tool_call, tool_calls
+
+
+def exact_answer(completion, answer, parser) -> float:
+    return 1.0 if (parser.parse_answer(completion) or "").strip() == answer else 0.0
+
+
+# ----- OLD generation (<= 0.1.7): is_completed override, tuple-returning env_response, oai_tools ----
+
+
+class OldGuessEnv(vf.MultiTurnEnv):
+    """Guess a number; the environment says higher/lower (classic style)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+
+    async def is_completed(self, messages, state, **kwargs) -> bool:
+        return state.get("solved", False) or state["turn"] >= 5
+
+    async def env_response(self, messages, state, **kwargs):
+        guess = messages[-1]["content"].strip()
+        if guess == state["answer"]:
+            state["solved"] = True
+            return [{"role": "user", "content": "correct"}], state
+        return [{"role": "user", "content": "wrong, try again"}], state
+
+
+def test_old_multiturn_env_sync_evaluate_and_columns(server_factory) -> None:
+    srv = server_factory(by_turn("1", "2", "7"))
+    rows = [{"question": "guess", "answer": "7"}, {"question": "guess", "answer": "2"}]
+    env = OldGuessEnv(dataset=rows, rubric=vf.Rubric(funcs=[lambda state: 1.0 if state.get("solved") else 0.0]))
+    # OLD: evaluate is synchronous and returns a column-oriented object
+    results = env.evaluate(client=srv.base_url, model="m", num_examples=2, rollouts_per_example=1)
+    assert results.reward == [1.0, 1.0]
+    assert results.metrics["<lambda>"] == [1.0, 1.0]
+    first = results.completion[0]
+    assert [m["content"] for m in first] == ["1", "wrong, try again", "2", "wrong, try again", "7", "correct"]
+    assert results.state[0]["stop_condition"] == "is_completed"
+    assert results.state[1]["turn"] == 2
+
+
+class OldCounterEnv(vf.MultiTurnEnv):
+    """An OLD env that returns a single message dict (0.1.0 style) and never completes itself."""
+
+    async def is_completed(self, messages, state, **kwargs) -> bool:
+        return False
+
+    async def env_response(self, messages, state, **kwargs):
+        state["count"] = state.get("count", 0) + 1
+        return {"role": "user", "content": f"count {state['count']}"}, state
+
+
+async def test_max_turns_still_applies_to_old_envs(server_factory) -> None:
+    srv = server_factory("x")
+    env = OldCounterEnv(dataset=[{"question": "go"}], max_turns=3)
+    out = await env.evaluate(srv.base_url, "m")
+    st = out.state[0]
+    assert st["turn"] == 3 and st["stop_condition"] == "max_turns_reached" and st["count"] == 2
+
+
+def lookup(key: str) -> str:
+    """Look up a value.
+
+    Args:
+        key: The key.
+    """
+    return {"a": "alpha"}.get(key, "missing")
+
+
+class OldToolCallingEnv(vf.MultiTurnEnv):
+    """A hand-written OLD tool env: passes oai_tools and runs tools in env_response."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(oai_tools=[vf.convert_func_to_oai_tool(lookup)], **kwargs)
+
+    async def is_completed(self, messages, state, **kwargs) -> bool:
+        last = messages[-1]
+        return last["role"] == "assistant" and not last.get("tool_calls")
+
+    async def env_response(self, messages, state, **kwargs):
+        out = []
+        for call in messages[-1]["tool_calls"]:
+            args = json.loads(call["function"]["arguments"])
+            out.append({"role": "tool", "content": lookup(**args), "tool_call_id": call["id"]})
+        return out, state
+
+
+async def test_old_oai_tools_are_sent_and_work(server_factory) -> None:
+    srv = server_factory(by_turn(tool_calls(tool_call("lookup", {"key": "a"}, id="t1")), "alpha"))
+    env = OldToolCallingEnv(dataset=[{"question": "what is a?", "answer": "alpha"}], rubric=vf.Rubric(funcs=[exact_answer]))
+    out = await env.evaluate(srv.base_url, "m")
+    assert out.reward == [1.0]
+    assert srv.requests[0].tools[0]["function"]["name"] == "lookup"
+    assert out.completion[0][1] == {"role": "tool", "content": "alpha", "tool_call_id": "t1"}
+
+
+def test_old_generate_is_sync_and_a_generate_awaitable(server_factory) -> None:
+    srv = server_factory("4")
+    env = vf.SingleTurnEnv(dataset=[{"question": "2+2?", "answer": "4"}], rubric=vf.Rubric(funcs=[exact_answer]))
+    inputs = {"prompt": [[{"role": "user", "content": "2+2?"}]] * 3, "answer": ["4", "5", "4"]}
+    res = env.generate(inputs, client=srv.base_url, model="m")
+    assert res.reward == [1.0, 0.0, 1.0]
+    import asyncio
+
+    res2 = asyncio.run(env.a_generate(inputs, srv.base_url, "m"))
+    assert res2["metadata"]["num_rollouts"] == 3
+
+
+async def test_old_rollout_signature_returns_completion_and_state(server_factory) -> None:
+    srv = server_factory("hello")
+    env = vf.SingleTurnEnv(dataset=[{"question": "hi"}])
+    completion, state = await env.rollout(srv.base_url, "m", [{"role": "user", "content": "hi"}], "ans")
+    assert completion[-1]["content"] == "hello" and state["answer"] == "ans"
+
+
+# ----- NEW generation: @vf.stop, message classes, setup/cleanup hooks, final_env_response ---------
+
+
+class NewWordleLike(vf.MultiTurnEnv):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_turns=10, **kwargs)
+        self.cleaned: list[int] = []
+
+    async def setup_state(self, state: vf.State, **kwargs) -> vf.State:
+        state["secret"] = state["answer"]
+        state["guesses"] = []
+        return state
+
+    @vf.stop
+    async def guessed(self, state: vf.State, **kwargs) -> bool:
+        return bool(state["guesses"]) and state["guesses"][-1] == state["secret"]
+
+    @vf.stop(priority=5)
+    async def too_many(self, state: vf.State, **kwargs) -> bool:
+        return len(state["guesses"]) >= 3
+
+    @vf.cleanup
+    async def release(self, state: vf.State) -> None:
+        self.cleaned.append(state["example_id"])
+
+    async def env_response(self, messages, state, **kwargs):
+        guess = messages[-1].content.strip()  # NEW: attribute access on messages
+        state["guesses"].append(guess)
+        if guess == state["secret"]:
+            return []
+        if guess == "quit":
+            state["final_env_response"] = [vf.UserMessage("bye")]
+            return state["final_env_response"]
+        return [vf.UserMessage(content=f"{guess} is wrong")]
+
+
+async def test_new_style_stop_decorators_and_hooks(server_factory) -> None:
+    srv = server_factory(by_turn("apple", "crane", "quit"))
+    rows = [{"question": "guess", "answer": "crane"}, {"question": "guess", "answer": "zzz"}]
+    env = NewWordleLike(dataset=rows, rubric=vf.Rubric(funcs=[lambda state: float(state["guesses"][-1] == state["answer"])]))
+    out = await env.evaluate(srv.base_url, "m")
+    s0, s1 = out.state
+    assert s0["stop_condition"] == "guessed" and s0["reward"] == 1.0 and s0["turn"] == 2
+    assert s1["stop_condition"] == "has_final_env_response" and s1["completion"][-1] == {"role": "user", "content": "bye"}
+    assert s1["reward"] == 0.0
+    assert sorted(env.cleaned) == [0, 1]
+    assert isinstance(s0["completion"][0], vf.AssistantMessage)
+    assert s0["trajectory"][1]["prompt"][-1]["content"] == "apple is wrong"
+
+
+async def test_new_style_env_response_returning_plain_list(server_factory) -> None:
+    class Echo(vf.MultiTurnEnv):
+        async def env_response(self, messages, state, **kwargs):
+            return [{"role": "user", "content": "again"}]
+
+    srv = server_factory("x")
+    env = Echo(dataset=[{"prompt": [{"role": "user", "content": "start"}]}], max_turns=2, system_prompt="S")
+    out = await env.evaluate(srv.base_url, "m")
+    st = out.state[0]
+    assert st["prompt"][0] == {"role": "system", "content": "S"}  # system prompt prepended to a ready prompt
+    assert [m["role"] for m in st["completion"]] == ["assistant", "user", "assistant"]
+
+
+async def test_setup_state_error_is_recorded(server_factory) -> None:
+    class Broken(vf.MultiTurnEnv):
+        async def setup_state(self, state, **kwargs):
+            raise OSError("no sandbox")
+
+        async def env_response(self, messages, state, **kwargs):
+            return []
+
+    srv = server_factory("x")
+    out = await Broken(dataset=[{"question": "q"}], max_turns=2).evaluate(srv.base_url, "m")
+    assert out.state[0]["error"]["source"] == "setup" and srv.request_count == 0
+    assert out["metadata"]["num_errors"] == 1 and out["metadata"]["errors_by_source"] == {"setup": 1}
+
+
+async def test_env_response_error_is_recorded(server_factory) -> None:
+    class Broken(vf.MultiTurnEnv):
+        async def env_response(self, messages, state, **kwargs):
+            raise KeyError("oops")
+
+    srv = server_factory("x")
+    out = await Broken(dataset=[{"question": "q"}], max_turns=3).evaluate(srv.base_url, "m")
+    st = out.state[0]
+    assert st["error"]["source"] == "env_response" and st["stop_condition"] == "has_error" and st["turn"] == 1
+
+
+async def test_completion_mode(server_factory) -> None:
+    srv = server_factory("42")
+    env = vf.SingleTurnEnv(dataset=[{"question": "6*7=", "answer": "42"}], message_type="completion",
+                           rubric=vf.Rubric(funcs=[lambda completion, answer: float(completion.strip() == answer)]))
+    out = await env.evaluate(srv.base_url, "m")
+    assert out.reward == [1.0]
+    assert srv.requests[0].path.endswith("/completions") and srv.requests[0].prompt == "6*7="
+
+
+def test_dataset_without_question_or_prompt_is_rejected() -> None:
+    with pytest.raises(ValueError, match="question"):
+        vf.SingleTurnEnv(dataset=[{"text": "x"}])
+    with pytest.raises(ValueError, match="dataset"):
+        vf.SingleTurnEnv()
+    lazy = vf.SingleTurnEnv(dataset=lambda: [{"text": "x"}])
+    with pytest.raises(ValueError, match="question"):
+        lazy.get_dataset()
+
+
+def test_dataset_kinds_and_row_formatting() -> None:
+    from datasets import Dataset
+
+    rows = [{"question": "q1", "answer": "a1", "info": '{"k": 1}', "difficulty": 3}, {"question": "q2", "answer": "a2"}]
+    few_shot = [{"role": "user", "content": "ex"}, {"role": "assistant", "content": "ex-ans"}]
+    for source in (rows, Dataset.from_list(rows), {"question": ["q1", "q2"], "answer": ["a1", "a2"]}, lambda: rows):
+        env = vf.SingleTurnEnv(dataset=source, system_prompt="S", few_shot=few_shot)
+        data = env.get_dataset()
+        first = data[0]
+        assert [m["role"] for m in first["prompt"]] == ["system", "user", "assistant", "user"]
+        assert first["prompt"][-1]["content"] == "q1" and first["answer"] == "a1" and first["example_id"] == 0
+        assert first["task"] == "default"
+    env = vf.SingleTurnEnv(dataset=rows)
+    assert env.get_dataset()[0]["info"] == {"k": 1} and env.get_dataset()[0]["difficulty"] == 3
+    assert isinstance(vf.SingleTurnEnv(dataset=Dataset.from_list(rows)).get_dataset(), Dataset)
+    assert len(env.get_dataset(n=1)) == 1 and len(env.get_eval_dataset()) == 2  # eval falls back to train
+    shuffled = [r["question"] for r in vf.SingleTurnEnv(dataset=[{"question": str(i)} for i in range(20)]).get_dataset(seed=1)]
+    assert shuffled != [str(i) for i in range(20)] and sorted(shuffled) == sorted(str(i) for i in range(20))
+
+
+async def test_extra_columns_reach_reward_functions(server_factory) -> None:
+    srv = server_factory("x")
+    seen = []
+    env = vf.SingleTurnEnv(dataset=[{"question": "q", "difficulty": "hard"}],
+                           rubric=vf.Rubric(funcs=[lambda difficulty: seen.append(difficulty) or 1.0]))
+    await env.evaluate(srv.base_url, "m")
+    assert seen == ["hard"]
+
+
+def test_set_kwargs_unknown_keywords_and_seq_len() -> None:
+    env = vf.SingleTurnEnv(dataset=[{"question": "q"}], custom_option=3)
+    assert env.custom_option == 3
+    env.set_kwargs(temperature_hint=0.5)
+    env.set_max_seq_len(128)
+    assert env.temperature_hint == 0.5 and env.max_seq_len == 128

@@ -1,0 +1,154 @@
+"""Rubrics: keyword injection, group functions, weights, error recording, judge, math."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import verifiers as vf
+
+
+def make_state(completion: str, answer: str = "4", **extra: Any) -> vf.State:
+    return vf.State(
+        prompt=[{"role": "user", "content": "What is 2+2?"}],
+        completion=[{"role": "assistant", "content": completion}],
+        answer=answer, task="default", info={"level": 1}, example_id=0, error=None,
+        timing={"scoring_ms": 0.0}, **extra,
+    )
+
+
+async def test_reward_functions_get_only_named_keywords() -> None:
+    seen: dict[str, Any] = {}
+
+    def exact(completion, answer, parser) -> float:
+        return 1.0 if parser.parse_answer(completion) == answer else 0.0
+
+    async def uses_info(info, difficulty, helper) -> float:
+        seen.update(info=info, difficulty=difficulty, helper=helper)
+        return 0.5
+
+    def catch_all(**kwargs) -> float:
+        seen["kwargs"] = set(kwargs)
+        return 1
+
+    rubric = vf.Rubric(funcs=[exact, uses_info], weights=[1.0, 2.0])
+    rubric.add_metric(catch_all)
+    rubric.add_class_object("helper", "H")
+    states = [make_state("4", difficulty="hard")]
+    await rubric.score_group(states)
+    st = states[0]
+    assert st["metrics"] == {"exact": 1.0, "uses_info": 0.5, "catch_all": 1.0}
+    assert st["reward"] == 1.0 + 2.0 * 0.5  # metric has weight 0
+    assert seen["difficulty"] == "hard" and seen["helper"] == "H" and seen["info"] == {"level": 1}
+    assert {"prompt", "completion", "answer", "state", "parser", "task", "info", "helper"} <= seen["kwargs"]
+    assert st["error"] is None
+
+
+async def test_group_reward_functions_see_the_whole_group() -> None:
+    def rank(completions, answers, states) -> list[float]:
+        lengths = [len(c[-1]["content"]) for c in completions]
+        return [1.0 if n == min(lengths) else 0.0 for n in lengths]
+
+    rubric = vf.Rubric(funcs=[rank])
+    states = [make_state("four"), make_state("4"), make_state("the answer is 4")]
+    await rubric.score_group(states)
+    assert [s["reward"] for s in states] == [0.0, 1.0, 0.0]
+
+
+async def test_raising_reward_function_is_recorded_not_silent() -> None:
+    def fine(completion) -> float:
+        return 1.0
+
+    def broken(completion) -> float:
+        raise ValueError("boom")
+
+    rubric = vf.Rubric(funcs=[fine, broken])
+    states = [make_state("4")]
+    await rubric.score_group(states)
+    st = states[0]
+    assert st["reward"] == 0.0
+    assert st["error"] == {"type": "ValueError", "message": "boom", "source": "reward:broken"}
+    assert st["metrics"] == {"fine": 1.0, "broken": 0.0}
+
+
+async def test_parser_errors_are_attributed_to_the_parser() -> None:
+    def bad_extract(text: str) -> str:
+        raise RuntimeError("cannot parse")
+
+    rubric = vf.Rubric(funcs=[lambda completion, parser: parser.parse_answer(completion) == "4"], parser=vf.Parser(bad_extract))
+    states = [make_state("4")]
+    await rubric.score_group(states)
+    assert states[0]["error"]["source"] == "parser" and states[0]["error"]["type"] == "RuntimeError"
+
+
+async def test_non_numeric_reward_is_an_error() -> None:
+    rubric = vf.Rubric(funcs=[lambda completion: "yes"])
+    states = [make_state("4")]
+    await rubric.score_group(states)
+    assert states[0]["error"]["type"] == "TypeError"
+
+
+async def test_rubric_group_sums_and_old_score_rollouts() -> None:
+    a = vf.Rubric(funcs=[lambda completion: 1.0], weights=[0.5])
+    b = vf.Rubric(funcs=[lambda answer: 2.0])
+    group = vf.RubricGroup([a, b])
+    states = [make_state("4")]
+    await group.score_group(states)
+    assert states[0]["reward"] == 0.5 + 2.0
+    assert len(group.get_reward_func_names()) == 2
+    scores = await b.score_rollouts(["p"], ["c"], ["a"], [{}], ["default"], [{}])
+    assert scores.reward == [2.0] and list(scores.metrics.values()) == [[2.0]]
+    one = await a.score_rollout("p", "c", "a", {})
+    assert one.reward == 0.5
+
+
+async def test_judge_rubric_with_openai_client(server_factory) -> None:
+    from openai import AsyncOpenAI
+
+    srv = server_factory(lambda req: "yes" if "4" in req.messages[-1]["content"] else "no")
+    client = AsyncOpenAI(base_url=srv.base_url, api_key="test")
+    rubric = vf.JudgeRubric(judge_client=client, judge_model="judge-m")
+
+    async def judged(judge, prompt, completion, answer, state) -> float:
+        verdict = await judge(prompt, completion, answer, state)
+        again = await judge(prompt, completion, answer, state)  # cached: no second call
+        assert verdict == again
+        return 1.0 if verdict == "yes" else 0.0
+
+    rubric.add_reward_func(judged)
+    states = [make_state("4"), make_state("5", answer="6")]
+    await rubric.score_group(states)
+    await client.close()
+    assert [s["reward"] for s in states] == [1.0, 0.0]  # the judge says yes when it sees a 4
+    assert srv.request_count == 2
+    assert srv.requests[0].model == "judge-m"
+    assert "What is 2+2?" in srv.requests[0].messages[0]["content"]
+    assert all(isinstance(s["judge_response"], dict) for s in states)
+
+
+async def test_judge_failure_is_recorded_with_source_judge(server_factory) -> None:
+    from verifiers.testing import error
+
+    srv = server_factory(error(401, "bad key"))
+    rubric = vf.JudgeRubric(judge_client=vf.ModelClient(base_url=srv.base_url, max_retries=0))
+
+    async def judged(judge, prompt, completion, answer, state) -> float:
+        return 1.0 if "yes" in await judge(prompt, completion, answer, state) else 0.0
+
+    rubric.add_reward_func(judged)
+    states = [make_state("4")]
+    await rubric.score_group(states)
+    assert states[0]["reward"] == 0.0
+    assert states[0]["error"]["source"] == "judge" and "bad key" in states[0]["error"]["message"]
+
+
+async def test_math_rubric() -> None:
+    rubric = vf.MathRubric()
+    states = [
+        make_state(r"<think>1/2 + 1/4</think> The answer is \boxed{\frac{3}{4}}", answer=r"\frac{3}{4}"),
+        make_state(r"\boxed{0.75}", answer=r"\frac{3}{4}"),
+        make_state(r"\boxed{2}", answer="3"),
+        make_state("no answer", answer="3"),
+    ]
+    await rubric.score_group(states)
+    assert [s["metrics"]["correct_answer"] for s in states] == [1.0, 1.0, 0.0, 0.0]
+    assert all(s["error"] is None for s in states)
