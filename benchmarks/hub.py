@@ -40,15 +40,17 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+# Run as `python benchmarks/hub.py`, this file's folder comes first on sys.path and would shadow the
+# `hub` package with this very script; put the repository root there instead.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(REPO))
 
 from tests.support.envpkg import BuiltPackage, build_env_package  # noqa: E402
 from tests.support.services import free_port, start_postgres  # noqa: E402
 
 PY = sys.executable
 BIN = Path(PY).parent
-ADMIN_TOKEN = "vfbench-admin-" + os.urandom(12).hex()
+ADMIN_TOKEN = "vfh_bench" + os.urandom(16).hex()  # hub tokens start with "vfh_"
 WORDS = (
     "math arithmetic algebra geometry logic puzzle sudoku chess code python sql regex search "
     "retrieval wiki trivia reasoning planning game maze grid graph path tool calculator browser "
@@ -69,16 +71,22 @@ class Server:
     base_url: str
     proc: subprocess.Popen[bytes]
     log_path: Path
+    own_group: bool = True  # started in its own session: signal the whole group (workers included)
+
+    def _signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            if self.own_group:
+                os.killpg(self.proc.pid, sig)
+            else:
+                self.proc.send_signal(sig)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
+            self._signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self._signal(signal.SIGKILL)
                 self.proc.wait(timeout=10)
 
     def worker_pids(self) -> list[int]:
@@ -319,30 +327,15 @@ def start_pypiserver(pkg_dir: Path, work: Path, gunicorn_workers: int | None) ->
 # our hub
 
 
-def hub_env(data_dir: Path, database_url: str | None = None, **extra: str) -> dict[str, str]:
-    env = {
-        "VF_HUB_DATA_DIR": str(data_dir),
-        "VF_HUB_ADMIN_TOKEN": ADMIN_TOKEN,
-        "VF_HUB_LOG_LEVEL": "WARNING",
-        "VF_HUB_RATE_LIMIT_ENABLED": "false",
-    }
-    if database_url:
-        env["VF_HUB_DATABASE_URL"] = database_url
-    env.update(extra)
-    return env
+def start_hub(name: str, data_dir: Path, work: Path, workers: int, database_url: str | None = None) -> Server:
+    """The hub as production runs it: ``python -m hub serve`` (uvicorn with uvloop + httptools) with
+    ``workers`` processes, started through the hub's own test launcher."""
+    from hub.testing import run_hub
 
-
-def start_hub(name: str, data_dir: Path, work: Path, workers: int, database_url: str | None = None,
-              **extra: str) -> Server:
-    """The hub as production runs it: uvicorn (uvloop + httptools) with ``workers`` processes."""
-    port = free_port()
-    args = [PY, "-m", "uvicorn", "--factory", "hub.app:create_app", "--host", "127.0.0.1", "--port", str(port),
-            "--no-access-log", "--log-level", "warning"]
-    if workers > 1:
-        args += ["--workers", str(workers)]
-    env = hub_env(data_dir, database_url, **extra)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    return start_server(name, args, f"http://127.0.0.1:{port}", "/health", work, env=env, timeout=120)
+    handle = run_hub(data_dir, database_url=database_url, admin_token=ADMIN_TOKEN, workers=workers,
+                     extra_env={"VF_HUB_LOG_JSON": "0"}, timeout=120)
+    return Server(name=name, base_url=handle.url, proc=handle.process, log_path=handle.log_path,
+                  own_group=False)
 
 
 def upload_to_hub(base_url: str, files: Sequence[Path]) -> None:
@@ -367,6 +360,7 @@ def seed_environments(database_url: str, count: int) -> None:
 
     from hub import models
     from hub.db import Database, run_migrations
+    from hub.search import update_search_index
 
     db = Database(database_url)
     run_migrations(db.engine)
@@ -397,6 +391,7 @@ def seed_environments(database_url: str, count: int) -> None:
             s.add_all(envs)
             s.flush()
             for env in envs:
+                update_search_index(s, env)  # the FTS table on SQLite; PostgreSQL indexes the row
                 for tag in env.tags.split():
                     s.add(models.EnvTag(env_id=env.id, tag=tag))
                 s.add(models.Version(
@@ -407,19 +402,7 @@ def seed_environments(database_url: str, count: int) -> None:
         seeded = s.scalar(select(models.Environment.id).order_by(models.Environment.id.desc()).limit(1))
         if not seeded:
             raise RuntimeError("seeding inserted nothing")
-    _after_seed(db)
     db.dispose()
-
-
-def _after_seed(db: Any) -> None:
-    """Let the hub rebuild anything it derives from rows (search index, caches), if it offers a hook."""
-    try:
-        from hub import search as hub_search
-    except ImportError:
-        return
-    rebuild = getattr(hub_search, "rebuild_index", None)
-    if rebuild is not None:
-        rebuild(db)
 
 
 def search_queries(rng: random.Random, n: int) -> list[str]:
