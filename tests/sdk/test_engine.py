@@ -1,0 +1,263 @@
+"""The rollout engine: concurrency bounds, timeouts, cancellation, model errors, token data, results."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+import verifiers as vf
+from verifiers.testing import Reply, error, tool_call, tool_calls
+
+from .conftest import leftover_tasks
+
+
+def correct(completion, answer) -> float:
+    return 1.0 if completion[-1]["content"] == answer else 0.0
+
+
+def env_for(rows, **kw) -> vf.SingleTurnEnv:
+    return vf.SingleTurnEnv(dataset=rows, rubric=vf.Rubric(funcs=[correct]), **kw)
+
+
+async def test_requests_in_flight_are_bounded(server_factory) -> None:
+    srv = server_factory("x", delay=0.05)
+    env = env_for([{"question": str(i)} for i in range(30)])
+    out = await env.evaluate(srv.base_url, "m", max_concurrent_requests=4)
+    assert len(out["outputs"]) == 30 and srv.request_count == 30
+    assert srv.max_in_flight == 4
+
+
+async def test_groups_in_flight_are_bounded(server_factory) -> None:
+    srv = server_factory("x", delay=0.05)
+    env = env_for([{"question": str(i)} for i in range(12)])
+    out = await env.evaluate(srv.base_url, "m", rollouts_per_example=3, max_concurrent=2)
+    assert out["metadata"]["num_rollouts"] == 36
+    assert srv.max_in_flight == 6  # 2 groups x 3 rollouts
+
+
+async def test_unbounded_runs_everything_at_once(server_factory) -> None:
+    srv = server_factory("x", delay=0.1)
+    env = env_for([{"question": str(i)} for i in range(20)])
+    await env.evaluate(srv.base_url, "m")
+    assert srv.max_in_flight == 20
+
+
+async def test_timeout_per_rollout_records_and_leaves_no_tasks(server_factory) -> None:
+    srv = server_factory(lambda req: Reply(content="slow", delay=1.0) if req.messages[-1]["content"] == "slow" else "fast")
+    env = env_for([{"question": "slow", "answer": "slow"}, {"question": "fast", "answer": "fast"}])
+    out = await env.evaluate(srv.base_url, "m", timeout_per_rollout=0.3)
+    slow, fast = out.state
+    assert slow["error"]["source"] == "timeout" and slow["stop_condition"] == "timeout" and slow["reward"] == 0.0
+    assert fast["error"] is None and fast["reward"] == 1.0
+    assert out["metadata"]["errors_by_source"] == {"timeout": 1}
+    await asyncio.sleep(0)
+    assert leftover_tasks() == set()
+
+
+async def test_multiturn_timeout_seconds_attribute(server_factory) -> None:
+    class Loop(vf.MultiTurnEnv):
+        async def env_response(self, messages, state, **kwargs):
+            await asyncio.sleep(10)
+            return []
+
+    srv = server_factory("x")
+    out = await Loop(dataset=[{"question": "q"}], timeout_seconds=0.2).evaluate(srv.base_url, "m")
+    assert out.state[0]["error"]["source"] == "timeout"
+
+
+async def test_cancellation_leaves_no_task_running(server_factory) -> None:
+    srv = server_factory("x", delay=1.5)
+    env = env_for([{"question": str(i)} for i in range(10)])
+    task = asyncio.create_task(env.evaluate(srv.base_url, "m", max_concurrent=4))
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if srv.in_flight >= 4:
+            break
+    assert srv.in_flight >= 4
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert leftover_tasks() == set()
+
+
+async def test_failed_model_call_is_recorded_and_run_continues(server_factory) -> None:
+    srv = server_factory(lambda req: error(500, "overloaded") if req.messages[-1]["content"] == "bad" else "ok")
+    env = env_for([{"question": "bad", "answer": "ok"}, {"question": "good", "answer": "ok"}])
+    client = vf.ClientConfig(base_url=srv.base_url, max_retries=1, backoff_initial=0.01, backoff_max=0.02)
+    out = await env.evaluate(client, "m")
+    bad, good = out.state
+    assert bad["error"]["source"] == "model" and "overloaded" in bad["error"]["message"]
+    assert bad["reward"] == 0.0 and bad["stop_condition"] == "has_error"
+    assert good["reward"] == 1.0 and good["error"] is None
+    assert out["metadata"]["num_errors"] == 1 and len(out["outputs"]) == 2
+
+
+async def test_context_overflow_stops_as_prompt_too_long(server_factory) -> None:
+    srv = server_factory(error(400, "This model's maximum context length is 32 tokens"))
+    env = vf.SingleTurnEnv(dataset=[{"question": "q"}], rubric=vf.Rubric(funcs=[lambda completion: float(bool(completion))]))
+    out = await env.evaluate(srv.base_url, "m")
+    st = out.state[0]
+    assert st["reward"] == 0.0 and st["completion"] == []
+    assert st["stop_condition"] == "prompt_too_long" and st["error"] is None and st["is_truncated"]
+
+
+async def test_sampling_args_pass_through_and_token_data_is_kept(server_factory) -> None:
+    srv = server_factory("hi")
+    env = env_for([{"question": "q", "answer": "hi"}], sampling_args={"temperature": 0.3})
+    sampling = {"max_tokens": 8, "logprobs": True, "extra_body": {"return_token_ids": True, "top_k": 5}, "seed": 7}
+    out = await env.evaluate(srv.base_url, "m", sampling_args=sampling)
+    body = srv.requests[0].body
+    assert body["max_tokens"] == 8 and body["logprobs"] is True and body["seed"] == 7 and body["temperature"] == 0.3
+    assert body["return_token_ids"] is True and body["top_k"] == 5
+    assert set(body) == {"model", "messages", "max_tokens", "logprobs", "return_token_ids", "top_k", "seed", "temperature"}
+    step = out.state[0]["trajectory"][0]
+    tok = step["tokens"]
+    assert tok["completion_ids"] == [ord(c) for c in "hi"]
+    assert len(tok["completion_logprobs"]) == 2 and tok["prompt_ids"]
+    assert step["response"]["finish_reason"] == "stop" and "raw" not in step["response"]
+    assert out.state[0]["usage"]["completion_tokens"] == 2
+    assert out["outputs"][0]["trajectory"][0]["tokens"] == tok
+    assert out["metadata"]["usage"]["completion_tokens"] == 2
+
+
+async def test_no_token_data_unless_asked(server_factory) -> None:
+    srv = server_factory("hi")
+    out = await env_for([{"question": "q"}]).evaluate(srv.base_url, "m")
+    body = srv.requests[0].body
+    assert set(body) == {"model", "messages"}
+    assert out.state[0]["trajectory"][0]["tokens"] is None and out["outputs"][0]["trajectory"] is None
+
+
+async def test_multi_turn_token_data_per_step(server_factory) -> None:
+    def add(a: int, b: int) -> int:
+        """Add.
+
+        Args:
+            a: a
+            b: b
+        """
+        return a + b
+
+    from verifiers.testing import by_turn
+
+    srv = server_factory(by_turn(tool_calls(tool_call("add", {"a": 1, "b": 2}, id="x")), "3"))
+    env = vf.ToolEnv(tools=[add], dataset=[{"question": "1+2", "answer": "3"}], rubric=vf.Rubric(funcs=[correct]))
+    out = await env.evaluate(srv.base_url, "m", sampling_args={"extra_body": {"return_token_ids": True}})
+    traj = out.state[0]["trajectory"]
+    assert len(traj) == 2 and all(step["tokens"]["completion_ids"] for step in traj)
+    assert traj[1]["prompt"][-1]["role"] == "tool"
+    assert out.state[0]["reward"] == 1.0
+
+
+async def test_results_saved_incrementally_and_resumed(server_factory, tmp_path: Path) -> None:
+    srv = server_factory(lambda req: req.messages[-1]["content"])
+    rows = [{"question": f"a{i}", "answer": f"a{i}" if i % 2 == 0 else "zzz"} for i in range(6)]
+    env = env_for(rows, env_id="echo-env")
+    run_dir = tmp_path / "run"
+    events = []
+    out = await env.evaluate(srv.base_url, "m/model", rollouts_per_example=2, results_path=run_dir, on_progress=events.append)
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 12 and srv.request_count == 12
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["num_rollouts"] == 12 and meta["avg_reward"] == 0.5 and meta["env_id"] == "echo-env"
+    assert meta["pass_at_k"] == {"1": 0.5, "2": 0.5} and meta["model"] == "m/model" and meta["path"] == str(run_dir)
+    assert meta["versions"]["verifiers"] and meta["num_examples"] == 6
+    assert events[-1] == {"done": 12, "total": 12, "avg_reward": 0.5, "errors": 0}
+    assert isinstance(out["outputs"], vf.types.Sequence if hasattr(vf.types, "Sequence") else object)
+    records = list(out["outputs"])
+    assert [(r["example_id"], r["rollout_index"]) for r in records] == [(i, r) for i in range(6) for r in range(2)]
+    assert out.reward == [r["reward"] for r in records]
+
+    # Simulate a run killed mid-write: keep 5 complete lines and half of the sixth.
+    truncated = "\n".join(lines[:5]) + "\n" + lines[5][: len(lines[5]) // 2]
+    (run_dir / "results.jsonl").write_text(truncated)
+    srv.reset()
+    resumed = await env.evaluate(srv.base_url, "m/model", rollouts_per_example=2, results_path=run_dir, resume=True)
+    assert srv.request_count == 7  # only the missing rollouts ran
+    final_lines = (run_dir / "results.jsonl").read_text().splitlines()
+    assert len(final_lines) == 12 and all(json.loads(line) for line in final_lines)
+    keys = sorted((json.loads(line)["example_id"], json.loads(line)["rollout_index"]) for line in final_lines)
+    assert keys == [(i, r) for i in range(6) for r in range(2)]
+    assert resumed["metadata"]["num_rollouts"] == 12 and resumed["metadata"]["avg_reward"] == 0.5
+    assert len(resumed["outputs"]) == 12
+
+    srv.reset()
+    again = await env.evaluate(srv.base_url, "m/model", rollouts_per_example=2, results_path=run_dir, resume=True)
+    assert srv.request_count == 0 and again["metadata"]["num_rollouts"] == 12
+
+
+async def test_default_results_path(server_factory, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    srv = server_factory("x")
+    out = await env_for([{"question": "q"}], env_id="my-env").evaluate(srv.base_url, "org/model", save_results=True)
+    path = Path(out["metadata"]["path"])
+    assert path.parent == Path("outputs/evals/my-env--org--model")
+    assert (tmp_path / path / "results.jsonl").exists() and (tmp_path / path / "metadata.json").exists()
+
+
+def test_evaluate_sync_and_generate_sync(server_factory) -> None:
+    srv = server_factory("4")
+    env = env_for([{"question": "2+2", "answer": "4"}])
+    out = env.evaluate_sync(srv.base_url, "m", rollouts_per_example=2)
+    assert out["metadata"]["avg_reward"] == 1.0 and isinstance(out, vf.GenerateOutputs)
+    gen = env.generate_sync([{"prompt": [{"role": "user", "content": "x"}], "answer": "4", "example_id": 5}] * 2, srv.base_url, "m")
+    assert [o["rollout_index"] for o in gen["outputs"]] == [0, 1] and gen.reward == [1.0, 1.0]
+
+
+async def test_run_group_and_run_rollout(server_factory) -> None:
+    srv = server_factory("4")
+    env = env_for([{"question": "2+2", "answer": "4"}])
+
+    def spread(completions) -> list[float]:
+        return [float(i) for i in range(len(completions))]
+
+    env.rubric.add_reward_func(spread, weight=0.5)
+    row = env.get_eval_dataset()[0]
+    states = await env.run_group([{**row, "rollout_index": i} for i in range(3)], srv.base_url, "m")
+    assert [s["reward"] for s in states] == [1.0, 1.5, 2.0]
+    single = await env.run_rollout(row, vf.ModelClient(base_url=srv.base_url), "m")
+    assert single["completion"][-1]["content"] == "4" and single["reward"] is None  # scoring is the group's job
+    state = await env.rollout(row, srv.base_url, "m")
+    assert state["is_completed"]
+
+
+async def test_env_group_routes_by_task_and_env_id(server_factory) -> None:
+    srv = server_factory(lambda req: "A" if "alpha" in req.messages[-1]["content"] else "B")
+    env_a = vf.SingleTurnEnv(dataset=[{"question": "alpha?", "answer": "A"}], rubric=vf.Rubric(funcs=[lambda completion: 1.0]))
+
+    def scored_b(completion, answer) -> float:
+        return 2.0 if completion[-1]["content"] == answer else 0.0
+
+    env_b = vf.SingleTurnEnv(dataset=[{"question": "beta?", "answer": "B"}, {"question": "beta2?", "answer": "B"}],
+                             rubric=vf.Rubric(funcs=[scored_b]), system_prompt="B-system")
+    group = vf.EnvGroup([env_a, env_b], env_names=["alpha", "beta"])
+    rows = group.get_dataset()
+    assert [r["task"] for r in rows] == ["alpha", "beta", "beta"]
+    assert [r["info"]["env_id"] for r in rows] == ["alpha", "beta", "beta"]
+    assert [r["example_id"] for r in rows] == [0, 1, 2]
+    out = await group.evaluate(srv.base_url, "m")
+    assert out.reward == [1.0, 2.0, 2.0]
+    assert out.state[1]["prompt"][0]["content"] == "B-system"
+    assert set(out.state[0]["metrics"]) == {"<lambda>", "scored_b"}
+    # OLD routing: rows with only a task column
+    old_rows = [{"prompt": [{"role": "user", "content": "beta?"}], "answer": "B", "task": "beta"}]
+    res = await group.generate(old_rows, srv.base_url, "m")
+    assert res.reward == [2.0]
+    # NEW routing: info.env_id wins over task
+    new_rows = [{"prompt": [{"role": "user", "content": "alpha?"}], "answer": "A", "task": "default", "info": {"env_id": "alpha"}}]
+    res = await group.generate(new_rows, srv.base_url, "m")
+    assert res.reward == [1.0]
+    assert group.get_env_for_task("beta") is env_b
+
+
+async def test_openai_client_object_is_accepted(server_factory) -> None:
+    from openai import AsyncOpenAI
+
+    srv = server_factory("4")
+    client = AsyncOpenAI(base_url=srv.base_url, api_key="k")
+    out = await env_for([{"question": "q", "answer": "4"}]).evaluate(client, "m")
+    assert out.reward == [1.0] and srv.requests[0].headers.get("authorization") == "Bearer k"
+    await client.close()
