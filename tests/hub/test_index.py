@@ -1,0 +1,269 @@
+"""The package index, parsed the way installers parse it: PEP 503 HTML with html.parser, PEP 691 JSON,
+names and versions through ``packaging``; PEP 592/658/700 fields; negotiation; private projects."""
+
+from __future__ import annotations
+
+import hashlib
+from html.parser import HTMLParser
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from tests.hub.helpers import HubClient, PackageFactory
+
+JSON = "application/vnd.pypi.simple.v1+json"
+HTML = "application/vnd.pypi.simple.v1+html"
+PIP_ACCEPT = f"{JSON}, {HTML}; q=0.1, text/html; q=0.01"
+
+
+class Links(HTMLParser):
+    """Collects anchors and their attributes, and the repository-version meta tag."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.anchors: list[tuple[dict[str, str | None], str]] = []
+        self.meta: dict[str, str | None] = {}
+        self._cur: dict[str, str | None] | None = None
+        self._text = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._cur, self._text = dict(attrs), ""
+        elif tag == "meta":
+            d = dict(attrs)
+            self.meta[str(d.get("name"))] = d.get("content")
+
+    def handle_data(self, data: str) -> None:
+        if self._cur is not None:
+            self._text += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._cur is not None:
+            self.anchors.append((self._cur, self._text))
+            self._cur = None
+
+
+def parse_html(text: str) -> Links:
+    p = Links()
+    p.feed(text)
+    return p
+
+
+def _publish_two_versions(hub: HubClient, packages: PackageFactory) -> str:
+    alice = hub.user("alice")
+    for v in ("0.1.0", "0.2.0"):
+        r = hub.publish("alice", packages.get("Index_Env", v, dependencies=["verifiers>=0.1.9"]), alice)
+        assert r.status_code == 201, r.text
+    return alice
+
+
+def test_project_page_html_and_json_agree(hub: HubClient, packages: PackageFactory) -> None:
+    _publish_two_versions(hub, packages)
+    r = hub.get("/simple/index-env/")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/html")
+    assert "Accept" in r.headers["vary"]
+    page = parse_html(r.text)
+    assert page.meta["pypi:repository-version"] == "1.1"
+    names = sorted(text for _a, text in page.anchors)
+    assert names == sorted(
+        [
+            "index_env-0.1.0-py3-none-any.whl",
+            "index_env-0.1.0.tar.gz",
+            "index_env-0.2.0-py3-none-any.whl",
+            "index_env-0.2.0.tar.gz",
+        ]
+    )
+    for attrs, text in page.anchors:
+        href = attrs["href"] or ""
+        url, _, frag = href.partition("#")
+        assert frag.startswith("sha256=")
+        sha = frag.split("=", 1)[1]
+        assert url == f"/files/{sha[:2]}/{sha}/{text}"
+        assert attrs["data-requires-python"] == ">=3.10"
+        body = hub.get(url).content
+        assert hashlib.sha256(body).hexdigest() == sha
+        if text.endswith(".whl"):
+            assert attrs["data-core-metadata"] == attrs["data-dist-info-metadata"]
+            meta = hub.get(url + ".metadata")
+            assert meta.status_code == 200
+            assert "sha256=" + hashlib.sha256(meta.content).hexdigest() == attrs["data-core-metadata"]
+            assert b"Name: Index_Env" in meta.content or b"Name: index-env" in meta.content.lower()
+            name, version, _b, _t = parse_wheel_filename(text)
+            assert name == "index-env" and version in (Version("0.1.0"), Version("0.2.0"))
+
+    j = hub.get("/simple/index-env/", headers={"Accept": PIP_ACCEPT})
+    assert j.headers["content-type"] == JSON
+    doc = j.json()
+    assert doc["meta"]["api-version"] == "1.1"
+    assert doc["name"] == "index-env"
+    assert doc["versions"] == ["0.1.0", "0.2.0"]
+    html_names = {text for _a, text in page.anchors}
+    assert {f["filename"] for f in doc["files"]} == html_names
+    for f in doc["files"]:
+        assert set(f) >= {
+            "filename",
+            "url",
+            "hashes",
+            "requires-python",
+            "size",
+            "upload-time",
+            "yanked",
+            "core-metadata",
+        }
+        assert f["size"] == len(hub.get(f["url"]).content)
+        assert f["upload-time"].endswith("Z") and "T" in f["upload-time"]
+        assert f["yanked"] is False
+        assert (f["core-metadata"] is not False) == f["filename"].endswith(".whl")
+
+
+def test_negotiation_and_406(sqlite_hub: HubClient, packages: PackageFactory) -> None:
+    hub = sqlite_hub
+    _publish_two_versions(hub, packages)
+    cases = {
+        None: "text/html; charset=utf-8",
+        "*/*": "text/html; charset=utf-8",
+        "text/html": "text/html; charset=utf-8",
+        HTML: HTML,
+        JSON: JSON,
+        "application/vnd.pypi.simple.latest+json": JSON,
+        f"{HTML}, {JSON};q=0.5": HTML,
+        PIP_ACCEPT: JSON,
+    }
+    for accept, expected in cases.items():
+        headers = {"Accept": accept} if accept else {}
+        r = hub.get("/simple/index-env/", headers=headers)
+        assert r.status_code == 200, accept
+        assert r.headers["content-type"] == expected, accept
+    assert hub.get("/simple/index-env/", headers={"Accept": "application/xml"}).status_code == 406
+    assert hub.get("/simple/index-env/", params={"format": JSON}).headers["content-type"] == JSON
+
+
+def test_project_list_and_redirects(hub: HubClient, packages: PackageFactory) -> None:
+    _publish_two_versions(hub, packages)
+    r = hub.get("/simple/")
+    page = parse_html(r.text)
+    assert [(a["href"], t) for a, t in page.anchors] == [("index-env/", "index-env")]
+    doc = hub.get("/simple/", headers={"Accept": JSON}).json()
+    assert doc["projects"] == [{"name": "index-env"}]
+    for path in ("/simple/Index_Env/", "/simple/index.env/", "/simple/index-env", "/simple/INDEX-ENV"):
+        r = hub.get(path, follow_redirects=False)
+        assert r.status_code == 301, path
+        assert r.headers["location"] == "/simple/index-env/"
+    assert hub.get("/simple/Index_Env/").status_code == 200  # after following
+    assert hub.get("/simple/no-such-project/").status_code == 404
+    # Per-owner index.
+    assert parse_html(hub.get("/alice/simple/").text).anchors[0][1] == "index-env"
+    assert hub.get("/alice/simple/index-env/").status_code == 200
+    assert hub.get("/Alice/simple/index-env/", follow_redirects=False).status_code == 301
+    assert hub.get("/nobody/simple/").status_code == 404
+    bob = hub.user("bob")
+    assert bob
+    assert hub.get("/bob/simple/index-env/").status_code == 404
+    assert parse_html(hub.get("/bob/simple/").text).anchors == []
+
+
+def test_yanked_files_are_marked(hub: HubClient, packages: PackageFactory) -> None:
+    alice = _publish_two_versions(hub, packages)
+    r = hub.post(
+        "/api/v1/environments/alice/index-env/versions/0.2.0/yank", alice, json={"reason": "broken scorer"}
+    )
+    assert r.status_code == 200 and r.json()["yanked"] is True
+    page = parse_html(hub.get("/simple/index-env/").text)
+    yanked = {t: a.get("data-yanked") for a, t in page.anchors if "data-yanked" in a}
+    assert yanked == {
+        "index_env-0.2.0-py3-none-any.whl": "broken scorer",
+        "index_env-0.2.0.tar.gz": "broken scorer",
+    }
+    doc = hub.get("/simple/index-env/", headers={"Accept": JSON}).json()
+    assert {f["filename"]: f["yanked"] for f in doc["files"]}["index_env-0.2.0.tar.gz"] == "broken scorer"
+    assert hub.get("/api/v1/environments/alice/index-env/versions/latest").json()["version"] == "0.1.0"
+    r = hub.post("/api/v1/environments/alice/index-env/versions/0.2.0/unyank", alice)
+    assert r.status_code == 200 and r.json()["yanked"] is False
+    doc = hub.get("/simple/index-env/", headers={"Accept": JSON}).json()
+    assert all(f["yanked"] is False for f in doc["files"])
+    assert hub.get("/api/v1/environments/alice/index-env/versions/latest").json()["version"] == "0.2.0"
+
+
+def test_private_project_served_only_to_token_holders(hub: HubClient, packages: PackageFactory) -> None:
+    alice = hub.user("alice")
+    bob = hub.user("bob")
+    pkg = packages.get("secret-env", "1.0.0")
+    assert hub.publish("alice", pkg, alice, private=True).status_code == 201
+    anon = hub.get("/simple/secret-env/")
+    assert anon.status_code == 404
+    assert hub.get("/simple/secret-env/", bob).status_code == 404
+    assert "secret-env" not in hub.get("/simple/").text
+    assert "secret-env" not in hub.get("/simple/", bob).text
+    ok = hub.get("/simple/secret-env/", alice, headers={"Accept": JSON})
+    assert ok.status_code == 200
+    assert "private" in ok.headers["cache-control"]
+    url = ok.json()["files"][0]["url"]
+    assert hub.get(url).status_code == 404
+    assert hub.get(url, bob).status_code == 404
+    assert hub.get(url, alice).status_code == 200
+    # HTTP Basic with the token as password (what pip and uv send), any username.
+    basic = hub.client.get("/simple/secret-env/", auth=("__token__", alice))
+    assert basic.status_code == 200
+    assert "secret-env" in hub.client.get("/simple/", auth=("anything", alice)).text
+    # A read-only token limited to this environment works too.
+    ro = hub.token(alice, scope="read", environment="alice/secret-env")
+    assert hub.client.get(url, auth=("x", ro)).status_code == 200
+    # A wrong token is 401 (pip then asks for credentials), never the page.
+    assert hub.client.get("/simple/secret-env/", auth=("x", "vfh_wrong")).status_code == 401
+
+
+def test_index_cache_invalidated_by_writes(hub: HubClient, packages: PackageFactory) -> None:
+    alice = hub.user("alice")
+    assert hub.publish("alice", packages.get("cache-env", "1.0.0"), alice).status_code == 201
+    first = hub.get("/simple/cache-env/")
+    etag = first.headers["etag"]
+    assert hub.get("/simple/cache-env/", headers={"If-None-Match": etag}).status_code == 304
+    assert hub.publish("alice", packages.get("cache-env", "1.1.0"), alice).status_code == 201
+    second = hub.get("/simple/cache-env/", headers={"If-None-Match": etag})
+    assert second.status_code == 200
+    assert "cache_env-1.1.0.tar.gz" in second.text
+    # A write through another process's connection (simulated by a direct bump) is noticed too.
+    from sqlalchemy import text
+
+    with hub.hub.db.engine.begin() as conn:
+        conn.execute(text("UPDATE versions SET yanked = true, yank_reason = 'x' WHERE version = '1.1.0'"))
+        conn.execute(text("UPDATE hub_state SET value = value + 1 WHERE key = 'generation'"))
+    assert 'data-yanked="x"' in hub.get("/simple/cache-env/").text
+
+
+def test_download_counts(hub: HubClient, packages: PackageFactory) -> None:
+    alice = hub.user("alice")
+    assert hub.publish("alice", packages.get("count-env", "1.0.0"), alice).status_code == 201
+    doc = hub.get("/simple/count-env/", headers={"Accept": JSON}).json()
+    whl = next(f for f in doc["files"] if f["filename"].endswith(".whl"))
+    for _ in range(3):
+        assert hub.get(whl["url"]).status_code == 200
+    hub.get(whl["url"] + ".metadata")  # metadata fetches are not downloads
+    hub.get("/simple/count-env/")  # nor are index pages
+    d = hub.get("/api/v1/environments/alice/count-env/downloads").json()
+    assert d["total"] == 3 and d["last_30_days"] == 3
+    assert len(d["daily"]) == 1 and d["daily"][0]["count"] == 3
+    assert hub.get("/api/v1/environments/alice/count-env").json()["downloads"] == 3
+    # Wrong sha prefix or unknown file: 404, not counted.
+    bad = whl["url"].replace("/files/", "/files/zz", 1)
+    assert hub.get(bad).status_code == 404
+    assert hub.get("/api/v1/environments/alice/count-env/downloads").json()["total"] == 3
+
+
+def test_distribution_name_maps_to_environment(hub: HubClient, packages: PackageFactory) -> None:
+    """owner/name's name IS the normalised distribution name, unique hub-wide."""
+    alice = hub.user("alice")
+    bob = hub.user("bob")
+    pkg = packages.get("Shared.Name", "1.0.0")
+    assert hub.publish("alice", pkg, alice).status_code == 201
+    assert canonicalize_name("Shared.Name") == "shared-name"
+    assert hub.get("/api/v1/environments/alice/shared-name").status_code == 200
+    assert hub.get("/api/v1/environments/alice/Shared_Name").json()["id"] == "alice/shared-name"
+    r = hub.publish("bob", packages.get("Shared.Name", "2.0.0"), bob)
+    assert r.status_code == 403
+    assert "belongs to" in r.json()["detail"]
+    # Names that must resolve from the normal index can never be published here.
+    r = hub.publish("alice", packages.get("verifiers", "99.0.0"), alice)
+    assert r.status_code == 403 and "reserved" in r.json()["detail"]
+    assert hub.get("/simple/verifiers/").status_code == 404
