@@ -241,7 +241,7 @@ class Hub:
                 os.unlink(name)
             raise
         staged = StagedUpload(
-            path=Path(name), filename=os.path.basename(filename), size=size, sha256=h.hexdigest()
+            path=Path(name), filename=filename, size=size, sha256=h.hexdigest()
         )
         if expected_sha256 and expected_sha256.lower() != staged.sha256:
             self.discard([staged])
