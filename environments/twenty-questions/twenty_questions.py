@@ -184,7 +184,7 @@ class TwentyQuestionsEnv(vf.MultiTurnEnv):
     """Multi-turn twenty questions with a rule-based answerer."""
 
     def __init__(self, max_questions: int = 20, **kwargs: Any) -> None:
-        super().__init__(max_turns=max_questions, **kwargs)
+        super().__init__(max_turns=max_questions + 1, **kwargs)
         self.max_questions = max_questions
 
     async def setup_state(self, state: Any, **kwargs: Any) -> Any:

@@ -81,7 +81,7 @@ def generate_world(seed: int = 0, n_countries: int = 8, n_cities: int = 40, n_ri
     for _ in range(n_countries):
         w.countries.append({"kind": "country", "name": names.word(2) + rng.choice(["ia", "land", "mark", "or"]),
                             "language": names.word(2) + "ic", "founded": rng.randint(900, 1600)})
-    for i in range(n_rivers):
+    for _ in range(n_rivers):
         w.rivers.append({"kind": "river", "name": f"{names.word(2)} River", "length_km": rng.randint(80, 2400),
                          "source": f"Mount {names.word(2)}", "cities": []})
     for i in range(n_cities):
@@ -94,7 +94,7 @@ def generate_world(seed: int = 0, n_countries: int = 8, n_cities: int = 40, n_ri
         w.cities.append(city)
     for country in w.countries:
         country["capital"] = next(c["name"] for c in w.cities if c["country"] == country["name"])
-    for i in range(n_people):
+    for _ in range(n_people):
         birth = rng.choice(w.cities)
         person = {"kind": "person", "name": f"{names.word(2)} {names.word(2)}",
                   "profession": rng.choice(PROFESSIONS), "born": rng.randint(1700, 1950),

@@ -134,7 +134,7 @@ class WordleEnv(vf.MultiTurnEnv):
     """
 
     def __init__(self, max_guesses: int = 6, allow_any_guess: bool = False, **kwargs: Any) -> None:
-        super().__init__(max_turns=max_guesses, **kwargs)
+        super().__init__(max_turns=max_guesses + 1, **kwargs)
         self.max_guesses = max_guesses
         self.allow_any_guess = allow_any_guess
 
