@@ -106,7 +106,9 @@ def main() -> None:
         out = await env.evaluate(client, **kwargs)
         return out, time.perf_counter() - start
 
+    cpu_start = time.process_time()
     out, seconds = asyncio.run(run())
+    cpu = time.process_time() - cpu_start
     rewards = _rewards(out)
     errors = _errors(out)
     print(
@@ -119,6 +121,8 @@ def main() -> None:
                 "rollouts": len(rewards),
                 "seconds": seconds,
                 "rollouts_per_s": len(rewards) / seconds if seconds else 0.0,
+                "cpu_s": cpu,
+                "rollouts_per_cpu_s": len(rewards) / cpu if cpu else 0.0,
                 "avg_reward": sum(rewards) / len(rewards) if rewards else 0.0,
                 "errors": errors,
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -162,13 +166,17 @@ def raw_loop(base_url: str, requests: int, concurrency: int) -> dict:
             await asyncio.gather(*(worker() for _ in range(concurrency)))
             return done, time.perf_counter() - start
 
+    cpu_start = time.process_time()
     done, seconds = asyncio.run(run())
+    cpu = time.process_time() - cpu_start
     return {
         "library": "raw-aiohttp",
         "kind": "raw",
         "requests": done,
         "seconds": seconds,
         "requests_per_s": done / seconds,
+        "cpu_s": cpu,
+        "requests_per_cpu_s": done / cpu if cpu else 0.0,
     }
 
 

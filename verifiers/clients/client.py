@@ -142,7 +142,7 @@ class ModelClient:
         self._http: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
-        self._closed = False
+        self._connection_errors: tuple[type[BaseException], ...] = (OSError,)
 
     # ----- construction -------------------------------------------------------------------------
 
@@ -290,15 +290,14 @@ class ModelClient:
     async def _send(
         self, session: aiohttp.ClientSession, method: str, url: str, content: bytes | None
     ) -> tuple[int, Mapping[str, str], bytes]:
-        import aiohttp
-
         try:
             async with asyncio.timeout(self.config.timeout):
-                async with session.request(method, url, data=content, headers=self._headers) as response:
+                # headers are the session's defaults (set once): no per-request header merging
+                async with session.request(method, url, data=content) as response:
                     return response.status, response.headers, await response.read()
         except TimeoutError:
             raise ModelTimeoutError(f"no response within {self.config.timeout:g}s from {url}") from None
-        except (aiohttp.ClientError, OSError) as exc:
+        except self._connection_errors as exc:
             raise ModelError(
                 None, f"connection error talking to {url}: {type(exc).__name__}: {exc}", True
             ) from None
@@ -318,7 +317,9 @@ class ModelClient:
             timeout=aiohttp.ClientTimeout(total=None),
             auto_decompress=True,
             skip_auto_headers=("User-Agent",),
+            headers=self._headers,
         )
+        self._connection_errors = (aiohttp.ClientError, OSError)
         self._http = None
         self._loop = loop
         self._semaphore = (
