@@ -66,7 +66,7 @@ def allocate(total: int, ratios: Mapping[str, float]) -> dict[str, int]:
         raise ValueError("ratios must be non-negative and not all zero")
     norm = sum(ratios.values())
     exact = {k: total * v / norm for k, v in ratios.items()}
-    counts = {k: int(math.floor(v)) for k, v in exact.items()}
+    counts = {k: math.floor(v) for k, v in exact.items()}
     leftover = total - sum(counts.values())
     for k in sorted(exact, key=lambda k: exact[k] - counts[k], reverse=True)[:leftover]:
         counts[k] += 1
