@@ -56,7 +56,9 @@ CORPUS = {
     "wheel-traversal-inside": lambda: make_wheel(members=[Member("attack_env/../../evil.py", b"x")]),
     "wheel-absolute-path": lambda: make_wheel(members=[Member("/etc/evil.py", b"x")]),
     "wheel-backslash": lambda: make_wheel(members=[Member("attack_env\\..\\evil.py", b"x")]),
-    "wheel-symlink": lambda: make_wheel(members=[Member("attack_env/link", kind="symlink", target="/etc/passwd")]),
+    "wheel-symlink": lambda: make_wheel(
+        members=[Member("attack_env/link", kind="symlink", target="/etc/passwd")]
+    ),
     "wheel-device-file": lambda: make_wheel(members=[Member("attack_env/dev", kind="chr")]),
     "wheel-zip-bomb": _zip_bomb,
     "wheel-bad-record-hash": _bad_record_hash,
@@ -70,8 +72,12 @@ CORPUS = {
     "wheel-duplicate-member": _duplicate_member,
     "sdist-path-traversal": lambda: make_sdist(members=[Member("attack_env-0.1.0/../../evil.py", b"x")]),
     "sdist-absolute-path": lambda: make_sdist(members=[Member("/tmp/evil.py", b"x")]),
-    "sdist-symlink": lambda: make_sdist(members=[Member("attack_env-0.1.0/link", kind="symlink", target="/etc/passwd")]),
-    "sdist-hardlink": lambda: make_sdist(members=[Member("attack_env-0.1.0/hl", kind="hardlink", target="/etc/passwd")]),
+    "sdist-symlink": lambda: make_sdist(
+        members=[Member("attack_env-0.1.0/link", kind="symlink", target="/etc/passwd")]
+    ),
+    "sdist-hardlink": lambda: make_sdist(
+        members=[Member("attack_env-0.1.0/hl", kind="hardlink", target="/etc/passwd")]
+    ),
     "sdist-char-device": lambda: make_sdist(members=[Member("attack_env-0.1.0/tty", kind="chr")]),
     "sdist-block-device": lambda: make_sdist(members=[Member("attack_env-0.1.0/sda", kind="blk")]),
     "sdist-fifo": lambda: make_sdist(members=[Member("attack_env-0.1.0/pipe", kind="fifo")]),
@@ -101,8 +107,12 @@ def test_attack_is_rejected_and_leaves_nothing(sqlite_hub: HubClient, case: str)
     assert hub.stored_keys() == []
     assert hub.temp_files() == []
     # The same attack through the legacy upload API.
-    r = hub.client.post("/legacy/", data={":action": "file_upload"}, files={"content": (filename, data)},
-                        auth=("__token__", alice))
+    r = hub.client.post(
+        "/legacy/",
+        data={":action": "file_upload"},
+        files={"content": (filename, data)},
+        auth=("__token__", alice),
+    )
     assert 400 <= r.status_code < 500, (case, r.status_code, r.text)
     assert hub.row_counts() == {"environments": 0, "versions": 0, "files": 0}
     assert hub.stored_keys() == [] and hub.temp_files() == []
@@ -130,8 +140,14 @@ def test_reasons_are_specific(sqlite_hub: HubClient) -> None:
 
 
 def test_size_limits(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    hub = HubClient.create(tmp_path / "hub", database_url=None, admin_token="vfh_" + "a" * 43,
-                           max_file_bytes=200_000, max_request_bytes=1_000_000, max_member_bytes=50_000)
+    hub = HubClient.create(
+        tmp_path / "hub",
+        database_url=None,
+        admin_token="vfh_" + "a" * 43,
+        max_file_bytes=200_000,
+        max_request_bytes=1_000_000,
+        max_member_bytes=50_000,
+    )
     try:
         alice = hub.user("alice")
         # A file over the per-file limit: 413.

@@ -50,7 +50,11 @@ def normal_index_urls() -> list[str]:
     which we hand to pip and uv as ``--extra-index-url`` exactly as a user would.
     """
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-m", "pip", "config", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     ).stdout
     index = "https://pypi.org/simple"
     extras: list[str] = []
@@ -75,14 +79,16 @@ def normal_index_urls() -> list[str]:
 def isolated_env(cache_dir: Path) -> dict[str, str]:
     """No pip/uv configuration from the machine: only command-line indexes count."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
-    env.update({
-        "PIP_CONFIG_FILE": os.devnull,
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "PIP_NO_INPUT": "1",
-        "UV_NO_CONFIG": "1",
-        "UV_CACHE_DIR": str(cache_dir),
-        "UV_PYTHON_DOWNLOADS": "never",
-    })
+    env.update(
+        {
+            "PIP_CONFIG_FILE": os.devnull,
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_NO_INPUT": "1",
+            "UV_NO_CONFIG": "1",
+            "UV_CACHE_DIR": str(cache_dir),
+            "UV_PYTHON_DOWNLOADS": "never",
+        }
+    )
     if os.environ.get("PIP_CERT"):
         env["PIP_CERT"] = os.environ["PIP_CERT"]
     return env
@@ -99,8 +105,13 @@ class Installer:
     tool: str
     work: Path
 
-    def install(self, *requirements: str, index_url: str, extra_index_urls: tuple[str, ...] = (),
-                expect_ok: bool = True) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    def install(
+        self,
+        *requirements: str,
+        index_url: str,
+        extra_index_urls: tuple[str, ...] = (),
+        expect_ok: bool = True,
+    ) -> tuple[Path, subprocess.CompletedProcess[str]]:
         venv = self.work / f"venv-{secrets.token_hex(4)}"
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
         py = str(venv / "bin" / "python")
@@ -109,8 +120,19 @@ class Installer:
             extra += ["--extra-index-url", u]
         cache = self.work / f"cache-{secrets.token_hex(4)}"
         if self.tool == "pip":
-            cmd = [sys.executable, "-m", "pip", "--python", py, "install", "--no-cache-dir", "--index-url",
-                   index_url, *extra, *requirements]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                py,
+                "install",
+                "--no-cache-dir",
+                "--index-url",
+                index_url,
+                *extra,
+                *requirements,
+            ]
         else:
             cmd = [_uv(), "pip", "install", "--python", py, "--index-url", index_url, *extra, *requirements]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=isolated_env(cache))
@@ -128,7 +150,9 @@ def installed(venv: Path) -> dict[str, str]:
         "print(json.dumps({re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version"
         " for d in m.distributions()}))"
     )
-    out = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout)
 
 
@@ -153,7 +177,9 @@ class Published:
     yanky: list[BuiltPackage]
 
 
-def publish_api(hub: HubProcess, token: str, owner: str, pkg: BuiltPackage, private: bool | None = None) -> None:
+def publish_api(
+    hub: HubProcess, token: str, owner: str, pkg: BuiltPackage, private: bool | None = None
+) -> None:
     files = [("files", (p.name, p.read_bytes(), "application/octet-stream")) for p in (pkg.wheel, pkg.sdist)]
     data = {} if private is None else {"private": "true" if private else "false"}
     with hub.client(token) as c:
@@ -166,9 +192,24 @@ def publish_twine(hub: HubProcess, token: str, pkg: BuiltPackage) -> None:
     twine = Path(sys.executable).parent / "twine"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TWINE_")}
     proc = subprocess.run(
-        [str(twine), "upload", "--non-interactive", "--disable-progress-bar", "--repository-url",
-         f"{hub.url}/legacy/", "-u", "__token__", "-p", token, str(pkg.wheel), str(pkg.sdist)],
-        capture_output=True, text=True, timeout=300, env=env,
+        [
+            str(twine),
+            "upload",
+            "--non-interactive",
+            "--disable-progress-bar",
+            "--repository-url",
+            f"{hub.url}/legacy/",
+            "-u",
+            "__token__",
+            "-p",
+            token,
+            str(pkg.wheel),
+            str(pkg.sdist),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -177,11 +218,13 @@ def populate(hub: HubProcess, build_dir: Path) -> Published:
     with hub.client(hub.admin_token) as c:
         alice = c.post("/api/v1/users", json={"name": "alice"}).json()["token"]
         bob = c.post("/api/v1/users", json={"name": "bob"}).json()["token"]
-    public = build_env_package(build_dir / "pub", f"{PREFIX}-public", "0.1.0",
-                               readme="# Public\n\nAnyone may install me.\n")
+    public = build_env_package(
+        build_dir / "pub", f"{PREFIX}-public", "0.1.0", readme="# Public\n\nAnyone may install me.\n"
+    )
     private = build_env_package(build_dir / "priv", f"{PREFIX}_Private", "0.2.0")
-    withdep = build_env_package(build_dir / "dep", f"{PREFIX}-withdep", "1.0.0",
-                                dependencies=["six>=1.16", f"{PREFIX}-public>=0.1"])
+    withdep = build_env_package(
+        build_dir / "dep", f"{PREFIX}-withdep", "1.0.0", dependencies=["six>=1.16", f"{PREFIX}-public>=0.1"]
+    )
     yanky = [build_env_package(build_dir / f"y{v}", f"{PREFIX}-yanky", v) for v in ("1.0.0", "1.1.0")]
     publish_twine(hub, alice, public)
     publish_api(hub, alice, "alice", private, private=True)
@@ -189,7 +232,9 @@ def populate(hub: HubProcess, build_dir: Path) -> Published:
     for y in yanky:
         publish_api(hub, alice, "alice", y)
     with hub.client(alice) as c:
-        r = c.post(f"/api/v1/environments/alice/{PREFIX}-yanky/versions/1.1.0/yank", json={"reason": "broken"})
+        r = c.post(
+            f"/api/v1/environments/alice/{PREFIX}-yanky/versions/1.1.0/yank", json={"reason": "broken"}
+        )
         assert r.status_code == 200, r.text
     return Published(hub, alice, bob, public, private, withdep, yanky)
 
@@ -242,19 +287,28 @@ def test_private_environment_needs_the_token(published: Published, installer: In
     assert run_in(venv, "import vfe2e_private; print(vfe2e_private.VERSION)") == "0.2.0"
 
 
-def test_read_only_token_limited_to_the_environment_installs_it(published: Published, installer: Installer) -> None:
+def test_read_only_token_limited_to_the_environment_installs_it(
+    published: Published, installer: Installer
+) -> None:
     with published.hub.client(published.alice) as c:
-        r = c.post("/api/v1/tokens", json={"name": "ci", "scope": "read", "environment": f"alice/{PREFIX}-private"})
+        r = c.post(
+            "/api/v1/tokens", json={"name": "ci", "scope": "read", "environment": f"alice/{PREFIX}-private"}
+        )
     assert r.status_code == 201, r.text
     token = r.json()["token"]
-    venv, _ = installer.install(f"{PREFIX}-private", index_url=with_token(f"{published.hub.url}/simple/", token))
+    venv, _ = installer.install(
+        f"{PREFIX}-private", index_url=with_token(f"{published.hub.url}/simple/", token)
+    )
     assert installed(venv)[f"{PREFIX}-private"] == "0.2.0"
 
 
-def test_non_hub_dependency_resolves_from_the_normal_index(published: Published, installer: Installer) -> None:
+def test_non_hub_dependency_resolves_from_the_normal_index(
+    published: Published, installer: Installer
+) -> None:
     extras = tuple(normal_index_urls())
-    venv, _ = installer.install(f"{PREFIX}-withdep", index_url=f"{published.hub.url}/simple/",
-                                extra_index_urls=extras)
+    venv, _ = installer.install(
+        f"{PREFIX}-withdep", index_url=f"{published.hub.url}/simple/", extra_index_urls=extras
+    )
     have = installed(venv)
     assert have[f"{PREFIX}-withdep"] == "1.0.0"
     assert have[f"{PREFIX}-public"] == "0.1.0"  # the hub dependency, from the hub
@@ -277,7 +331,9 @@ def test_yanked_version_is_skipped_unless_pinned(published: Published, installer
         assert installed(venv)[f"{PREFIX}-yanky"] == "1.1.0"
     finally:
         with published.hub.client(published.alice) as c:
-            r = c.post(f"/api/v1/environments/alice/{PREFIX}-yanky/versions/1.1.0/yank", json={"reason": "broken"})
+            r = c.post(
+                f"/api/v1/environments/alice/{PREFIX}-yanky/versions/1.1.0/yank", json={"reason": "broken"}
+            )
             assert r.status_code == 200
 
 
@@ -297,8 +353,13 @@ def test_production_hub_postgres_s3_two_workers(tmp_path: Path) -> None:
     pg = start_postgres()
     s3 = start_s3()
     try:
-        storage = S3Config(endpoint_url=s3.endpoint_url, bucket=s3.create_bucket(), access_key_id=s3.access_key,
-                           secret_access_key=s3.secret_key, region=s3.region)
+        storage = S3Config(
+            endpoint_url=s3.endpoint_url,
+            bucket=s3.create_bucket(),
+            access_key_id=s3.access_key,
+            secret_access_key=s3.secret_key,
+            region=s3.region,
+        )
         hub = run_hub(tmp_path / "data", database_url=pg.create_database(), storage=storage, workers=2)
         try:
             pub = populate(hub, tmp_path / "build")
@@ -312,10 +373,15 @@ def test_production_hub_postgres_s3_two_workers(tmp_path: Path) -> None:
             for tool in ("pip", "uv"):
                 inst = Installer(tool, tmp_path / tool)
                 inst.work.mkdir()
-                venv, _ = inst.install(f"{PREFIX}-withdep", index_url=f"{hub.url}/simple/",
-                                       extra_index_urls=tuple(normal_index_urls()))
+                venv, _ = inst.install(
+                    f"{PREFIX}-withdep",
+                    index_url=f"{hub.url}/simple/",
+                    extra_index_urls=tuple(normal_index_urls()),
+                )
                 assert installed(venv)[f"{PREFIX}-public"] == "0.1.0"
-                venv, _ = inst.install(f"{PREFIX}-private", index_url=with_token(f"{hub.url}/simple/", pub.alice))
+                venv, _ = inst.install(
+                    f"{PREFIX}-private", index_url=with_token(f"{hub.url}/simple/", pub.alice)
+                )
                 assert installed(venv)[f"{PREFIX}-private"] == "0.2.0"
                 inst.install(f"{PREFIX}-private", index_url=f"{hub.url}/simple/", expect_ok=False)
         finally:
