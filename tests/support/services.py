@@ -391,7 +391,9 @@ class S3Server(_Service):
         if self._stopped:
             return
         self._stopped = True
-        _terminate(self.process, signal.SIGTERM, timeout=5)
+        # weed's graceful shutdown can wait many seconds on its internal peers; the data is disposable,
+        # so it gets one second before SIGKILL.
+        _terminate(self.process, signal.SIGTERM, timeout=1)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
