@@ -11,7 +11,14 @@ import pytest
 import verifiers as vf
 from verifiers.testing import Reply, error, tool_call, tool_calls
 
+from verifiers.utils.results import LazyOutputs
+
 from .conftest import leftover_tasks
+
+
+def records_or_none(out):
+    """With results saved, ``out.state`` falls back to the saved records (no live states kept)."""
+    return list(out["outputs"])
 
 
 def correct(completion, answer) -> float:
@@ -166,7 +173,7 @@ async def test_results_saved_incrementally_and_resumed(server_factory, tmp_path:
     assert meta["pass_at_k"] == {"1": 0.5, "2": 0.5} and meta["model"] == "m/model" and meta["path"] == str(run_dir)
     assert meta["versions"]["verifiers"] and meta["num_examples"] == 6
     assert events[-1] == {"done": 12, "total": 12, "avg_reward": 0.5, "errors": 0}
-    assert isinstance(out["outputs"], vf.types.Sequence if hasattr(vf.types, "Sequence") else object)
+    assert isinstance(out["outputs"], LazyOutputs) and out.state == records_or_none(out)
     records = list(out["outputs"])
     assert [(r["example_id"], r["rollout_index"]) for r in records] == [(i, r) for i in range(6) for r in range(2)]
     assert out.reward == [r["reward"] for r in records]
@@ -261,3 +268,41 @@ async def test_openai_client_object_is_accepted(server_factory) -> None:
     out = await env_for([{"question": "q", "answer": "4"}]).evaluate(client, "m")
     assert out.reward == [1.0] and srv.requests[0].headers.get("authorization") == "Bearer k"
     await client.close()
+
+
+async def test_long_saved_runs_keep_no_rollout_states(server_factory, tmp_path: Path) -> None:
+    """With results streamed to disk, finished rollouts are not kept in memory (bounded RSS)."""
+    import gc
+
+    srv = server_factory("x")
+    env = env_for([{"question": str(i), "answer": "x"} for i in range(400)])
+    peak_live = 0
+
+    def on_progress(event) -> None:
+        nonlocal peak_live
+        if event["done"] % 100 == 0:
+            live = sum(1 for o in gc.get_objects() if type(o) is vf.State)
+            peak_live = max(peak_live, live)
+
+    out = await env.evaluate(srv.base_url, "m", max_concurrent=8, results_path=tmp_path / "r", on_progress=on_progress)
+    assert out["metadata"]["num_rollouts"] == 400 and out["metadata"]["avg_reward"] == 1.0
+    assert isinstance(out["outputs"], LazyOutputs) and len(out["outputs"]) == 400
+    assert out["outputs"][399]["example_id"] == 399
+    assert peak_live <= 16, f"{peak_live} rollout states alive with max_concurrent=8"
+    gc.collect()
+    assert sum(1 for o in gc.get_objects() if type(o) is vf.State) == 0
+
+
+async def test_judge_with_sync_openai_client(server_factory) -> None:
+    from openai import OpenAI
+
+    srv = server_factory("yes")
+    rubric = vf.JudgeRubric(judge_client=OpenAI(base_url=srv.base_url, api_key="k"))
+
+    async def judged(judge, prompt, completion, answer, state) -> float:
+        return 1.0 if await judge(prompt, completion, answer, state) == "yes" else 0.0
+
+    rubric.add_reward_func(judged)
+    env = vf.SingleTurnEnv(dataset=[{"question": "q", "answer": "a"}], rubric=rubric)
+    out = await env.evaluate(srv.base_url, "m")
+    assert out.reward == [1.0] and srv.request_count == 2

@@ -70,7 +70,7 @@ def test_missing_environment_errors_clearly(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_default_hub_hook_explains_how_to_install() -> None:
-    with pytest.raises(vf.EnvironmentNotFoundError, match="vf install owner/x@1.0"):
+    with pytest.raises(vf.EnvironmentNotFoundError, match=r"vf install owner/x@1\.0"):
         env_loading._install_from_hub("owner/x", "1.0")
 
 

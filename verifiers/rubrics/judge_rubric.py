@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -88,9 +90,15 @@ class JudgeRubric(Rubric):
         chat = getattr(client, "chat", None)
         completions = getattr(chat, "completions", None)
         if completions is not None and hasattr(completions, "create"):
-            resp = completions.create(model=self.judge_model, messages=messages, **self.judge_sampling_args)
-            if inspect.isawaitable(resp):
-                resp = await resp
+            create = completions.create
+            if inspect.iscoroutinefunction(create):
+                resp = await create(model=self.judge_model, messages=messages, **self.judge_sampling_args)
+            else:  # a sync openai.OpenAI client: keep the event loop free while it blocks
+                resp = await asyncio.to_thread(
+                    functools.partial(create, model=self.judge_model, messages=messages, **self.judge_sampling_args)
+                )
+                if inspect.isawaitable(resp):
+                    resp = await resp
             content = resp.choices[0].message.content
         elif callable(chat):  # our ModelClient
             resp = await chat(model=self.judge_model, messages=messages, sampling_args=self.judge_sampling_args)
