@@ -217,6 +217,10 @@ def split_humaneval_test(test_src: str) -> list[str]:
     preamble = "".join(lines[: check.lineno - 1 - len(check.decorator_list)])
     after = "".join(lines[check.end_lineno:])
     arg = check.args.args[0].arg if check.args.args else "candidate"
+    # ``assert True`` lines (HumanEval uses them as markers) test nothing: a stub would pass them.
+    body = [s for s in body if not isinstance(s.test, ast.Constant)]  # type: ignore[attr-defined]
+    if not body:
+        return [test_src]
     pieces = []
     for stmt in body:
         segment = ast.get_source_segment(test_src, stmt) or ""
