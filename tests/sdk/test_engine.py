@@ -10,7 +10,6 @@ import pytest
 
 import verifiers as vf
 from verifiers.testing import Reply, error, tool_call, tool_calls
-
 from verifiers.utils.results import LazyOutputs
 
 from .conftest import leftover_tasks
