@@ -380,3 +380,26 @@ def test_import_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+async def test_openai_request_options_in_sampling_args():
+    with ScriptedServer(reply("slow", delay=1.0)) as srv:
+        async with fast(srv.base_url, max_retries=0) as client:
+            with pytest.raises(ModelTimeoutError):
+                await client.chat(model="m", messages=MSGS, sampling_args={"timeout": 0.2})
+    with ScriptedServer("ok") as srv:
+        async with fast(srv.base_url, api_key="k") as client:
+            await client.chat(
+                model="m",
+                messages=MSGS,
+                sampling_args={
+                    "temperature": 0.0,
+                    "extra_headers": {"X-Session": "abc"},
+                    "extra_query": {"trace": "1"},
+                    "extra_body": {"skip_special_tokens": False},
+                },
+            )
+    (req,) = srv.requests
+    assert req.headers["x-session"] == "abc" and req.headers["authorization"] == "Bearer k"
+    assert req.query == {"trace": "1"}
+    assert set(req.body) == {"model", "messages", "temperature", "skip_special_tokens"}

@@ -55,22 +55,44 @@ def encode_body(body: dict[str, Any]) -> bytes:
     return _encoder.encode(body).encode("utf-8")
 
 
+# Keys of ``sampling_args`` that the openai SDK treats as request options rather than body fields
+# (environments written for ``client.chat.completions.create(**sampling_args)`` may pass them).
+REQUEST_OPTION_KEYS = frozenset({"extra_body", "extra_headers", "extra_query", "timeout"})
+
+
 def build_body(base: dict[str, Any], sampling_args: Mapping[str, Any] | None) -> dict[str, Any]:
     """Merge sampling arguments into a request body the way the openai SDK does.
 
     Everything passes through untouched, except ``extra_body`` whose keys go to the top level (so
-    vLLM extras such as ``return_token_ids`` reach the server).
+    vLLM extras such as ``return_token_ids`` reach the server) and the openai request options
+    ``extra_headers`` / ``extra_query`` / ``timeout`` (see :func:`request_options`).
     """
     body = dict(base)
     if sampling_args:
         for key, value in sampling_args.items():
-            if key == "extra_body":
+            if key in REQUEST_OPTION_KEYS:
                 continue
             body[key] = value
         extra = sampling_args.get("extra_body")
         if extra:
             body.update(extra)
     return body
+
+
+def request_options(sampling_args: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``extra_headers``, ``extra_query`` and ``timeout`` from sampling args, as keyword arguments
+    for :meth:`ModelClient.request_json` (empty in the common case)."""
+    if not sampling_args:
+        return {}
+    options: dict[str, Any] = {}
+    if sampling_args.get("extra_headers"):
+        options["headers"] = {str(k): str(v) for k, v in sampling_args["extra_headers"].items()}
+    if sampling_args.get("extra_query"):
+        options["params"] = {str(k): str(v) for k, v in sampling_args["extra_query"].items()}
+    timeout = sampling_args.get("timeout")
+    if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
+        options["timeout"] = float(timeout)
+    return options
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -186,7 +208,9 @@ class ModelClient:
         base: dict[str, Any] = {"model": model, "messages": messages}
         if tools:
             base["tools"] = tools
-        body = await self.request_json("/chat/completions", build_body(base, sampling_args))
+        body = await self.request_json(
+            "/chat/completions", build_body(base, sampling_args), **request_options(sampling_args)
+        )
         try:
             return parse_chat_response(body)
         except MalformedResponse as exc:
@@ -197,7 +221,9 @@ class ModelClient:
     ) -> ModelResponse:
         """POST ``/completions`` (base models) and parse choice 0."""
         body = await self.request_json(
-            "/completions", build_body({"model": model, "prompt": prompt}, sampling_args)
+            "/completions",
+            build_body({"model": model, "prompt": prompt}, sampling_args),
+            **request_options(sampling_args),
         )
         try:
             return parse_completion_response(body)
@@ -248,9 +274,23 @@ class ModelClient:
 
     # ----- transport ----------------------------------------------------------------------------
 
-    async def request_json(self, path: str, body: dict[str, Any] | None, *, method: str = "POST") -> Any:
-        """Send one request with the retry policy and return the decoded JSON body."""
+    async def request_json(
+        self,
+        path: str,
+        body: dict[str, Any] | None,
+        *,
+        method: str = "POST",
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send one request with the retry policy and return the decoded JSON body.
+
+        ``headers`` add to (or override) the client's headers for this request, ``params`` is a
+        query string, ``timeout`` overrides the per-request timeout.
+        """
         cfg = self.config
+        extra = (headers, params, timeout) if headers or params or timeout else None
         url = self.base_url + path
         content = encode_body(body) if body is not None else None
         session = self._session_for_loop()
@@ -261,9 +301,9 @@ class ModelClient:
             try:
                 if semaphore is not None:
                     async with semaphore:
-                        status, headers, data = await self._send(session, method, url, content)
+                        status, resp_headers, data = await self._send(session, method, url, content, extra)
                 else:
-                    status, headers, data = await self._send(session, method, url, content)
+                    status, resp_headers, data = await self._send(session, method, url, content, extra)
             except ModelError as exc:
                 error = exc
             else:
@@ -276,7 +316,7 @@ class ModelClient:
                         ) from None
                 error = ModelError(status, error_message(status, data), is_transient_status(status))
                 if error.transient:
-                    retry_after = parse_retry_after(headers)
+                    retry_after = parse_retry_after(resp_headers)
             error.attempts = attempt + 1
             if not error.transient or attempt >= cfg.max_retries:
                 raise error
@@ -288,15 +328,28 @@ class ModelClient:
             attempt += 1
 
     async def _send(
-        self, session: aiohttp.ClientSession, method: str, url: str, content: bytes | None
+        self,
+        session: aiohttp.ClientSession,
+        method: str,
+        url: str,
+        content: bytes | None,
+        extra: tuple[Mapping[str, str] | None, Mapping[str, str] | None, float | None] | None = None,
     ) -> tuple[int, Mapping[str, str], bytes]:
+        limit = self.config.timeout
         try:
-            async with asyncio.timeout(self.config.timeout):
-                # headers are the session's defaults (set once): no per-request header merging
-                async with session.request(method, url, data=content) as response:
+            if extra is None:  # the hot path: the session's default headers, no per-request merging
+                async with asyncio.timeout(limit):
+                    async with session.request(method, url, data=content) as response:
+                        return response.status, response.headers, await response.read()
+            headers, params, timeout = extra
+            limit = timeout or limit
+            async with asyncio.timeout(limit):
+                async with session.request(
+                    method, url, data=content, headers=headers, params=params
+                ) as response:
                     return response.status, response.headers, await response.read()
         except TimeoutError:
-            raise ModelTimeoutError(f"no response within {self.config.timeout:g}s from {url}") from None
+            raise ModelTimeoutError(f"no response within {limit:g}s from {url}") from None
         except self._connection_errors as exc:
             raise ModelError(
                 None, f"connection error talking to {url}: {type(exc).__name__}: {exc}", True

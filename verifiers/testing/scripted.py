@@ -178,6 +178,7 @@ class ScriptRequest:
     headers: dict[str, str]
     index: int
     received_at: float
+    query: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.body[key]
@@ -438,6 +439,7 @@ class ScriptedServer:
                 headers={k.lower(): v for k, v in request.headers.items()},
                 index=next(self._counter),
                 received_at=time.monotonic(),
+                query=dict(request.query),
             )
             self.requests.append(req)
             if body.get("stream"):
