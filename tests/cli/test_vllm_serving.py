@@ -1,0 +1,101 @@
+"""`vf serve` and `VLLMServer` against real vLLM (CPU build): health, chat with token data, in-place
+weight reloads (what training uses), and a clean shutdown on SIGINT."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from tests.cli.helpers import REPO, vf_command
+from tests.support.vllm import make_tiny_model
+from verifiers.serving.vllm import VLLMServer, free_port
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+def _chat(base_url: str, model: str, text: str, **extra) -> dict:
+    body = {"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 8, **extra}
+    req = urllib.request.Request(
+        f"{base_url}/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        return json.load(resp)
+
+
+def _greedy_ids(server: VLLMServer) -> list[int]:
+    out = _chat(server.base_url, server.model, "Hello there", temperature=0.0, return_token_ids=True)
+    return out["choices"][0]["token_ids"]
+
+
+def test_reload_weights_changes_the_policy_in_place(vllm_server, tiny_model_dir, tmp_path):
+    before = _greedy_ids(vllm_server)
+    assert _greedy_ids(vllm_server) == before  # greedy decoding is deterministic
+    other = make_tiny_model(tmp_path / "other", seed=12345)
+    try:
+        started = time.perf_counter()
+        vllm_server.reload_weights(other)
+        reload_s = time.perf_counter() - started
+        changed = _greedy_ids(vllm_server)
+    finally:
+        vllm_server.reload_weights(tiny_model_dir)  # the shared server must serve the original again
+    assert changed != before
+    assert _greedy_ids(vllm_server) == before
+    assert reload_s < 30
+
+
+def test_vf_serve_runs_vllm_and_stops_cleanly_on_sigint(tiny_model_dir, tmp_path):
+    port = free_port()
+    log = tmp_path / "serve.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [*vf_command(), "serve", str(tiny_model_dir), "--port", str(port), "--dev-mode",
+         "--served-model-name", "tiny-served", "--log-file", str(log)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=5) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                time.sleep(1)
+        else:
+            pytest.fail("vf serve did not become healthy")
+        reply = _chat(f"{base}/v1", "tiny-served", "Hi", logprobs=True, return_token_ids=True)
+        choice = reply["choices"][0]
+        assert len(choice["token_ids"]) == len(choice["logprobs"]["content"]) >= 1
+        assert reply["prompt_token_ids"]
+        # dev mode exposes the weight-update route
+        rpc = urllib.request.Request(
+            f"{base}/collective_rpc",
+            data=json.dumps(
+                {"method": "reload_weights", "kwargs": {"weights_path": str(tiny_model_dir)}}
+            ).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(rpc, timeout=120) as resp:
+            assert resp.status == 200
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, output
+        assert "vLLM ready" in output and "vLLM stopped" in output
+        assert "Traceback" not in output
+        with pytest.raises(ProcessLookupError):  # nothing left in vLLM's process group
+            os.killpg(proc.pid, 0)
+        assert log.stat().st_size > 0  # vLLM's own output went to the log file
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
