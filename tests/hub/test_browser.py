@@ -54,19 +54,31 @@ class Site:
 def _publish(hub: HubProcess, token: str, pkg: BuiltPackage, private: bool = False) -> None:
     files = [("files", (p.name, p.read_bytes(), "application/octet-stream")) for p in (pkg.wheel, pkg.sdist)]
     with hub.client(token) as c:
-        r = c.post(f"/api/v1/environments/alice/{pkg.normalized}/versions", files=files,
-                   data={"private": "true" if private else "false"})
+        r = c.post(
+            f"/api/v1/environments/alice/{pkg.normalized}/versions",
+            files=files,
+            data={"private": "true" if private else "false"},
+        )
     assert r.status_code in (200, 201), r.text
 
 
-def _eval(hub: HubProcess, token: str, env: str, version: str, model: str, reward: float, temp: float) -> None:
+def _eval(
+    hub: HubProcess, token: str, env: str, version: str, model: str, reward: float, temp: float
+) -> None:
     metadata = {
-        "env_id": env, "model": model, "avg_reward": reward, "num_examples": 5, "rollouts_per_example": 4,
-        "num_rollouts": 20, "sampling_args": {"temperature": temp, "max_tokens": 256},
+        "env_id": env,
+        "model": model,
+        "avg_reward": reward,
+        "num_examples": 5,
+        "rollouts_per_example": 4,
+        "num_rollouts": 20,
+        "sampling_args": {"temperature": temp, "max_tokens": 256},
     }
     with hub.client(token) as c:
-        r = c.post(f"/api/v1/environments/alice/{env}/versions/{version}/evals",
-                   json={"metadata": metadata, "summary": {"avg_reward": reward}})
+        r = c.post(
+            f"/api/v1/environments/alice/{env}/versions/{version}/evals",
+            json={"metadata": metadata, "summary": {"avg_reward": reward}},
+        )
     assert r.status_code == 201, r.text
 
 
@@ -77,13 +89,25 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     try:
         with hub.client(hub.admin_token) as c:
             alice = c.post("/api/v1/users", json={"name": "alice"}).json()["token"]
-        math = build_env_package(root / "m", "vfweb-arith-drills", "1.2.0", readme=README,
-                                 description="Arithmetic drills with exact-match reward", tags=["math", "arithmetic"])
-        code = build_env_package(root / "c", "vfweb-unit-tests", "0.3.0", description="Write code that passes tests",
-                                 tags=["code"])
-        secret = build_env_package(root / "s", "vfweb-secret-sauce", "0.1.0",
-                                   readme="# Secret sauce\n\nOnly alice sees this.\n",
-                                   description="A private environment", tags=["math"])
+        math = build_env_package(
+            root / "m",
+            "vfweb-arith-drills",
+            "1.2.0",
+            readme=README,
+            description="Arithmetic drills with exact-match reward",
+            tags=["math", "arithmetic"],
+        )
+        code = build_env_package(
+            root / "c", "vfweb-unit-tests", "0.3.0", description="Write code that passes tests", tags=["code"]
+        )
+        secret = build_env_package(
+            root / "s",
+            "vfweb-secret-sauce",
+            "0.1.0",
+            readme="# Secret sauce\n\nOnly alice sees this.\n",
+            description="A private environment",
+            tags=["math"],
+        )
         _publish(hub, alice, math)
         _publish(hub, alice, code)
         _publish(hub, alice, secret, private=True)
