@@ -355,6 +355,8 @@ def test_from_any_other_forms():
     assert ModelClient.from_any(existing, timeout=5).config.timeout == 5
     with pytest.raises(TypeError):
         ModelClient.from_any(42)
+    with pytest.raises(ValueError):  # overrides are validated like the config itself
+        ModelClient(cfg, timeout="not a number")
     with pytest.raises(ValueError):
         ModelClient.from_any({"base_url": "x", "not_a_field": 1})
 

@@ -151,8 +151,8 @@ class ModelClient:
     def __init__(self, config: ClientConfig | None = None, **overrides: Any) -> None:
         if config is None:
             config = ClientConfig(**overrides)
-        elif overrides:
-            config = config.model_copy(update=overrides)
+        elif overrides:  # re-validate: overrides come from users (CLI flags, dicts)
+            config = ClientConfig(**{**config.model_dump(), **overrides})
         self.config = config
         self.base_url = config.base_url.rstrip("/")
         self._api_key = config.resolve_api_key()
@@ -231,7 +231,7 @@ class ModelClient:
             raise ModelError(200, str(exc), False) from None
 
     async def models(self) -> list[str]:
-        """Model ids served at ``/models`` (one attempt per retry policy)."""
+        """Model ids served at ``GET /models`` (with the same retry policy as completions)."""
         body = await self.request_json("/models", None, method="GET")
         return [str(m.get("id")) for m in body.get("data", []) if isinstance(m, dict)]
 
