@@ -184,6 +184,8 @@ class TwentyQuestionsEnv(vf.MultiTurnEnv):
     """Multi-turn twenty questions with a rule-based answerer."""
 
     def __init__(self, max_questions: int = 20, **kwargs: Any) -> None:
+        # The game itself ends the rollout (final_env_response) after the last allowed turn; the
+        # built-in turn limit, checked right after a model turn, must not cut that turn's answer off.
         super().__init__(max_turns=max_questions + 1, **kwargs)
         self.max_questions = max_questions
 

@@ -134,6 +134,8 @@ class WordleEnv(vf.MultiTurnEnv):
     """
 
     def __init__(self, max_guesses: int = 6, allow_any_guess: bool = False, **kwargs: Any) -> None:
+        # The game itself ends the rollout (final_env_response) after the last allowed turn; the
+        # built-in turn limit, checked right after a model turn, must not cut that turn's answer off.
         super().__init__(max_turns=max_guesses + 1, **kwargs)
         self.max_guesses = max_guesses
         self.allow_any_guess = allow_any_guess
