@@ -301,6 +301,11 @@ def _register_lazy(name: str) -> None:
 for _name in LAZY_APPS:
     _register_lazy(_name)
 
+# vf login / push / install / pull / search / info / yank ... (the hub client side).
+from verifiers.cli.hub_cmds import register as _register_hub_commands  # noqa: E402
+
+_register_hub_commands(app)
+
 
 def main() -> None:
     """Console-script entry point of ``vf``."""

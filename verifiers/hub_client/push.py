@@ -1,0 +1,369 @@
+"""``vf push``: validate an environment package, build it with the standard front end, upload it.
+
+The package is built from a *staged copy* of its folder that holds only what may be published:
+files matched by ``.gitignore`` files, build outputs, caches, virtual environments, result folders
+and anything that looks like a secret (``.env``, private keys, ``.netrc`` ...) are left out before the
+build backend ever sees them, and the built archives are checked again before upload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verifiers.hub_client.api import EnvRef, HubClient, HubClientError
+
+README_NAMES = ("README.md", "README.rst", "README.txt", "README")
+
+# Never published, whatever .gitignore says: tooling state, build outputs and run results.
+ALWAYS_EXCLUDED_DIRS = {
+    ".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", ".pytest_cache",
+    ".ruff_cache", ".mypy_cache", ".ipynb_checkpoints", "build", "dist", "outputs", "runs",
+    "wandb", ".idea", ".vscode", "node_modules", ".aws", ".ssh", ".gnupg",
+}
+ALWAYS_EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".egg-info", ".swp")
+# Files that hold credentials. Matched on the file name (glob), case-insensitively.
+SECRET_PATTERNS = (
+    ".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.kdbx", "id_rsa*", "id_dsa*",
+    "id_ecdsa*", "id_ed25519*", ".netrc", "_netrc", ".pypirc", ".npmrc", ".git-credentials",
+    "credentials", "credentials.json", "*.token", ".dockercfg", "secrets.toml", "secrets.json",
+)
+SECRET_ALLOWED = (".env.example", ".env.sample", ".env.template")
+BUMPS = ("patch", "minor", "major", "rc", "post")
+
+
+@dataclass
+class PackageInfo:
+    root: Path
+    name: str  # as written in pyproject
+    version: str
+    module: str
+    pyproject: dict[str, Any]
+
+
+@dataclass
+class BuildResult:
+    wheel: Path
+    sdist: Path
+    content_hash: str
+    files: list[str] = field(default_factory=list)  # relative paths staged for the build
+    left_out_secrets: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------ validation
+def read_package(root: Path) -> PackageInfo:
+    root = root.resolve()
+    if not root.is_dir():
+        raise HubClientError(f"{root} is not a folder")
+    pp = root / "pyproject.toml"
+    if not pp.is_file():
+        raise HubClientError(f"{root} has no pyproject.toml", hint="vf init NAME scaffolds an environment package")
+    try:
+        data = tomllib.loads(pp.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise HubClientError(f"pyproject.toml is not valid TOML: {exc}") from None
+    project = data.get("project") or {}
+    name, version = project.get("name"), project.get("version")
+    if not isinstance(name, str) or not name:
+        raise HubClientError("pyproject.toml has no [project] name")
+    if not isinstance(version, str) or not version:
+        if "version" in (project.get("dynamic") or []):
+            raise HubClientError("a dynamic version is not supported: write [project] version in pyproject.toml")
+        raise HubClientError("pyproject.toml has no [project] version")
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise HubClientError(f"version {version!r} is not a valid PEP 440 version") from None
+    if not any((root / n).is_file() for n in README_NAMES):
+        raise HubClientError(f"{root} has no README.md", hint="describe the task, reward and arguments in README.md")
+    module = name.replace("-", "_").replace(".", "_")
+    return PackageInfo(root, name, version, module, data)
+
+
+def check_importable(pkg: PackageInfo, *, timeout: float = 180.0) -> None:
+    """Import the module in a fresh interpreter and check it defines ``load_environment``."""
+    search = [str(pkg.root / "src"), str(pkg.root)]
+    code = (
+        "import sys, importlib\n"
+        f"sys.path[:0] = {search!r}\n"
+        f"m = importlib.import_module({pkg.module!r})\n"
+        "f = getattr(m, 'load_environment', None)\n"
+        "sys.exit(0 if callable(f) else 3)\n"
+    )
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                              cwd=pkg.root)
+    except subprocess.TimeoutExpired:
+        raise HubClientError(f"importing {pkg.module} took more than {timeout:.0f}s") from None
+    if proc.returncode == 3:
+        raise HubClientError(f"module {pkg.module} has no load_environment() function")
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
+        raise HubClientError(f"cannot import module {pkg.module}: {last}")
+
+
+# ----------------------------------------------------------------------------------------- bump
+def bumped(version: str, how: str) -> str:
+    """The next version: ``patch`` 1.2.3 -> 1.2.4, ``minor`` -> 1.3.0, ``major`` -> 2.0.0,
+    ``rc`` 1.2.3 -> 1.2.4rc1 (1.2.4rc1 -> 1.2.4rc2), ``post`` 1.2.3 -> 1.2.3.post1."""
+    from packaging.version import Version
+
+    v = Version(version)
+    major, minor, micro = (list(v.release) + [0, 0, 0])[:3]
+    if how == "patch":
+        return f"{major}.{minor}.{micro}" if v.pre else f"{major}.{minor}.{micro + 1}"
+    if how == "minor":
+        return f"{major}.{minor + 1}.0"
+    if how == "major":
+        return f"{major + 1}.0.0"
+    if how == "rc":
+        if v.pre and v.pre[0] == "rc":
+            return f"{major}.{minor}.{micro}rc{v.pre[1] + 1}"
+        return f"{major}.{minor}.{micro + 1}rc1"
+    if how == "post":
+        base = v.base_version
+        return f"{base}.post{(v.post or 0) + 1}"
+    raise HubClientError(f"unknown bump {how!r}: choose one of {', '.join(BUMPS)}")
+
+
+def write_version(pkg: PackageInfo, new_version: str) -> None:
+    """Rewrite ``version = "..."`` in the [project] table, leaving the rest of the file as it is."""
+    path = pkg.root / "pyproject.toml"
+    text = path.read_text()
+    out, in_project, done = [], False, False
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            in_project = stripped == "[project]"
+        if in_project and not done and re.match(r"^\s*version\s*=", line):
+            line = re.sub(r"""(=\s*)(["']).*?\2""", lambda m: f'{m.group(1)}"{new_version}"', line, count=1)
+            done = True
+        out.append(line)
+    if not done:
+        raise HubClientError("could not find [project] version in pyproject.toml to bump")
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text("".join(out))
+    os.replace(tmp, path)
+    pkg.version = new_version
+
+
+# -------------------------------------------------------------------------------------- staging
+def _is_secret(name: str) -> bool:
+    from fnmatch import fnmatch
+
+    low = name.lower()
+    if low in SECRET_ALLOWED:
+        return False
+    return any(fnmatch(low, pat) for pat in SECRET_PATTERNS)
+
+
+def _gitignore_specs(root: Path) -> list[tuple[Path, Any]]:
+    import pathspec
+
+    specs = []
+    for gi in sorted(root.rglob(".gitignore")):
+        if any(part in ALWAYS_EXCLUDED_DIRS for part in gi.relative_to(root).parts[:-1]):
+            continue
+        try:
+            lines = gi.read_text().splitlines()
+        except OSError:
+            continue
+        specs.append((gi.parent, pathspec.GitIgnoreSpec.from_lines(lines)))
+    return specs
+
+
+def publishable_files(root: Path) -> tuple[list[str], list[str]]:
+    """(files to publish, secret-looking files left out), as sorted relative POSIX paths."""
+    specs = _gitignore_specs(root)
+    keep: list[str] = []
+    secrets: list[str] = []
+
+    def ignored(path: Path, is_dir: bool) -> bool:
+        for base, spec in specs:
+            try:
+                rel = path.relative_to(base).as_posix()
+            except ValueError:
+                continue
+            if spec.match_file(rel + "/" if is_dir else rel):
+                return True
+        return False
+
+    for dirpath, dirnames, filenames in os.walk(root):
+        d = Path(dirpath)
+        dirnames[:] = sorted(
+            n for n in dirnames
+            if n not in ALWAYS_EXCLUDED_DIRS and not n.endswith(ALWAYS_EXCLUDED_SUFFIXES)
+            and not (d / n).is_symlink() and not ignored(d / n, True)
+        )
+        for n in sorted(filenames):
+            p = d / n
+            rel = p.relative_to(root).as_posix()
+            if n.endswith(ALWAYS_EXCLUDED_SUFFIXES) or p.is_symlink() or not p.is_file():
+                continue
+            if _is_secret(n):
+                secrets.append(rel)
+                continue
+            if ignored(p, False):
+                continue
+            keep.append(rel)
+    return keep, secrets
+
+
+def content_hash_of_sdist(sdist: Path) -> str:
+    """The hub's content hash: sha256 over sorted ``path\\0sha256(file)`` lines of the sdist's
+    files (paths below the top folder, PKG-INFO excluded) — the same value the hub computes."""
+    digests = []
+    with tarfile.open(sdist, "r:gz") as tar:
+        for m in tar.getmembers():
+            if not m.isfile():
+                continue
+            parts = m.name.split("/", 1)
+            if len(parts) < 2 or parts[1] == "PKG-INFO":
+                continue
+            stream = tar.extractfile(m)
+            assert stream is not None
+            digests.append((parts[1], hashlib.sha256(stream.read()).hexdigest()))
+    h = hashlib.sha256()
+    for rel, digest in sorted(digests):
+        h.update(f"{rel}\0{digest}\n".encode())
+    return "sha256:" + h.hexdigest()
+
+
+def _backend_available(pyproject: dict[str, Any]) -> bool:
+    """True when the build requirements are importable here (then build without isolation: fast and
+    offline); otherwise ``build`` creates an isolated environment and installs them."""
+    import importlib.util
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    requires = (pyproject.get("build-system") or {}).get("requires") or ["setuptools"]
+    for req in requires:
+        try:
+            name = Requirement(req).name
+        except InvalidRequirement:
+            return False
+        if importlib.util.find_spec(name.replace("-", "_")) is None:
+            return False
+    return True
+
+
+def build(pkg: PackageInfo, workdir: Path) -> BuildResult:
+    """Stage the publishable files and build the sdist and wheel with ``python -m build``."""
+    files, secrets = publishable_files(pkg.root)
+    stage = workdir / "src"
+    for rel in files:
+        dst = stage / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(pkg.root / rel, dst)
+    out = workdir / "dist"
+    cmd = [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(stage)]
+    if _backend_available(pkg.pyproject):
+        cmd.insert(3, "--no-isolation")
+    env = dict(os.environ, SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "315532800"))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr + proc.stdout).strip().splitlines() if ln.strip()]
+        reason = next((ln for ln in reversed(lines) if "error" in ln.lower()), lines[-1] if lines else "?")
+        raise HubClientError(f"the package does not build: {reason.strip()}",
+                             hint="run `python -m build` in the package folder to see the whole log")
+    wheels, sdists = sorted(out.glob("*.whl")), sorted(out.glob("*.tar.gz"))
+    if len(wheels) != 1 or len(sdists) != 1:
+        raise HubClientError(f"the build made {len(wheels)} wheel(s) and {len(sdists)} sdist(s), expected one each")
+    for archive in (wheels[0], sdists[0]):
+        leaked = [n for n in _archive_names(archive) if _is_secret(n.rsplit("/", 1)[-1])]
+        if leaked:
+            raise HubClientError(f"refusing to upload {archive.name}: it contains secret-looking files {leaked[:3]}")
+    return BuildResult(wheels[0], sdists[0], content_hash_of_sdist(sdists[0]), files, secrets)
+
+
+def _archive_names(path: Path) -> list[str]:
+    if path.suffix == ".whl":
+        import zipfile
+
+        with zipfile.ZipFile(path) as zf:
+            return zf.namelist()
+    with tarfile.open(path, "r:gz") as tar:
+        return tar.getnames()
+
+
+# -------------------------------------------------------------------------------------- publish
+@dataclass
+class PushOutcome:
+    ref: EnvRef
+    status: str  # "published" | "unchanged"
+    page_url: str
+    install: str
+    build: BuildResult
+
+
+def push(client: HubClient, path: Path, *, owner: str | None = None, private: bool | None = None,
+         bump: str | None = None, check_import: bool = True,
+         progress: Callable[[int, int], Any] | None = None,
+         log: Callable[[str], None] = lambda _m: None) -> PushOutcome:
+    """Validate, build and publish the package at ``path``. Identical content is a no-op; different
+    content under an existing version is refused with the hint to bump."""
+    from packaging.utils import canonicalize_name
+
+    pkg = read_package(path)
+    if check_import:
+        check_importable(pkg)
+    if owner is None:
+        owner = client.whoami()["name"]
+    dist = canonicalize_name(pkg.name)
+    if bump:
+        new = bumped(pkg.version, bump)
+        write_version(pkg, new)
+        log(f"version bumped to {new} in pyproject.toml")
+    ref = EnvRef(owner, dist, pkg.version)
+    with tempfile.TemporaryDirectory(prefix="vf-push-") as tmp:
+        result = build(pkg, Path(tmp))
+        for s in result.left_out_secrets:
+            log(f"left out (looks like a secret): {s}")
+        existing = client.version_or_none(ref, pkg.version)
+        page = f"{client.config.url}/{owner}/{dist}"
+        install = f"vf install {owner}/{dist}@{pkg.version}"
+        if existing is not None:
+            if existing.get("content_hash") == result.content_hash:
+                have = {f["kind"] for f in existing.get("files", [])}
+                if {"wheel", "sdist"} <= have:
+                    return PushOutcome(ref, "unchanged", page, install, result)
+            else:
+                raise HubClientError(
+                    f"{owner}/{dist} {pkg.version} is already published with different content",
+                    hint="versions are immutable: bump it (vf push --bump patch) and push again",
+                    status=409,
+                )
+        paths = [result.sdist, result.wheel]
+        total = sum(p.stat().st_size for p in paths)
+        sent = 0
+
+        def on_bytes(n: int) -> None:
+            nonlocal sent
+            sent += n
+            if progress:
+                progress(min(sent, total), total)
+
+        try:
+            client.publish(owner, dist, paths, private=private, progress=on_bytes)
+        except HubClientError as exc:
+            if exc.status == 409:
+                raise HubClientError(
+                    f"{owner}/{dist} {pkg.version}: {exc.message}",
+                    hint="versions are immutable: bump it (vf push --bump patch) and push again",
+                    status=409,
+                ) from None
+            raise
+        return PushOutcome(ref, "published", page, install, result)
