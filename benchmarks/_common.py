@@ -145,6 +145,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
     if isinstance(value, float):
         if value != value:  # nan
             return "n/a"

@@ -115,21 +115,23 @@ def main() -> None:
         "concurrency": args.concurrency,
     }
     for kind in kinds:
-        ours = median([r["rollouts_per_s"] for r in runs.get(f"ours/{kind}", [])])
-        orig = median([r["rollouts_per_s"] for r in runs.get(f"original/{kind}", [])])
+        ours_runs = [r["rollouts_per_s"] for r in runs.get(f"ours/{kind}", [])]
+        orig_runs = [r["rollouts_per_s"] for r in runs.get(f"original/{kind}", [])]
+        ours = median(ours_runs) if ours_runs else None
+        orig = median(orig_runs) if orig_runs else None
+        ratio = ours / orig if ours and orig else None
         ceiling = raw / REQUESTS_PER_ROLLOUT[kind]
+        over_raw = ours / ceiling if ours else None
         label = {"single": "single-turn", "tool": "tool (2 turns)"}[kind]
-        rows.append(
-            [label, ours, orig, ours / orig if orig == orig else float("nan"), ceiling, ours / ceiling]
-        )
+        rows.append([label, ours, orig, ratio, ceiling, over_raw])
         summary[kind] = {
             "ours": ours,
             "original": orig,
-            "ratio": ours / orig if orig == orig else None,
+            "ratio": ratio,
             "raw_ceiling": ceiling,
-            "ours_over_raw": ours / ceiling,
-            "ours_runs": [r["rollouts_per_s"] for r in runs.get(f"ours/{kind}", [])],
-            "original_runs": [r["rollouts_per_s"] for r in runs.get(f"original/{kind}", [])],
+            "ours_over_raw": over_raw,
+            "ours_runs": ours_runs,
+            "original_runs": orig_runs,
         }
     print(f"\nRollouts/s at {args.concurrency} concurrent, median of {args.repeats} ({machine()})")
     print(

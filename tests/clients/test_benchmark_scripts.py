@@ -1,0 +1,58 @@
+"""The benchmark scripts run end to end (small sizes, our library only; the peer install is skipped
+here because it needs the network and minutes, and the figures are not asserted: they are not tests
+of speed, only of the harness that measures it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(script: str, *args: str, tmp_path: Path) -> dict:
+    out = tmp_path / "figures.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), *args, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "|" in proc.stdout  # the printed table
+    return json.loads(out.read_text())
+
+
+def test_rollouts_benchmark_harness(tmp_path):
+    figures = run(
+        "rollouts.py",
+        "--rollouts",
+        "300",
+        "--repeats",
+        "1",
+        "--concurrency",
+        "64",
+        "--libraries",
+        "ours",
+        tmp_path=tmp_path,
+    )
+    assert figures["raw_requests_per_s"] > 0
+    for kind in ("single", "tool"):
+        assert figures[kind]["ours"] > 0
+        assert figures[kind]["original"] is None and figures[kind]["ours_over_raw"] > 0
+
+
+def test_memory_benchmark_harness(tmp_path):
+    figures = run("memory.py", "--rollouts", "300", "--dataset", "list", tmp_path=tmp_path)
+    ours = figures["ours"]
+    assert ours["results_lines"] == 300 and ours["peak_rss_mb"] > 0
+
+
+def test_import_time_benchmark_harness(tmp_path):
+    figures = run("import_time.py", "--repeats", "1", "--libraries", "ours", tmp_path=tmp_path)
+    row = figures["ours, list rows"]
+    assert row["heavy_modules"] == []  # building an env from plain rows pulls no datasets/torch/openai
+    assert row["import_build_s"] > 0
