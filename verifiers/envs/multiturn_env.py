@@ -21,6 +21,8 @@ from verifiers.utils.decorators import collect_hooks, stop
 
 __all__ = ["MultiTurnEnv"]
 
+_STOP_PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
+
 _CONTEXT_MARKERS = ("context length", "context window", "maximum context", "too long", "max_model_len", "maximum model length")
 
 
@@ -117,10 +119,46 @@ class MultiTurnEnv(Environment):
     def _overrides_is_completed(self) -> bool:
         return type(self).is_completed is not MultiTurnEnv.is_completed
 
+    def _builtin_stop(self, state: State) -> str | None:
+        """The built-in stop conditions inline (no coroutine per check: this runs twice per turn)."""
+        if state.get("error") is not None:
+            return "has_error"
+        if state.get("prompt_too_long"):
+            return "prompt_too_long"
+        if self.max_turns is not None and self.max_turns > 0 and state["turn"] >= self.max_turns:
+            return "max_turns_reached"
+        limit = self.max_total_completion_tokens
+        if limit is not None and limit > 0 and state["usage"]["completion_tokens"] >= limit:
+            return "max_total_completion_tokens_reached"
+        if state.get("final_env_response") is not None:
+            return "has_final_env_response"
+        return None
+
+    def _stop_plan(self) -> tuple[bool, tuple[str, ...]]:
+        """(built-ins can run inline, remaining @stop names), computed once per class."""
+        cls = type(self)
+        plan = _STOP_PLANS.get(cls)
+        if plan is None:
+            names = collect_hooks(cls, "stop")
+            inline = all(getattr(cls, n) is getattr(MultiTurnEnv, n) for n in self._BUILTIN_STOPS) and (
+                names[: len(self._BUILTIN_STOPS)] == self._BUILTIN_STOPS
+            )
+            rest = tuple(n for n in names if n not in self._BUILTIN_STOPS) if inline else names
+            plan = (inline, rest)
+            _STOP_PLANS[cls] = plan
+        return plan
+
     async def _should_stop(self, state: State) -> bool:
         cls = type(self)
         if not self._overrides_is_completed():
-            return await self._run_stops(state, collect_hooks(cls, "stop"))
+            inline, rest = self._stop_plan()
+            if inline:
+                name = self._builtin_stop(state)
+                if name is not None:
+                    if not state.get("stop_condition"):
+                        state["stop_condition"] = name
+                    return True
+            return await self._run_stops(state, rest) if rest else False
         # OLD environment: built-ins first (the classic loop enforced max_turns itself), then the
         # override, then any @stop methods the subclass also has.
         if await self._run_stops(state, self._BUILTIN_STOPS):
