@@ -64,13 +64,23 @@ def test_missing_environment_errors_clearly(monkeypatch: pytest.MonkeyPatch) -> 
         raise vf.EnvironmentNotFoundError("hub unavailable")
 
     monkeypatch.setattr(env_loading, "_install_from_hub", fake_install)
-    with pytest.raises(vf.EnvironmentNotFoundError, match="hub unavailable"):
+    # Installing from the hub needs the caller's permission ...
+    monkeypatch.delenv("VF_AUTO_INSTALL", raising=False)
+    with pytest.raises(vf.EnvironmentNotFoundError, match=r"install=True\) or VF_AUTO_INSTALL=1"):
         vf.load_environment("owner/definitely-not-installed-env@2.0")
-    assert calls == [("owner/definitely-not-installed-env", "2.0")]
+    assert calls == []
+    # ... given either way.
+    with pytest.raises(vf.EnvironmentNotFoundError, match="hub unavailable"):
+        vf.load_environment("owner/definitely-not-installed-env@2.0", install=True)
+    monkeypatch.setenv("VF_AUTO_INSTALL", "1")
+    with pytest.raises(vf.EnvironmentNotFoundError, match="hub unavailable"):
+        vf.load_environment("owner/definitely-not-installed-env")
+    assert calls == [("owner/definitely-not-installed-env", "2.0"), ("owner/definitely-not-installed-env", None)]
 
 
-def test_default_hub_hook_explains_how_to_install() -> None:
-    with pytest.raises(vf.EnvironmentNotFoundError, match=r"vf install owner/x@1\.0"):
+def test_default_hub_hook_explains_an_unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VF_HUB_URL", "http://127.0.0.1:1")
+    with pytest.raises(vf.EnvironmentNotFoundError, match=r"could not install owner/x@1\.0 from the hub: cannot reach"):
         env_loading._install_from_hub("owner/x", "1.0")
 
 

@@ -60,18 +60,26 @@ def module_name_for(name: str) -> str:
     return name.replace("-", "_").replace(".", "_")
 
 
-def _install_from_hub(env_id: str, version: str | None = None) -> None:
-    """Install environment ``env_id`` (``owner/name``) from the Environments Hub.
+def _auto_install_allowed(install: bool | None) -> bool:
+    if install is not None:
+        return install
+    return os.environ.get("VF_AUTO_INSTALL", "").strip().lower() in ("1", "true", "yes", "on")
 
-    The hook that ``load_environment`` calls when an ``owner/name`` environment is not installed.
-    The hub client lives in ``verifiers.cli`` (``vf install``); until it is wired here, this raises
-    a clear error telling the user how to install the package themselves.
-    """
-    hint = format_env_id(*env_id.split("/", 1), version) if "/" in env_id else env_id
-    raise EnvironmentNotFoundError(
-        f"environment {hint!r} is not installed. Install it first, e.g. `vf install {hint}` "
-        f"or `pip install` its package (module {module_name_for(env_id.split('/')[-1])!r})."
-    )
+
+def _install_from_hub(env_id: str, version: str | None = None) -> None:
+    """Install environment ``env_id`` (``owner/name``) at ``version`` (None: latest) from the hub
+    configured by ``vf login`` / ``VF_HUB_URL`` / ``VF_HUB_TOKEN``, pinned by sha256."""
+    from verifiers.hub_client.api import EnvRef, HubClient, HubClientError
+    from verifiers.hub_client.install import install
+
+    owner, name = env_id.split("/", 1)
+    try:
+        with HubClient() as client:
+            install(client, [EnvRef(owner, name, version)])
+    except HubClientError as exc:
+        raise EnvironmentNotFoundError(
+            f"could not install {format_env_id(owner, name, version)} from the hub: {exc.message}"
+        ) from None
 
 
 def _import_env_module(module: str) -> Any:
@@ -85,20 +93,39 @@ def _import_env_module(module: str) -> Any:
         raise
 
 
-def load_environment(env_id: str, **env_args: Any) -> Any:
+def load_environment(env_id: str, *, install: bool | None = None, **env_args: Any) -> Any:
     """Import an installed environment package and call its ``load_environment(**env_args)``.
 
     ``env_id`` is ``name``, ``owner/name`` or ``owner/name@version``; the module is the last path
     segment with ``-`` replaced by ``_``. The returned environment gets ``env_id`` and ``env_args``
-    set. When an ``owner/name`` environment is missing, :func:`_install_from_hub` is asked to
-    install it; otherwise (or if that fails) EnvironmentNotFoundError explains how to install it.
+    set. An ``owner/name[@version]`` environment that is missing (or installed at another version
+    than the one pinned) is installed from the Environments Hub only when the caller allows it
+    (``install=True`` or ``VF_AUTO_INSTALL=1``); otherwise EnvironmentNotFoundError says how.
     """
     parsed = parse_env_id(env_id)
+    pinned = parsed.version if parsed.version and parsed.version != "latest" else None
     module = _import_env_module(parsed.module)
-    if module is None and parsed.owner:
-        _install_from_hub(format_env_id(parsed.owner, parsed.name), parsed.version)
+    installed = _package_version(parsed.module, parsed.name) if module is not None else None
+    # A module importable without distribution metadata (a local folder on sys.path) is taken as is.
+    wrong_version = module is not None and pinned is not None and installed is not None and not _same_version(
+        installed, pinned
+    )
+    if parsed.owner and (module is None or wrong_version):
+        if not _auto_install_allowed(install):
+            have = f"version {installed} is installed" if wrong_version else "it is not installed"
+            raise EnvironmentNotFoundError(
+                f"environment {env_id!r} is not available: {have}. Install it with `vf install {env_id}`, "
+                "or allow installing from the hub (load_environment(..., install=True) or VF_AUTO_INSTALL=1)."
+            )
+        _install_from_hub(format_env_id(parsed.owner, parsed.name), pinned)
         importlib.invalidate_caches()
+        for mod_name in [m for m in sys.modules if m == parsed.module or m.startswith(parsed.module + ".")]:
+            del sys.modules[mod_name]  # a different version was imported before: load the new one
         module = _import_env_module(parsed.module)
+    elif wrong_version:
+        raise EnvironmentNotFoundError(
+            f"environment {env_id!r} is not available: version {installed} is installed"
+        )
     if module is None:
         raise EnvironmentNotFoundError(
             f"environment {env_id!r} is not installed: no module named {parsed.module!r}. "
@@ -117,6 +144,17 @@ def load_environment(env_id: str, **env_args: Any) -> Any:
     except AttributeError:  # an object that is not our Environment: leave it alone
         pass
     return env
+
+
+def _same_version(a: str | None, b: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    if a is None:
+        return False
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
 
 
 def _package_version(module: str, name: str) -> str | None:
