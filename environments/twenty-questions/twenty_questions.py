@@ -124,10 +124,11 @@ def _normalise(text: str) -> str:
     return re.sub(r"[^a-z0-9 ]+", " ", text.lower()).strip()
 
 
-def match_object(text: str) -> str | None:
-    """The table object named in ``text`` (longest name first, plural 's' allowed), or None."""
+def match_object(text: str, table: Mapping[str, frozenset[str]] | None = None) -> str | None:
+    """The object of ``table`` (default: the built-in one) named in ``text`` (longest name first,
+    plural 's' allowed), or None."""
     norm = f" {_normalise(text)} "
-    for name in sorted(OBJECTS, key=len, reverse=True):
+    for name in sorted(OBJECTS if table is None else table, key=len, reverse=True):
         if re.search(rf" (an? |the )?{re.escape(name)}s? ", norm):
             return name
     return None
@@ -138,7 +139,8 @@ def properties_in(question: str) -> list[str]:
     return [name for name, rx in _COMPILED.items() if rx.search(question)]
 
 
-def answer_question(question: str, secret: str) -> tuple[str, bool | None]:
+def answer_question(question: str, secret: str, table: Mapping[str, frozenset[str]] | None = None
+                    ) -> tuple[str, bool | None]:
     """Answer ``question`` about ``secret``: ``(reply text, truth)``; truth is None when unanswerable.
 
     A question naming several properties is answered for all of them together ("Yes" only if each
@@ -147,11 +149,11 @@ def answer_question(question: str, secret: str) -> tuple[str, bool | None]:
     props = properties_in(question)
     if not props:
         return ("I can't answer that. Ask about one of the listed properties.", None)
-    truth = all(p in OBJECTS[secret] for p in props)
+    truth = all(p in (OBJECTS if table is None else table)[secret] for p in props)
     return ("Yes." if truth else "No.", truth)
 
 
-def parse_move(text: str | None) -> tuple[str, str] | None:
+def parse_move(text: str | None, table: Mapping[str, frozenset[str]] | None = None) -> tuple[str, str] | None:
     """The model's move: ``("guess", name)`` or ``("question", text)``; None when there is none.
 
     ``<guess>`` wins; a ``<question>`` that names a table object ("Is it a cat?") is a guess too.
@@ -164,7 +166,7 @@ def parse_move(text: str | None) -> tuple[str, str] | None:
     kind, body = tags[-1][0].lower(), tags[-1][1]
     if kind == "guess":
         return ("guess", body)
-    named = match_object(body)
+    named = match_object(body, table)
     if named is not None and not properties_in(body):
         return ("guess", body)
     return ("question", body)
@@ -183,11 +185,13 @@ def _content(message: Any) -> str:
 class TwentyQuestionsEnv(vf.MultiTurnEnv):
     """Multi-turn twenty questions with a rule-based answerer."""
 
-    def __init__(self, max_questions: int = 20, **kwargs: Any) -> None:
+    def __init__(self, max_questions: int = 20, objects: Mapping[str, frozenset[str]] | None = None,
+                 **kwargs: Any) -> None:
         # The game itself ends the rollout (final_env_response) after the last allowed turn; the
         # built-in turn limit, checked right after a model turn, must not cut that turn's answer off.
         super().__init__(max_turns=max_questions + 1, **kwargs)
         self.max_questions = max_questions
+        self.objects = dict(OBJECTS if objects is None else objects)
 
     async def setup_state(self, state: Any, **kwargs: Any) -> Any:
         state["questions_asked"] = 0
@@ -201,14 +205,14 @@ class TwentyQuestionsEnv(vf.MultiTurnEnv):
         secret = str(state["answer"])
         history = list(messages) if isinstance(messages, Sequence) and not isinstance(messages, str) else []
         last = next((m for m in reversed(history) if getattr(m, "get", None) and m.get("role") == "assistant"), None)
-        move = parse_move(_content(last)) if last is not None else None
+        move = parse_move(_content(last), self.objects) if last is not None else None
         state["turns_used"] = state.get("turns_used", 0) + 1
         left = self.max_questions - state["turns_used"]
         if move is None:
             state["unanswerable"] = state.get("unanswerable", 0) + 1
             text = "Ask a yes/no question in <question></question> or guess with <guess></guess>."
         elif move[0] == "guess":
-            named = match_object(move[1])
+            named = match_object(move[1], self.objects)
             if named == secret:
                 state["solved"] = True
                 text = f"Yes! It is {'an' if secret[0] in 'aeiou' else 'a'} {secret}. You found it in {state['turns_used']} turns."
@@ -217,7 +221,7 @@ class TwentyQuestionsEnv(vf.MultiTurnEnv):
                 text = "No, that is not it."
         else:
             state["questions_asked"] = state.get("questions_asked", 0) + 1
-            text, truth = answer_question(move[1], secret)
+            text, truth = answer_question(move[1], secret, self.objects)
             if truth is None:
                 state["unanswerable"] = state.get("unanswerable", 0) + 1
         if not state["solved"]:
@@ -290,8 +294,6 @@ def load_environment(
         raise ValueError(f"unknown properties {sorted(unknown)}")
     if len({props for props in table.values()}) != len(table):
         raise ValueError("two objects share the same property profile; the game would be unwinnable")
-    if objects is not None:
-        OBJECTS.update(table)
     names = sorted(table)
     random.Random(seed).shuffle(names)
     eval_objects, train_objects = names[:num_eval_objects], names[num_eval_objects:]
@@ -305,6 +307,6 @@ def load_environment(
     rubric = vf.Rubric(funcs=[solved_reward, efficiency_reward, turns_used, unanswerable_questions],
                        weights=[1.0, 0.5, 0.0, 0.0])
     return TwentyQuestionsEnv(
-        max_questions=max_questions, dataset=train, eval_dataset=evaluation,
+        max_questions=max_questions, objects=table, dataset=train, eval_dataset=evaluation,
         system_prompt=system_prompt or system_prompt_for(max_questions), rubric=rubric, **kwargs,
     )

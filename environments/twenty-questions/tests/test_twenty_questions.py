@@ -57,6 +57,23 @@ def test_answers_follow_the_table_and_junk_is_handled() -> None:
         assert tq.solved_reward(state) in (0.0, 1.0)
     with pytest.raises(ValueError, match="same property profile"):
         tq.load_environment(objects={"a": ["alive"], "b": ["alive"]})
+    with pytest.raises(ValueError, match="unknown properties"):
+        tq.load_environment(objects={"a": ["glows"]})
+
+
+def test_a_custom_table_is_used_without_touching_the_built_in_one() -> None:
+    before = dict(tq.OBJECTS)
+    env = tq.load_environment(objects={"kettle": ["man_made", "kitchen", "metal"], "lizard": ["alive", "animal", "legs"]},
+                              num_eval_objects=1, train_repeats=1)
+    assert tq.OBJECTS == before
+    hidden = env.get_eval_dataset()["answer"][0]
+    other = ({"kettle", "lizard"} - {hidden}).pop()
+    script = ["<question>Is it alive?</question>", f"<guess>{other}</guess>", f"<guess>{hidden}</guess>"]
+    with ScriptedServer(lambda req: script[req.turn]) as server:
+        out = env.evaluate_sync(AsyncOpenAI(base_url=server.base_url, api_key="x"), "m", num_examples=1)
+    o = out["outputs"][0]
+    assert o["metrics"]["solved_reward"] == 1.0 and o["metrics"]["turns_used"] == 3.0
+    assert o["completion"][1]["content"].startswith("Yes." if hidden == "lizard" else "No.")
 
 
 @pytest.fixture(scope="module")
