@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -19,10 +19,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AssistantMessage",
+    "ChatMessage",
+    "ChatMessages",
     "GenerateOutputs",
+    "Info",
     "Message",
     "Messages",
     "ModelResponse",
+    "RewardFunc",
+    "RolloutInput",
+    "SamplingArgs",
     "State",
     "SystemMessage",
     "ToolCall",
@@ -207,6 +213,14 @@ _ROLE_CLASSES: dict[str, type[Message]] = {
 }
 
 Messages = list[Message] | str
+
+# Type aliases environments import by name (``from verifiers.types import Info, SamplingArgs ...``).
+ChatMessage = Message
+ChatMessages = list[Message]
+Info = dict[str, Any]
+SamplingArgs = dict[str, Any]
+RolloutInput = dict[str, Any]
+RewardFunc = Callable[..., Any]
 
 
 def _plain(obj: Any) -> Any:

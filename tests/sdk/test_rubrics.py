@@ -152,3 +152,33 @@ async def test_math_rubric() -> None:
     await rubric.score_group(states)
     assert [s["metrics"]["correct_answer"] for s in states] == [1.0, 1.0, 0.0, 0.0]
     assert all(s["error"] is None for s in states)
+
+
+async def test_math_rubric_enforces_its_own_timeout(monkeypatch) -> None:
+    import time
+
+    from verifiers.rubrics import math_rubric
+
+    def stuck(response: str, answer: str) -> bool:
+        time.sleep(1.0)
+        return True
+
+    monkeypatch.setattr(math_rubric, "verify_math", stuck)
+    rubric = vf.MathRubric(timeout_seconds=0.1)
+    states = [make_state(r"\boxed{1}", answer="1")]
+    t0 = time.perf_counter()
+    await rubric.score_group(states)
+    assert time.perf_counter() - t0 < 0.8
+    assert states[0]["reward"] == 0.0 and states[0]["error"] is None
+
+
+def test_math_verify_runs_off_the_main_thread() -> None:
+    import threading
+
+    from verifiers.rubrics.math_rubric import verify_math
+
+    box = {}
+    t = threading.Thread(target=lambda: box.update(ok=verify_math(r"\frac{2}{4}", "0.5")))
+    t.start()
+    t.join(30)
+    assert box == {"ok": True}

@@ -9,7 +9,7 @@ import sys
 import verifiers
 
 EXPECTED = {
-    "AssistantMessage", "ClientConfig", "EnvGroup", "Environment", "EnvironmentNotFoundError",
+    "AssistantMessage", "ChatMessage", "Info", "RewardFunc", "SamplingArgs", "ClientConfig", "EnvGroup", "Environment", "EnvironmentNotFoundError",
     "GenerateOutputs", "JudgeError", "JudgeRubric", "MathRubric", "MaybeThinkParser", "Message",
     "Messages", "MissingKeyError", "ModelClient", "ModelError", "ModelResponse", "MultiTurnEnv",
     "Parser", "RolloutScore", "RolloutScores", "Rubric", "RubricGroup", "SingleTurnEnv", "State",
