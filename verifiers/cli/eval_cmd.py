@@ -54,6 +54,10 @@ class EvalOptions:
     # Pre-parsed forms (the compat script parses JSON itself); they win over the *_json strings.
     sampling_args: dict[str, Any] | None = None
     env_args: dict[str, Any] | None = None
+    # vf eval --push: attach the saved run to the evaluated environment version on the hub.
+    push: bool = False
+    push_samples: bool = False
+    hub: str | None = None
 
 
 @dataclass
@@ -264,6 +268,8 @@ def run_eval(opts: EvalOptions) -> int:
 
     from verifiers.cli.render import print_samples, summary_table
 
+    if opts.push and not opts.save:
+        raise UserError("--push uploads the saved run: drop --no-save")
     plan = plan_eval(opts)
     err = Console(stderr=True)
     out = Console()
@@ -330,7 +336,23 @@ def run_eval(opts: EvalOptions) -> int:
         )
         print(f"error: all {n} rollouts failed{detail}"[:500], file=sys.stderr)
         return 1
+    if opts.push and plan.results_path is not None:
+        _push_to_hub(opts, plan.results_path, out)
     return 0
+
+
+def _push_to_hub(opts: EvalOptions, results_path: Path, out: Any) -> None:
+    from verifiers.hub_client.api import HubClient, HubClientError
+    from verifiers.hub_client.config import resolve
+    from verifiers.hub_client.evals import push_eval
+
+    try:
+        with HubClient(resolve(opts.hub)) as client:
+            ref, posted = push_eval(client, opts.env, results_path, samples=opts.push_samples)
+    except HubClientError as exc:
+        raise UserError(f"the run is saved in {results_path} but was not pushed: {exc.message}", hint=exc.hint)
+    out.print(f"pushed to the hub: {ref} (eval #{posted['id']}); leaderboard: "
+              f"{client.config.url}/{ref.owner}/{ref.name}#leaderboard")
 
 
 def _get(result: Any, key: str) -> Any:

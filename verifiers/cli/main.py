@@ -124,6 +124,13 @@ def eval_command(
         list[str] | None, typer.Option("--header", help="Extra HTTP header 'Name: Value' (repeatable).")
     ] = None,
     samples: Annotated[int, typer.Option("--show-samples", help="Sample rollouts to print at the end.")] = 1,
+    push: Annotated[
+        bool, typer.Option("--push", help="Upload the run's summary to the hub as an eval result.")
+    ] = False,
+    push_samples: Annotated[
+        bool, typer.Option("--push-samples", help="With --push: include up to 50 sample rollouts.")
+    ] = False,
+    hub: Annotated[str | None, typer.Option("--hub", help="Hub URL for --push (default: vf login).")] = None,
 ) -> None:
     """Evaluate an environment against a model behind an OpenAI-compatible server."""
     from verifiers.cli.eval_cmd import EvalOptions, run_eval
@@ -147,6 +154,9 @@ def eval_command(
         timeout_per_rollout=timeout_per_rollout,
         headers=header or [],
         show_samples=samples,
+        push=push or push_samples,
+        push_samples=push_samples,
+        hub=hub,
     )
     raise typer.Exit(run_eval(opts))
 

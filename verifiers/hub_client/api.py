@@ -202,7 +202,7 @@ class HubClient:
         try:
             files = []
             for p in paths:
-                fh: BinaryIO = open(p, "rb")  # noqa: SIM115 - closed in finally
+                fh: BinaryIO = open(p, "rb")
                 handles.append(fh)
                 files.append(("files", (p.name, _ProgressReader(fh, progress), "application/octet-stream")))
             data = {} if private is None else {"private": "true" if private else "false"}

@@ -44,7 +44,12 @@ class Release:
 # -------------------------------------------------------------------------------------- resolve
 def _file_version(filename: str) -> tuple[str, str] | None:
     """(kind, version) of a wheel or sdist file name."""
-    from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
 
     try:
         if filename.endswith(".whl"):

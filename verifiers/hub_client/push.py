@@ -122,7 +122,7 @@ def bumped(version: str, how: str) -> str:
     from packaging.version import Version
 
     v = Version(version)
-    major, minor, micro = (list(v.release) + [0, 0, 0])[:3]
+    major, minor, micro = ([*list(v.release), 0, 0, 0])[:3]
     if how == "patch":
         return f"{major}.{minor}.{micro}" if v.pre else f"{major}.{minor}.{micro + 1}"
     if how == "minor":
