@@ -122,8 +122,10 @@ def fuzz(schema: schemathesis.BaseSchema, live: Live, token: str | None) -> tupl
         path_names = [p.name for p in op.path_parameters]
         if token and path_names and all(n in live.real for n in path_names):
             fixed = {n: live.real[n] for n in path_names}
-            strategies += [op.as_strategy(GenerationMode.POSITIVE, path_parameters=fixed),
-                           op.as_strategy(GenerationMode.NEGATIVE, path_parameters=fixed)]
+            strategies += [
+                op.as_strategy(GenerationMode.POSITIVE, path_parameters=fixed),
+                op.as_strategy(GenerationMode.NEGATIVE, path_parameters=fixed),
+            ]
 
         @FUZZ_SETTINGS
         @given(case=st.one_of(*strategies))
@@ -161,4 +163,6 @@ def test_the_hub_is_healthy_after_fuzzing(live: Live) -> None:
         assert c.get("/healthz").status_code == 200
         r = c.get("/simple/fuzz-public/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
         assert r.status_code == 200
-        assert [f["filename"] for f in r.json()["files"] if f["filename"].endswith(".whl")] == [live.real["filename"]]
+        assert [f["filename"] for f in r.json()["files"] if f["filename"].endswith(".whl")] == [
+            live.real["filename"]
+        ]

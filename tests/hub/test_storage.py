@@ -22,8 +22,14 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
     if request.param == "local":
         return LocalStorage(tmp_path / "files")
     b: S3Bucket = request.getfixturevalue("s3_bucket")
-    return S3Storage(b.bucket, endpoint_url=b.endpoint_url, access_key_id=b.access_key,
-                     secret_access_key=b.secret_key, region=b.region, prefix="hubfiles")
+    return S3Storage(
+        b.bucket,
+        endpoint_url=b.endpoint_url,
+        access_key_id=b.access_key,
+        secret_access_key=b.secret_key,
+        region=b.region,
+        prefix="hubfiles",
+    )
 
 
 class FailingReader(io.RawIOBase):
@@ -82,9 +88,15 @@ def test_invalid_keys_refused(storage: Storage, key: str) -> None:
 @pytest.fixture
 def s3_hub(tmp_path: Path, s3_bucket: S3Bucket) -> Iterator[HubClient]:
     h = HubClient.create(
-        tmp_path / "hub", database_url=None, admin_token="vfh_" + secrets.token_urlsafe(32), storage="s3",
-        s3_endpoint_url=s3_bucket.endpoint_url, s3_bucket=s3_bucket.bucket, s3_access_key_id=s3_bucket.access_key,
-        s3_secret_access_key=s3_bucket.secret_key, s3_region=s3_bucket.region,
+        tmp_path / "hub",
+        database_url=None,
+        admin_token="vfh_" + secrets.token_urlsafe(32),
+        storage="s3",
+        s3_endpoint_url=s3_bucket.endpoint_url,
+        s3_bucket=s3_bucket.bucket,
+        s3_access_key_id=s3_bucket.access_key,
+        s3_secret_access_key=s3_bucket.secret_key,
+        s3_region=s3_bucket.region,
     )
     try:
         yield h
