@@ -64,14 +64,21 @@ async def test_timeout_per_rollout_records_and_leaves_no_tasks(server_factory) -
 
 
 async def test_multiturn_timeout_seconds_attribute(server_factory) -> None:
+    cleaned = []
+
     class Loop(vf.MultiTurnEnv):
         async def env_response(self, messages, state, **kwargs):
             await asyncio.sleep(10)
             return []
 
+        @vf.cleanup
+        async def release(self, state):
+            cleaned.append(state["example_id"])
+
     srv = server_factory("x")
     out = await Loop(dataset=[{"question": "q"}], timeout_seconds=0.2).evaluate(srv.base_url, "m")
     assert out.state[0]["error"]["source"] == "timeout"
+    assert cleaned == [0]  # cleanup hooks run for timed-out rollouts too
 
 
 async def test_cancellation_leaves_no_task_running(server_factory) -> None:
@@ -305,3 +312,27 @@ async def test_judge_with_sync_openai_client(server_factory) -> None:
     env = vf.SingleTurnEnv(dataset=[{"question": "q", "answer": "a"}], rubric=rubric)
     out = await env.evaluate(srv.base_url, "m")
     assert out.reward == [1.0] and srv.request_count == 2
+
+
+async def test_broken_progress_callback_does_not_stop_the_run(server_factory) -> None:
+    srv = server_factory("x")
+
+    def broken(event) -> None:
+        raise RuntimeError("display crashed")
+
+    out = await env_for([{"question": str(i), "answer": "x"} for i in range(3)]).evaluate(srv.base_url, "m", on_progress=broken)
+    assert out.reward == [1.0, 1.0, 1.0]
+
+
+async def test_generate_accepts_rows_from_get_dataset(server_factory) -> None:
+    from datasets import Dataset
+
+    srv = server_factory("x")
+    env = vf.SingleTurnEnv(dataset=Dataset.from_list([{"question": "q", "answer": "x"}]), system_prompt="S",
+                           rubric=vf.Rubric(funcs=[correct]))
+    ds = env.get_dataset()
+    out = await env.generate(ds, srv.base_url, "m")
+    assert out.reward == [1.0]
+    sent = srv.requests[0].messages
+    assert [m["role"] for m in sent] == ["system", "user"] and all(None not in m.values() for m in sent)
+    assert isinstance(out.state[0]["prompt"][0], vf.SystemMessage)

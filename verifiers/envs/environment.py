@@ -212,7 +212,9 @@ class Environment:
             if isinstance(prompt, str):
                 out["prompt"] = self.format_prompt(prompt)
             else:
-                msgs = to_messages(prompt)
+                # An Arrow round trip fills absent message fields with None (tool_calls: None on a
+                # user message); drop them so the request carries only real fields.
+                msgs = [to_message(_drop_none(m)) for m in prompt]
                 if self.system_prompt and not (msgs and msgs[0].get("role") == "system"):
                     msgs.insert(0, SystemMessage(self.system_prompt))
                 out["prompt"] = msgs
@@ -374,7 +376,7 @@ class Environment:
         """A fresh :class:`State` for one rollout of dataset row ``input``."""
         prompt = input["prompt"]
         state = State(input)
-        state["prompt"] = list(prompt) if not isinstance(prompt, str) else prompt
+        state["prompt"] = to_messages(prompt) if not isinstance(prompt, str) else prompt
         state["completion"] = "" if isinstance(prompt, str) else []
         info = input.get("info")
         state["info"] = dict(info) if isinstance(info, dict) else {}
@@ -537,14 +539,9 @@ class Environment:
     # ================================================================================================
 
     def _inputs_from(self, inputs: Any) -> list[dict[str, Any]]:
-        rows = rows_from_source(inputs)
-        out = []
-        for i, row in enumerate(rows):
-            if "prompt" not in row or row.get("prompt") is None or "info" not in row:
-                out.append(self._format_row(row, i) | ({"rollout_index": row["rollout_index"]} if "rollout_index" in row else {}))
-            else:
-                out.append(row)
-        return out
+        # Formatting is idempotent (a ready prompt keeps its system message and gets no few-shot),
+        # so rows that already went through get_dataset() (and an Arrow round trip) are safe here.
+        return [self._format_row(row, i) for i, row in enumerate(rows_from_source(inputs))]
 
     @staticmethod
     def _group_rows(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -758,6 +755,12 @@ class Environment:
                     async with asyncio.TaskGroup() as tg:
                         for _ in range(n_workers):
                             tg.create_task(worker())
+        except BaseExceptionGroup as group_error:
+            # Rollout errors are recorded, never raised; what lands here is a bug or an I/O failure
+            # (disk full). Raise it as itself rather than wrapped in a one-item group.
+            if len(group_error.exceptions) == 1:
+                raise group_error.exceptions[0] from None
+            raise
         finally:
             if writer is not None:
                 writer.close()
@@ -842,6 +845,12 @@ def _relaxed_gc() -> Any:
         _GC_DEPTH -= 1
         if _GC_DEPTH == 0 and _GC_SAVED is not None:
             gc.set_threshold(*_GC_SAVED)
+
+
+def _drop_none(message: Any) -> Any:
+    if isinstance(message, dict) and any(v is None for k, v in message.items() if k != "content"):
+        return {k: v for k, v in message.items() if v is not None or k == "content"}
+    return message
 
 
 def _key(value: Any) -> Any:

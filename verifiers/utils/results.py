@@ -10,6 +10,7 @@ through :class:`LazyOutputs`.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import statistics
@@ -300,6 +301,8 @@ class ProgressTracker:
         if summary.error_source:
             self.errors += 1
         if self.callback is not None:
-            self.callback(
-                {"done": self.done, "total": self.total, "avg_reward": self.reward_sum / self.done, "errors": self.errors}
-            )
+            event = {"done": self.done, "total": self.total, "avg_reward": self.reward_sum / self.done, "errors": self.errors}
+            try:
+                self.callback(event)
+            except Exception:  # a broken progress display must not stop the run
+                logging.getLogger("verifiers").warning("on_progress callback failed", exc_info=True)
