@@ -124,9 +124,8 @@ def test_load_environment_gives_an_environment_with_prompts(env_id: str) -> None
     assert isinstance(env, vf.Environment)
     assert env.env_id == env_id
     assert env.rubric is not None and env.rubric.get_reward_func_names()
-    rows = env.get_eval_dataset(n=3)
-    rows = list(rows) if not isinstance(rows, list) else rows
-    assert len(rows) == 3
+    rows = [*env.get_eval_dataset(n=3), *env.get_dataset(n=2)]
+    assert len(rows) == 5
     for row in rows:
         prompt = row["prompt"]
         assert isinstance(prompt, list) and prompt, row
