@@ -231,6 +231,8 @@ async def test_run_group_and_run_rollout(server_factory) -> None:
     row = env.get_eval_dataset()[0]
     states = await env.run_group([{**row, "rollout_index": i} for i in range(3)], srv.base_url, "m")
     assert [s["reward"] for s in states] == [1.0, 1.5, 2.0]
+    assert [s["advantage"] for s in states] == [-0.5, 0.0, 0.5]
+    assert states[2]["trajectory"][0]["advantage"] == 0.5 and states[2]["trajectory"][0]["reward"] == 2.0
     single = await env.run_rollout(row, vf.ModelClient(base_url=srv.base_url), "m")
     assert single["completion"][-1]["content"] == "4" and single["reward"] is None  # scoring is the group's job
     state = await env.rollout(row, srv.base_url, "m")

@@ -307,7 +307,11 @@ class Rubric:
 
 
 def apply_scores(states: Sequence[dict[str, Any]], results: Sequence[ScoreResult], scoring_ms: float) -> None:
-    """Write scores into states; an error already on a state (the rollout failed) is kept."""
+    """Write scores into states; an error already on a state (the rollout failed) is kept.
+
+    Also sets the group-relative ``advantage`` (reward - mean reward of the group) on each state and
+    the ``reward`` / ``advantage`` of each of its trajectory steps.
+    """
     for st, res in zip(states, results, strict=True):
         if res.error is not None and not st.get("error"):
             st["error"] = res.error
@@ -316,3 +320,13 @@ def apply_scores(states: Sequence[dict[str, Any]], results: Sequence[ScoreResult
         timing = st.get("timing")
         if isinstance(timing, dict):
             timing["scoring_ms"] = scoring_ms
+    if not states:
+        return
+    mean = sum(st["reward"] for st in states) / len(states)
+    for st in states:
+        adv = st["reward"] - mean
+        st["advantage"] = adv
+        for step in st.get("trajectory") or ():
+            if isinstance(step, dict):
+                step["reward"] = st["reward"]
+                step["advantage"] = adv
