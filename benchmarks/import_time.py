@@ -23,7 +23,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import OUR_PYTHON, clean_env, ensure_peer_venv, log, machine, median, table
+from _common import (
+    OUR_PYTHON,
+    _apply_priority,
+    add_priority_argument,
+    clean_env,
+    ensure_peer_venv,
+    log,
+    machine,
+    median,
+    set_priority,
+    table,
+)
 
 PROBE = r"""
 import json, resource, sys, time
@@ -64,6 +75,7 @@ def probe(python: str, dataset: str) -> dict:
             capture_output=True,
             text=True,
             timeout=300,
+            preexec_fn=_apply_priority,
         )
         wall = time.perf_counter() - start
     lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
@@ -79,7 +91,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--libraries", default="ours,original")
     parser.add_argument("--json", type=Path, default=None)
+    add_priority_argument(parser)
     args = parser.parse_args()
+    set_priority(args.nice)
     libraries = {x for x in args.libraries.split(",") if x}
     cases: list[tuple[str, str, str]] = []
     if "ours" in libraries:

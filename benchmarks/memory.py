@@ -19,7 +19,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import BENCH_DIR, OUR_PYTHON, ensure_peer_venv, fast_server, log, machine, run_json, table
+from _common import (
+    BENCH_DIR,
+    OUR_PYTHON,
+    add_priority_argument,
+    ensure_peer_venv,
+    fast_server,
+    log,
+    machine,
+    run_json,
+    set_priority,
+    table,
+)
 
 DRIVER = str(BENCH_DIR / "_rollout_driver.py")
 
@@ -42,7 +53,9 @@ def main() -> None:
     parser.add_argument("--dataset", choices=["datasets", "list"], default="datasets")
     parser.add_argument("--with-original", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
+    add_priority_argument(parser)
     args = parser.parse_args()
+    set_priority(args.nice)
     pythons = [("ours", str(OUR_PYTHON))]
     if args.with_original:
         pythons.append(("original 0.3.0", str(ensure_peer_venv())))

@@ -25,12 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     BENCH_DIR,
     OUR_PYTHON,
+    add_priority_argument,
     ensure_peer_venv,
     fast_server,
     log,
     machine,
     median,
     run_json,
+    set_priority,
     table,
 )
 
@@ -84,7 +86,9 @@ def main() -> None:
     parser.add_argument("--kinds", default="single,tool")
     parser.add_argument("--libraries", default="ours,original", help="which of ours,original to run")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    add_priority_argument(parser)
     args = parser.parse_args()
+    set_priority(args.nice)
     kinds = [k for k in args.kinds.split(",") if k]
 
     libraries = {x for x in args.libraries.split(",") if x}
