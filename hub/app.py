@@ -58,27 +58,39 @@ class LimitsAndLogs:
                     self._log(scope, status["code"], start)
                     return
         received = 0
+        exceeded = False
+        started = False
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, exceeded
             msg = await receive()
             if msg["type"] == "http.request":
                 received += len(msg.get("body", b""))
                 if received > self.max:
+                    exceeded = True
                     raise _TooLarge()
             return msg
 
         async def tracking_send(msg: Message) -> None:
+            nonlocal started
+            if exceeded:
+                # Whatever the app made of the truncated body (a parse error, ...), the answer is 413.
+                if not started:
+                    started = True
+                    await self._reject(send, status)
+                return
             if msg["type"] == "http.response.start":
+                started = True
                 status["code"] = msg["status"]
             await send(msg)
 
         try:
             await self.app(scope, limited_receive, tracking_send)
         except _TooLarge:
-            if status["code"] == 0:
-                await self._reject(send, status)
+            pass
         finally:
+            if exceeded and not started:
+                await self._reject(send, status)
             self._log(scope, status["code"], start)
 
     async def _reject(self, send: Send, status: dict[str, int]) -> None:

@@ -240,9 +240,7 @@ class Hub:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name)
             raise
-        staged = StagedUpload(
-            path=Path(name), filename=filename, size=size, sha256=h.hexdigest()
-        )
+        staged = StagedUpload(path=Path(name), filename=filename, size=size, sha256=h.hexdigest())
         if expected_sha256 and expected_sha256.lower() != staged.sha256:
             self.discard([staged])
             raise HubError(400, f"{filename}: sha256 digest does not match the uploaded bytes")
