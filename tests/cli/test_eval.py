@@ -4,6 +4,7 @@ package defaults, and error paths that exit non-zero with one line (never a trac
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import textwrap
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.cli.helpers import ECHO_ENV, run_vf, write_env_file
+from tests.cli.helpers import ECHO_ENV, REPO, run_vf, write_env_file
 from verifiers.cli.main import app
 from verifiers.testing import ScriptedServer, reply
 
@@ -298,3 +299,18 @@ def test_api_key_and_headers_are_sent(env_file):
         headers = {k.lower(): v for k, v in srv.requests[-1].headers.items()}
     assert headers["authorization"] == "Bearer sekrit"
     assert headers["x-team"] == "rl"
+
+
+def test_installed_environment_id(server, tmp_path):
+    """An id resolves through vf.load_environment to an importable module (`-` -> `_`)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    write_env_file(site, "installed_echo_env", ECHO_ENV)
+    out = tmp_path / "out"
+    proc = run_vf(
+        "eval", "installed-echo-env", "-b", server.base_url, "-n", "2", "-r", "1", "-o", str(out),
+        cwd=tmp_path, env={"PYTHONPATH": f"{site}{os.pathsep}{REPO}"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads(next(out.rglob("metadata.json")).read_text())
+    assert meta["env_id"] == "installed-echo-env" and meta["num_rollouts"] == 2
