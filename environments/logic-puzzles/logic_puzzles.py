@@ -108,6 +108,13 @@ def _dataset(family: str, seed: int, size: int, config_json: str) -> Any:
     return reasoning_gym.create_dataset(family, seed=seed, size=size, **json.loads(config_json))
 
 
+@lru_cache(maxsize=8192)
+def _entry(family: str, seed: int, size: int, config_json: str, index: int) -> dict[str, Any]:
+    """One generated entry, cached: scoring a rollout must not regenerate its puzzle (reasoning-gym
+    builds entries on access, and some families take 0.1 s or more per entry)."""
+    return _dataset(family, seed, size, config_json)[index]
+
+
 def checker_score(info: Any, predicted: str | None) -> float:
     """The family checker's score in [0, 1] for ``predicted`` on the row ``info`` describes.
 
@@ -119,7 +126,7 @@ def checker_score(info: Any, predicted: str | None) -> float:
         return 0.0
     try:
         ds = _dataset(meta["family"], int(meta["seed"]), int(meta["size"]), meta["config"])
-        entry = ds[int(meta["index"])]
+        entry = _entry(meta["family"], int(meta["seed"]), int(meta["size"]), meta["config"], int(meta["index"]))
         score = float(ds.score_answer(predicted, entry))
     except Exception:
         return 0.0
@@ -129,8 +136,7 @@ def checker_score(info: Any, predicted: str | None) -> float:
 def reference_answer(info: Any) -> str | None:
     """The family's own reference answer, None for families with many valid answers."""
     meta = parse_info(info)
-    ds = _dataset(meta["family"], int(meta["seed"]), int(meta["size"]), meta["config"])
-    answer = ds[int(meta["index"])]["answer"]
+    answer = _entry(meta["family"], int(meta["seed"]), int(meta["size"]), meta["config"], int(meta["index"]))["answer"]
     return None if answer is None else str(answer)
 
 
@@ -166,9 +172,8 @@ def build_rows(
             continue
         config = json.dumps(dict((configs or {}).get(family, {})), sort_keys=True)
         family_seed = seed * 1000 + offset
-        ds = _dataset(family, family_seed, count, config)
         for index in range(count):
-            entry = ds[index]
+            entry = _entry(family, family_seed, count, config, index)
             info = {"family": family, "seed": family_seed, "size": count, "config": config, "index": index}
             rows.append({"question": entry["question"], "answer": "" if entry["answer"] is None else
                          str(entry["answer"]), "task": ENV_ID, "info": info})

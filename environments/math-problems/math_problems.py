@@ -244,6 +244,13 @@ def _rg_dataset(family: str, seed: int, size: int, config_json: str) -> Any:
     return reasoning_gym.create_dataset(family, seed=seed, size=size, **json.loads(config_json))
 
 
+@lru_cache(maxsize=8192)
+def _entry(family: str, seed: int, size: int, config_json: str, index: int) -> dict[str, Any]:
+    """One generated entry, cached: scoring a rollout must not regenerate its puzzle (reasoning-gym
+    builds entries on access, and some families take 0.1 s or more per entry)."""
+    return _rg_dataset(family, seed, size, config_json)[index]
+
+
 def rg_score(info: dict[str, Any], predicted: str) -> float:
     """The reasoning-gym checker's score for ``predicted`` on the row described by ``info``.
 
@@ -252,7 +259,7 @@ def rg_score(info: dict[str, Any], predicted: str) -> float:
     """
     try:
         ds = _rg_dataset(info["family"], int(info["seed"]), int(info["size"]), info["config"])
-        entry = ds[int(info["index"])]
+        entry = _entry(info["family"], int(info["seed"]), int(info["size"]), info["config"], int(info["index"]))
         return float(ds.score_answer(predicted, entry))
     except Exception:
         return 0.0
@@ -315,9 +322,8 @@ def build_rows(sources: Sequence[str], num_examples: int, level: int, seed: int)
                 rows.append(_row(question, answer, source, {"source": "procedural", "level": level}))
         else:
             config = json.dumps(RG_FAMILIES[source].get(level, {}), sort_keys=True)
-            ds = _rg_dataset(source, source_seed, count, config)
             for i in range(count):
-                entry = ds[i]
+                entry = _entry(source, source_seed, count, config, i)
                 meta = {"source": "reasoning_gym", "seed": source_seed, "size": count, "config": config,
                         "index": i, "level": level}
                 rows.append(_row(entry["question"], str(entry["answer"]), source, meta))

@@ -70,6 +70,13 @@ def _dataset(family: str, seed: int, size: int) -> Any:
     return reasoning_gym.create_dataset(family, seed=seed, size=size)
 
 
+@lru_cache(maxsize=8192)
+def _entry(family: str, seed: int, size: int, index: int) -> dict[str, Any]:
+    """One generated entry, cached: a rollout is checked once per attempt, and reasoning-gym builds
+    entries on access."""
+    return _dataset(family, seed, size)[index]
+
+
 def is_correct(info: Any, predicted: str | None) -> bool:
     """Whether the family's checker gives ``predicted`` full marks (never raises)."""
     meta = parse_info(info)
@@ -77,7 +84,7 @@ def is_correct(info: Any, predicted: str | None) -> bool:
         return False
     try:
         ds = _dataset(meta["family"], int(meta["seed"]), int(meta["size"]))
-        entry = ds[int(meta["index"])]
+        entry = _entry(meta["family"], int(meta["seed"]), int(meta["size"]), int(meta["index"]))
         return float(ds.score_answer(predicted, entry)) >= 1.0
     except Exception:
         return False
@@ -150,9 +157,8 @@ def build_rows(families: Sequence[str], per_family: int, seed: int) -> list[dict
     rows = []
     for offset, family in enumerate(sorted(families)):
         family_seed = seed * 1000 + offset
-        ds = _dataset(family, family_seed, per_family)
         for index in range(per_family):
-            entry = ds[index]
+            entry = _entry(family, family_seed, per_family, index)
             rows.append({"question": entry["question"], "answer": str(entry["answer"]), "task": ENV_ID,
                          "info": {"family": family, "seed": family_seed, "size": per_family, "index": index}})
     random.Random(seed).shuffle(rows)
