@@ -265,3 +265,39 @@ def test_set_kwargs_unknown_keywords_and_seq_len() -> None:
     env.set_kwargs(temperature_hint=0.5)
     env.set_max_seq_len(128)
     assert env.temperature_hint == 0.5 and env.max_seq_len == 128
+
+
+class WithTeardown(vf.SingleTurnEnv):
+    def __init__(self, marker: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.marker = marker
+
+    @vf.teardown
+    async def shutdown(self) -> None:
+        with open(self.marker, "a") as fh:
+            fh.write("down\n")
+
+
+async def test_teardown_runs_once_on_aclose(tmp_path) -> None:
+    marker = tmp_path / "marker"
+    env = WithTeardown(str(marker), dataset=[{"question": "q"}])
+    await env.aclose()
+    await env.aclose()
+    assert marker.read_text() == "down\n"
+
+
+def test_teardown_runs_at_exit_when_never_closed(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    marker = tmp_path / "marker"
+    code = (
+        "import verifiers as vf\n"
+        "class E(vf.SingleTurnEnv):\n"
+        "    @vf.teardown\n"
+        "    def bye(self):\n"
+        f"        open({str(marker)!r}, 'a').write('bye\\n')\n"
+        "env = E(dataset=[{'question': 'q'}])\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert marker.read_text() == "bye\n"

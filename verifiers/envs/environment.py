@@ -20,6 +20,7 @@ with a source (``model``, ``env_response``, ``setup``, ``timeout``, ``reward:<na
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import gc
 import json
@@ -27,6 +28,7 @@ import logging
 import random
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -54,7 +56,18 @@ __all__ = ["Environment"]
 
 logger = logging.getLogger("verifiers")
 
-_OVERRIDES: dict[type, bool] = {}  # class -> "overrides rollout()" (checked once per class)
+_OVERRIDES: dict[type, bool] = {}
+_TEARDOWN_AT_EXIT: weakref.WeakSet[Environment] = weakref.WeakSet()
+
+
+@atexit.register
+def _teardown_remaining() -> None:
+    """Run teardown hooks of environments nobody closed (sandboxes, servers) before exit."""
+    for env in list(_TEARDOWN_AT_EXIT):
+        try:
+            env.close()
+        except Exception:
+            logger.exception("teardown of %r at exit failed", env)  # class -> "overrides rollout()" (checked once per class)
 
 
 class _BoundedClient:
@@ -146,10 +159,15 @@ class Environment:
         self._rows_cache: dict[str, list[dict[str, Any]]] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._clients: dict[int, Any] = {}
+        self._torn_down = False
         for key, value in kwargs.items():
             setattr(self, key, value)
         for split in ("train", "eval"):
             self._check_columns(split)
+        from verifiers.utils.decorators import collect_hooks
+
+        if collect_hooks(type(self), "teardown"):
+            _TEARDOWN_AT_EXIT.add(self)
 
     # ================================================================================================
     # Tools (schemas only; ToolEnv runs them)
@@ -795,10 +813,16 @@ class Environment:
     # ================================================================================================
 
     async def aclose(self) -> None:
-        """Run ``@vf.teardown`` hooks and release the thread pool and cached clients."""
+        """Run ``@vf.teardown`` hooks (once) and release the thread pool and cached clients.
+
+        Environments with teardown hooks that were never closed are torn down at interpreter exit.
+        """
         from verifiers.utils.decorators import collect_hooks
 
-        for name in collect_hooks(type(self), "teardown"):
+        hooks = () if self._torn_down else collect_hooks(type(self), "teardown")
+        self._torn_down = True
+        _TEARDOWN_AT_EXIT.discard(self)
+        for name in hooks:
             try:
                 result = getattr(self, name)()
                 if asyncio.iscoroutine(result):
