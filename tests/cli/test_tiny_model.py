@@ -121,3 +121,16 @@ def test_bytes_vocabulary_has_only_specials_and_bytes():
     vocab = vocabulary("bytes")
     assert len(vocab) == 6 + 256
     assert vocab[6] == "<0x00>" and vocab[-1] == "<0xFF>"
+
+
+def test_serve_refuses_a_busy_port_and_a_non_model_folder(tmp_path, model_dir):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve", str(model_dir), "--port", str(port)])
+    assert result.exit_code == 1 and "already in use" in result.output
+    empty = CliRunner().invoke(app, ["serve", str(tmp_path)])
+    assert empty.exit_code == 1 and "not a model folder" in empty.output and "vf model tiny" in empty.output

@@ -350,9 +350,13 @@ def _push_to_hub(opts: EvalOptions, results_path: Path, out: Any) -> None:
         with HubClient(resolve(opts.hub)) as client:
             ref, posted = push_eval(client, opts.env, results_path, samples=opts.push_samples)
     except HubClientError as exc:
-        raise UserError(f"the run is saved in {results_path} but was not pushed: {exc.message}", hint=exc.hint)
-    out.print(f"pushed to the hub: {ref} (eval #{posted['id']}); leaderboard: "
-              f"{client.config.url}/{ref.owner}/{ref.name}#leaderboard")
+        raise UserError(
+            f"the run is saved in {results_path} but was not pushed: {exc.message}", hint=exc.hint
+        )
+    out.print(
+        f"pushed to the hub: {ref} (eval #{posted['id']}); leaderboard: "
+        f"{client.config.url}/{ref.owner}/{ref.name}#leaderboard"
+    )
 
 
 def _get(result: Any, key: str) -> Any:

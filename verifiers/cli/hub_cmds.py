@@ -138,11 +138,22 @@ def register(app: typer.Typer) -> None:
         with _client(hub) as c:
             if not c.config.token:
                 raise UserError(f"pushing needs a token for {c.config.url}", hint="vf login")
-            with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                          TransferSpeedColumn(), console=console, transient=True) as prog:
+            with Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=console,
+                transient=True,
+            ) as prog:
                 task = prog.add_task("uploading", total=None)
                 outcome = push(
-                    c, path, owner=owner, private=private, bump=bump, check_import=not no_import_check,
+                    c,
+                    path,
+                    owner=owner,
+                    private=private,
+                    bump=bump,
+                    check_import=not no_import_check,
                     progress=lambda done, total: prog.update(task, completed=done, total=total),
                     log=lambda m: console.print(m),
                 )
@@ -212,7 +223,9 @@ def register(app: typer.Typer) -> None:
     @_hub_errors
     def search_cmd(
         text: Annotated[str, typer.Argument(help="Words to look for.")] = "",
-        tag: Annotated[list[str] | None, typer.Option("--tag", help="Only with this tag (repeatable).")] = None,
+        tag: Annotated[
+            list[str] | None, typer.Option("--tag", help="Only with this tag (repeatable).")
+        ] = None,
         owner: Annotated[str | None, typer.Option("--owner", help="Only this owner's.")] = None,
         sort: Annotated[str, typer.Option("--sort", help="downloads | stars | updated | name")] = "downloads",
         limit: Annotated[int, typer.Option("--limit", "-n", help="How many to show.")] = 20,
@@ -235,9 +248,14 @@ def register(app: typer.Typer) -> None:
         for col in ("environment", "latest", "downloads", "stars", "tags", "description"):
             table.add_column(col)
         for e in res["items"]:
-            table.add_row(e["id"] + (" (private)" if e.get("private") else ""), e.get("latest_version") or "-",
-                          str(e["downloads"]), str(e["stars"]), ", ".join(e.get("tags", [])),
-                          (e.get("description") or "")[:60])
+            table.add_row(
+                e["id"] + (" (private)" if e.get("private") else ""),
+                e.get("latest_version") or "-",
+                str(e["downloads"]),
+                str(e["stars"]),
+                ", ".join(e.get("tags", [])),
+                (e.get("description") or "")[:60],
+            )
         _console().print(table)
 
     @app.command("info", rich_help_panel=PANEL)
@@ -259,8 +277,10 @@ def register(app: typer.Typer) -> None:
         console.print(f"[bold]{detail['id']}[/bold]" + (" (private)" if detail.get("private") else ""))
         if detail.get("description"):
             console.print(detail["description"])
-        console.print(f"latest: {detail.get('latest_version') or '-'}   downloads: {detail['downloads']} "
-                      f"(last 30 days: {detail.get('downloads_last_30_days', 0)})   stars: {detail['stars']}")
+        console.print(
+            f"latest: {detail.get('latest_version') or '-'}   downloads: {detail['downloads']} "
+            f"(last 30 days: {detail.get('downloads_last_30_days', 0)})   stars: {detail['stars']}"
+        )
         if detail.get("tags"):
             console.print("tags: " + ", ".join(detail["tags"]))
         console.print(f"install: vf install {detail['id']}   (pip: {detail.get('install', '')})")
@@ -268,7 +288,9 @@ def register(app: typer.Typer) -> None:
         for col in ("version", "uploaded", "files", "yanked"):
             vt.add_column(col)
         for v in versions:
-            yanked = ("yes" + (f": {v['yank_reason']}" if v.get("yank_reason") else "")) if v["yanked"] else ""
+            yanked = (
+                ("yes" + (f": {v['yank_reason']}" if v.get("yank_reason") else "")) if v["yanked"] else ""
+            )
             vt.add_row(v["version"], v["created_at"][:19], ", ".join(f["kind"] for f in v["files"]), yanked)
         console.print(vt)
         if evals:
@@ -276,8 +298,13 @@ def register(app: typer.Typer) -> None:
             for col in ("model", "version", "avg reward", "rollouts", "submitted"):
                 et.add_column(col)
             for ev in evals[:10]:
-                et.add_row(ev["model"], ev["version"], f"{ev['avg_reward']:.4f}", str(ev["num_rollouts"]),
-                           ev["created_at"][:19])
+                et.add_row(
+                    ev["model"],
+                    ev["version"],
+                    f"{ev['avg_reward']:.4f}",
+                    str(ev["num_rollouts"]),
+                    ev["created_at"][:19],
+                )
             console.print(et)
         else:
             console.print("no eval results yet")
@@ -299,7 +326,9 @@ def register(app: typer.Typer) -> None:
     @app.command("unyank", rich_help_panel=PANEL)
     @guarded
     @_hub_errors
-    def unyank_cmd(env: Annotated[str, typer.Argument(help="owner/name@version")], hub: HubOpt = None) -> None:
+    def unyank_cmd(
+        env: Annotated[str, typer.Argument(help="owner/name@version")], hub: HubOpt = None
+    ) -> None:
         """Undo a yank."""
         with _client(hub) as c:
             ref = _ref(env, need_version=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,17 @@ from verifiers.cli.errors import UserError
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether vLLM could bind ``host:port`` now (SO_REUSEADDR, as uvicorn binds)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def make_tiny_model(out_dir: Path, *, force: bool = False, **shape: Any) -> Path:
@@ -59,6 +71,10 @@ def serve(
         )
     if port == 0:
         port = free_port(host)
+    elif not _port_free(host, port):
+        raise UserError(
+            f"port {port} on {host} is already in use", hint="pass --port P (or --port 0 for a free one)"
+        )
     server = VLLMServer(
         model_dir,
         port,
