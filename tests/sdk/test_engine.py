@@ -338,3 +338,15 @@ async def test_generate_accepts_rows_from_get_dataset(server_factory) -> None:
     sent = srv.requests[0].messages
     assert [m["role"] for m in sent] == ["system", "user"] and all(None not in m.values() for m in sent)
     assert isinstance(out.state[0]["prompt"][0], vf.SystemMessage)
+
+
+async def test_evaluate_result_used_synchronously_inside_a_running_loop(server_factory) -> None:
+    """OLD code calling evaluate() synchronously from a notebook (a loop is running) still works."""
+    srv = server_factory("x")
+    env = env_for([{"question": "q", "answer": "x"}])
+    pending = env.evaluate(srv.base_url, "m")
+    assert "pending" in repr(pending)
+    assert pending.reward == [1.0]  # runs in a helper thread with its own loop
+    assert pending["metadata"]["num_rollouts"] == 1 and len(pending) == 2 and "outputs" in pending
+    task = asyncio.create_task(env.evaluate(srv.base_url, "m"))
+    assert (await task)["metadata"]["avg_reward"] == 1.0
