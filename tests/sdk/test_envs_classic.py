@@ -274,8 +274,10 @@ class WithTeardown(vf.SingleTurnEnv):
 
     @vf.teardown
     async def shutdown(self) -> None:
-        with open(self.marker, "a") as fh:
-            fh.write("down\n")
+        from pathlib import Path
+
+        marker = Path(self.marker)
+        marker.write_text((marker.read_text() if marker.exists() else "") + "down\n")  # noqa: ASYNC240
 
 
 async def test_teardown_runs_once_on_aclose(tmp_path) -> None:
