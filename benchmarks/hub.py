@@ -405,9 +405,12 @@ def seed_environments(database_url: str, count: int) -> None:
     db.dispose()
 
 
-def search_queries(rng: random.Random, n: int) -> list[str]:
+QUERY_KINDS = ("one word", "two words + sort", "tag + sort + page", "owner + sort", "sort + deep page")
+
+
+def search_queries(rng: random.Random, n: int) -> list[tuple[str, str]]:
     """A mix users send: free text (common and rare words), tag and owner filters, each sort, pages."""
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     sorts = ["downloads", "stars", "updated", "name"]
     for k in range(n):
         kind = k % 5
@@ -421,31 +424,41 @@ def search_queries(rng: random.Random, n: int) -> list[str]:
             params = f"owner=owner{rng.randrange(50)}&sort={rng.choice(sorts)}"
         else:
             params = f"sort={rng.choice(sorts)}&page={rng.randint(1, 50)}"
-        out.append(f"/api/v1/environments?{params}")
+        out.append((QUERY_KINDS[kind], f"/api/v1/environments?{params}"))
     return out
 
 
-def measure_search(base_url: str, n: int) -> dict[str, float]:
+def _p95(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[max(0, int(len(xs) * 0.95) - 1)]
+
+
+def measure_search(base_url: str, n: int) -> dict[str, Any]:
+    """Sequential requests over keep-alive (client-side latency, so HTTP and JSON are included)."""
     import httpx
 
     queries = search_queries(random.Random(7), n)
     lat: list[float] = []
+    by_kind: dict[str, list[float]] = {}
     with httpx.Client(base_url=base_url, timeout=30) as client:
-        for q in queries[:20]:  # warm-up, not counted
+        for _kind, q in queries[:20]:  # warm-up, not counted
             client.get(q).raise_for_status()
-        for q in queries:
+        for kind, q in queries:
             t0 = time.perf_counter()
             r = client.get(q)
-            lat.append((time.perf_counter() - t0) * 1000)
+            ms = (time.perf_counter() - t0) * 1000
             r.raise_for_status()
+            lat.append(ms)
+            by_kind.setdefault(kind, []).append(ms)
         total = client.get("/api/v1/environments?per_page=1").json()
     lat.sort()
     return {
-        "requests": float(len(lat)),
+        "requests": len(lat),
         "p50_ms": lat[len(lat) // 2],
-        "p95_ms": lat[int(len(lat) * 0.95) - 1],
+        "p95_ms": _p95(lat),
         "max_ms": lat[-1],
-        "total_visible": float(_total(total)),
+        "p95_by_kind_ms": {k: round(_p95(v), 1) for k, v in by_kind.items()},
+        "total_visible": _total(total),
     }
 
 
@@ -499,14 +512,8 @@ def bench_index_and_install(args: argparse.Namespace, work: Path, report: Report
     names = sorted({b.normalized for b in built})
     project_paths = [f"/simple/{n}/" for n in names]
 
-    results: dict[str, LoadResult] = {}
-    installs: dict[str, dict[str, list[float]]] = {}
-    configs: list[tuple[str, int]] = [("hub-1w", 1)]
-    if args.workers > 1:
-        configs.append((f"hub-{args.workers}w", args.workers))
     hub_data = work / "hub-data"
     hub_data.mkdir()
-
     # Publish once into a data dir; every hub configuration serves the same database and files.
     print("==> publishing to the hub with twine (legacy upload API)", flush=True)
     with running(start_hub("hub-upload", hub_data, work, 1)) as hub:
@@ -515,52 +522,59 @@ def bench_index_and_install(args: argparse.Namespace, work: Path, report: Report
         report.data["hub_publish_s"] = time.perf_counter() - t0
         print(f"    {len(files)} files published in {report.data['hub_publish_s']:.1f}s", flush=True)
 
-    def run_side(label: str, server: Server, do_install: bool) -> None:
-        with running(server):
-            print(f"==> {label}: index load ({args.duration:.0f}s, {args.connections} connections)", flush=True)
-            results[label] = measure_index(server.base_url, project_paths, args, work)
-            results[label + " root"] = measure_index(server.base_url, ["/simple/"], args, work)
-            lr = results[label]
-            print(f"    {lr.requests_per_s:.0f} req/s project pages, "
-                  f"{results[label + ' root'].requests_per_s:.0f} req/s /simple/, errors {lr.errors}", flush=True)
-            if do_install:
-                installs[label] = {}
-                for tool in ("pip", "uv"):
-                    installs[label][tool] = time_install(
-                        tool, server.base_url + "/simple/", "benchenv-000", work, args.install_runs)
-                    print(f"    {tool} install median {statistics.median(installs[label][tool]):.2f}s "
-                          f"({', '.join(f'{t:.2f}' for t in installs[label][tool])})", flush=True)
+    # All servers run side by side and are measured in interleaved rounds, so that load from anything
+    # else on the machine falls on both sides alike; the median round is reported.
+    w = args.workers
+    servers: dict[str, Server] = {}
+    with contextlib.ExitStack() as stack:
+        servers["hub-1w"] = stack.enter_context(running(start_hub("hub-1w", hub_data, work, 1)))
+        servers["pypiserver"] = stack.enter_context(running(start_pypiserver(pkg_dir, work, None)))
+        if w > 1:
+            servers[f"hub-{w}w"] = stack.enter_context(running(start_hub(f"hub-{w}w", hub_data, work, w)))
+            servers[f"pypiserver-gunicorn-{w}w"] = stack.enter_context(
+                running(start_pypiserver(pkg_dir, work, w)))
+        rounds: dict[str, list[LoadResult]] = {}
+        for r in range(args.rounds):
+            for label, server in servers.items():
+                for page, paths in (("project", project_paths), ("root", ["/simple/"])):
+                    res = measure_index(server.base_url, paths, args, work)
+                    rounds.setdefault(f"{label} {page}", []).append(res)
+                    print(f"    round {r + 1} {label:>24} {page:>7}: {res.requests_per_s:8.0f} req/s "
+                          f"(p50 {res.p50_ms or 0:.1f} ms, errors {res.errors})", flush=True)
+        installs: dict[str, dict[str, list[float]]] = {"hub-1w": {"pip": [], "uv": []},
+                                                       "pypiserver": {"pip": [], "uv": []}}
+        for _k in range(args.install_runs):
+            for tool in ("pip", "uv"):
+                for label in installs:
+                    installs[label][tool] += time_install(
+                        tool, servers[label].base_url + "/simple/", "benchenv-000", work, 1)
+        for label in installs:
+            for tool in ("pip", "uv"):
+                print(f"    {label} {tool} install: {', '.join(f'{t:.2f}' for t in installs[label][tool])} s",
+                      flush=True)
 
-    for label, workers in configs:
-        run_side(label, start_hub(label, hub_data, work, workers), do_install=workers == 1)
-    run_side("pypiserver", start_pypiserver(pkg_dir, work, None), do_install=True)
-    if args.workers > 1 and shutil.which(str(BIN / "gunicorn")):
-        run_side(f"pypiserver-gunicorn-{args.workers}w", start_pypiserver(pkg_dir, work, args.workers),
-                 do_install=False)
+    def rps(key: str) -> float:
+        return statistics.median(x.requests_per_s for x in rounds[key])
 
-    peer = results["pypiserver"]
-    for label, _w in configs:
-        ours = results[label]
-        report.add(f"index project page req/s ({label} vs pypiserver)", f"{ours.requests_per_s:,.0f}",
-                   f"{peer.requests_per_s:,.0f}", f"{ours.requests_per_s / peer.requests_per_s:.2f}x")
-        ours_root = results[label + " root"]
-        peer_root = results["pypiserver root"]
-        report.add(f"index /simple/ req/s ({label} vs pypiserver)", f"{ours_root.requests_per_s:,.0f}",
-                   f"{peer_root.requests_per_s:,.0f}",
-                   f"{ours_root.requests_per_s / peer_root.requests_per_s:.2f}x")
-    gk = f"pypiserver-gunicorn-{args.workers}w"
-    if gk in results and f"hub-{args.workers}w" in results:
-        ours, other = results[f"hub-{args.workers}w"], results[gk]
-        report.add(f"index project page req/s (hub-{args.workers}w vs {gk})", f"{ours.requests_per_s:,.0f}",
-                   f"{other.requests_per_s:,.0f}", f"{ours.requests_per_s / other.requests_per_s:.2f}x")
+    errors = sum(x.errors for xs in rounds.values() for x in xs)
+    for page, what in (("project", "project page"), ("root", "/simple/")):
+        pairs = [("hub-1w", "pypiserver")]
+        if w > 1:
+            pairs += [(f"hub-{w}w", "pypiserver"), (f"hub-{w}w", f"pypiserver-gunicorn-{w}w")]
+        for ours, peer in pairs:
+            a, b = rps(f"{ours} {page}"), rps(f"{peer} {page}")
+            report.add(f"index {what} req/s, {ours} vs {peer}", f"{a:,.0f}", f"{b:,.0f}", f"{a / b:.2f}x")
     for tool in ("pip", "uv"):
         ours_t = statistics.median(installs["hub-1w"][tool])
         peer_t = statistics.median(installs["pypiserver"][tool])
         report.add(f"{tool} install of 1 env + 3 deps, median of {args.install_runs} (s)", f"{ours_t:.2f}",
                    f"{peer_t:.2f}", f"{peer_t / ours_t:.2f}x faster" if ours_t <= peer_t
                    else f"{ours_t / peer_t:.2f}x slower")
-    report.data["index"] = {k: vars(v) for k, v in results.items()}
+    report.data["index_rounds"] = {k: [vars(x) for x in v] for k, v in rounds.items()}
+    report.data["index_errors"] = errors
     report.data["installs"] = installs
+    if errors:
+        print(f"WARNING: {errors} failed requests during index load", flush=True)
 
 
 def bench_search_and_memory(args: argparse.Namespace, work: Path, report: Report) -> None:
@@ -585,7 +599,7 @@ def bench_search_and_memory(args: argparse.Namespace, work: Path, report: Report
                            "target < 50", "ok" if res["p95_ms"] < 50 else "MISSED")
                 report.data[f"search_{backend}"] = res
                 print(f"    p50 {res['p50_ms']:.1f} ms p95 {res['p95_ms']:.1f} ms max {res['max_ms']:.1f} ms; "
-                      f"visible {res['total_visible']:.0f}", flush=True)
+                      f"visible {res['total_visible']}; p95 by kind {res['p95_by_kind_ms']}", flush=True)
                 if backend == "sqlite":
                     measure_memory(hub, args, work, report)
     finally:
@@ -625,11 +639,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--packages", type=int, default=50)
     ap.add_argument("--versions", nargs="+", default=["0.1.0", "0.2.0", "0.3.0"])
-    ap.add_argument("--duration", type=float, default=10.0, help="seconds of load per index measurement")
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds of load per index measurement")
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2, help="uvicorn/gunicorn workers for the multi-worker rows")
     ap.add_argument("--install-runs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved load rounds per server and page")
     ap.add_argument("--search-envs", type=int, default=10_000)
     ap.add_argument("--search-requests", type=int, default=500)
     ap.add_argument("--upload-mb", type=int, default=100)
@@ -641,7 +656,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
     args = ap.parse_args(argv)
     if args.quick:
-        args.packages, args.duration, args.install_runs = 8, 3.0, 1
+        args.packages, args.duration, args.install_runs, args.rounds = 8, 2.0, 1, 1
         args.search_envs, args.search_requests, args.upload_mb = 1000, 100, 20
 
     report = Report()
