@@ -314,3 +314,34 @@ def test_installed_environment_id(server, tmp_path):
     assert proc.returncode == 0, proc.stderr
     meta = json.loads(next(out.rglob("metadata.json")).read_text())
     assert meta["env_id"] == "installed-echo-env" and meta["num_rollouts"] == 2
+
+
+def test_wait_server_waits_for_a_late_server(env_file, tmp_path):
+    """--wait-server lets a script start `vf serve &` and call `vf eval` right away."""
+    import subprocess
+    import sys
+    import time
+
+    port = _closed_port()
+    late = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import time; time.sleep(3)\n"
+            "from verifiers.testing import ScriptedServer, reply\n"
+            f"srv = ScriptedServer(lambda r: reply('0'), port={port}).start()\n"
+            "time.sleep(60)\n"
+        )],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    try:
+        started = time.monotonic()
+        proc = run_vf("eval", str(env_file), "-b", f"http://127.0.0.1:{port}/v1", "-n", "1", "-r", "1",
+                      "--no-save", "--wait-server", "60")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert time.monotonic() - started >= 2.5
+        gave_up = run_vf(
+            "eval", str(env_file), "-b", f"http://127.0.0.1:{_closed_port()}/v1", "--wait-server", "2"
+        )
+        _assert_one_line_error(gave_up, "after waiting 2 s")
+    finally:
+        late.kill()
+        late.wait()

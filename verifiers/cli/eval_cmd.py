@@ -50,6 +50,7 @@ class EvalOptions:
     timeout_per_rollout: float | None = None
     headers: list[str] = field(default_factory=list)
     show_samples: int = 1
+    wait_server: float = 0.0
     env_dir_path: Path | None = None
     # Pre-parsed forms (the compat script parses JSON itself); they win over the *_json strings.
     sampling_args: dict[str, Any] | None = None
@@ -105,7 +106,9 @@ def probe_server(
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             body = json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError:
+    except urllib.error.HTTPError as exc:
+        if exc.code >= 500:  # up but not serving (still starting, overloaded): not usable yet
+            raise ConnectionError(f"HTTP {exc.code}")
         return None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
@@ -162,12 +165,19 @@ def plan_eval(opts: EvalOptions) -> EvalPlan:
 
     explicit_url = opts.base_url or defaults.get("base_url")
     base_url = (explicit_url or os.environ.get("VF_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-    try:
-        served = probe_server(base_url, api_key, headers)
-    except ConnectionError as exc:
-        if explicit_url:
-            raise UserError(f"cannot reach the model server at {base_url} ({exc})")
-        raise UserError(f"no model server is running at {base_url} ({exc})", hint=SERVE_HINT)
+    deadline = time.monotonic() + max(0.0, opts.wait_server)
+    while True:
+        try:
+            served = probe_server(base_url, api_key, headers)
+            break
+        except ConnectionError as exc:
+            if time.monotonic() < deadline:
+                time.sleep(1.0)
+                continue
+            waited = f" after waiting {opts.wait_server:.0f} s" if opts.wait_server > 0 else ""
+            if explicit_url:
+                raise UserError(f"cannot reach the model server at {base_url} ({exc}){waited}")
+            raise UserError(f"no model server is running at {base_url} ({exc}){waited}", hint=SERVE_HINT)
 
     model = pick("model", opts.model)
     if not model:

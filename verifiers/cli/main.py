@@ -131,6 +131,12 @@ def eval_command(
         bool, typer.Option("--push-samples", help="With --push: include up to 50 sample rollouts.")
     ] = False,
     hub: Annotated[str | None, typer.Option("--hub", help="Hub URL for --push (default: vf login).")] = None,
+    wait_server: Annotated[
+        float,
+        typer.Option(
+            "--wait-server", help="Seconds to wait for the server to come up (e.g. just after vf serve &)."
+        ),
+    ] = 0.0,
 ) -> None:
     """Evaluate an environment against a model behind an OpenAI-compatible server."""
     from verifiers.cli.eval_cmd import EvalOptions, run_eval
@@ -157,6 +163,7 @@ def eval_command(
         push=push or push_samples,
         push_samples=push_samples,
         hub=hub,
+        wait_server=wait_server,
     )
     raise typer.Exit(run_eval(opts))
 
