@@ -303,3 +303,32 @@ def test_teardown_runs_at_exit_when_never_closed(tmp_path) -> None:
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     assert marker.read_text() == "bye\n"
+
+
+def test_old_make_dataset_and_state_columns(server_factory) -> None:
+    srv = server_factory("4")
+
+    class Tagging(vf.SingleTurnEnv):
+        async def setup_state(self, state, **kwargs):
+            state["tag"] = f"t{state['example_id']}"
+            return state
+
+    env = Tagging(dataset=[{"question": "2+2", "answer": "4"}, {"question": "3+3", "answer": "6"}],
+                  rubric=vf.Rubric(funcs=[exact_answer]))
+    results = env.evaluate(srv.base_url, "m", state_columns=["tag"])
+    assert [o["tag"] for o in results["outputs"]] == ["t0", "t1"]
+    ds = env.make_dataset(results, state_columns=["tag"])
+    assert ds.column_names[:6] == ["example_id", "prompt", "completion", "answer", "task", "reward"]
+    assert ds["exact_answer"] == [1.0, 0.0] and ds["tag"] == ["t0", "t1"]
+    with pytest.raises(ValueError, match="push_to_hub"):
+        env.make_dataset(results, push_to_hub=True)
+
+
+async def test_old_get_model_response_argument_order(server_factory) -> None:
+    srv = server_factory("hi")
+    env = vf.SingleTurnEnv(dataset=[{"question": "q"}])
+    prompt = [{"role": "user", "content": "q"}]
+    new_order = await env.get_model_response(srv.base_url, "m", prompt)
+    old_order = await env.get_model_response(prompt, srv.base_url, "m")
+    assert new_order.message["content"] == old_order.message["content"] == "hi"
+    await env.aclose()

@@ -381,6 +381,8 @@ class Environment:
 
         Returns a :class:`~verifiers.types.ModelResponse`. Sampling arguments are sent untouched.
         """
+        if isinstance(client, list) or (isinstance(client, str) and not isinstance(prompt, str | list)):
+            client, model, prompt = model, prompt, client  # OLD order: (prompt, client, model)
         mc = self._model_client(client)
         if (message_type or self.message_type) == "completion":
             return await mc.completion(model=model, prompt=prompt, sampling_args=sampling_args)
@@ -589,6 +591,7 @@ class Environment:
         results_path: str | Path | None = None,
         timeout_per_rollout: float | None = None,
         on_progress: Callable[[dict[str, Any]], Any] | None = None,
+        state_columns: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run and score rollouts for ``inputs`` (rows with a prompt or question; rows sharing an
@@ -600,14 +603,14 @@ class Environment:
         return SyncOrAsync(
             lambda: self._generate(
                 inputs, client, model, sampling_args, score_rollouts, max_concurrent, max_concurrent_requests,
-                save_results, results_path, timeout_per_rollout, on_progress,
+                save_results, results_path, timeout_per_rollout, on_progress, state_columns,
             )
         )
 
     async def _generate(
         self, inputs: Any, client: Any, model: str, sampling_args: Any, score_rollouts: bool, max_concurrent: int,
         max_concurrent_requests: int | None, save_results: bool, results_path: Any, timeout_per_rollout: float | None,
-        on_progress: Any,
+        on_progress: Any, state_columns: Sequence[str] | None = None,
     ) -> GenerateOutputs:
         rows = self._inputs_from(inputs)
         groups = self._group_rows(rows)
@@ -616,7 +619,7 @@ class Environment:
             groups, client, model, sampling_args, rollouts_per_example=rpe, score=score_rollouts and self.score_rollouts,
             max_concurrent=max_concurrent, max_concurrent_requests=max_concurrent_requests,
             save_results=save_results, results_path=results_path, resume=False,
-            timeout_per_rollout=timeout_per_rollout, on_progress=on_progress,
+            timeout_per_rollout=timeout_per_rollout, on_progress=on_progress, state_columns=state_columns,
         )
 
     a_generate = generate  # OLD async name (awaitable either way)
@@ -640,6 +643,7 @@ class Environment:
         timeout_per_rollout: float | None = None,
         on_progress: Callable[[dict[str, Any]], Any] | None = None,
         score_rollouts: bool = True,
+        state_columns: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> Any:
         """Evaluate ``model`` on the eval set (falls back to the train set).
@@ -649,14 +653,15 @@ class Environment:
         in seconds. ``save_results`` / ``results_path`` write a run folder (default
         ``outputs/evals/<env_id>--<model>/<run_id>/``); ``resume=True`` with ``results_path`` skips
         rollouts already saved there. ``on_progress(event)`` gets ``{"done", "total", "avg_reward",
-        "errors"}`` after each rollout. Returns :class:`GenerateOutputs`; awaitable (NEW) and usable
-        directly as a value (OLD synchronous ``evaluate``).
+        "errors"}`` after each rollout. ``state_columns`` adds those state keys to each output
+        record. Returns :class:`GenerateOutputs`; awaitable (NEW) and usable directly as a value (OLD
+        synchronous ``evaluate``).
         """
         return SyncOrAsync(
             lambda: self._evaluate(
                 client, model, sampling_args, num_examples, rollouts_per_example, max_concurrent,
                 max_concurrent_requests, save_results, results_path, resume, timeout_per_rollout, on_progress,
-                score_rollouts,
+                score_rollouts, state_columns,
             )
         )
 
@@ -671,6 +676,7 @@ class Environment:
         self, client: Any, model: str, sampling_args: Any, num_examples: int, rollouts_per_example: int,
         max_concurrent: int, max_concurrent_requests: int | None, save_results: bool, results_path: Any,
         resume: bool, timeout_per_rollout: float | None, on_progress: Any, score_rollouts: bool,
+        state_columns: Sequence[str] | None = None,
     ) -> GenerateOutputs:
         rows = self._rows("eval")
         if num_examples is not None and num_examples > 0:
@@ -681,7 +687,7 @@ class Environment:
             groups, client, model, sampling_args, rollouts_per_example=rpe, score=score_rollouts and self.score_rollouts,
             max_concurrent=max_concurrent, max_concurrent_requests=max_concurrent_requests,
             save_results=save_results, results_path=results_path, resume=resume,
-            timeout_per_rollout=timeout_per_rollout, on_progress=on_progress,
+            timeout_per_rollout=timeout_per_rollout, on_progress=on_progress, state_columns=state_columns,
         )
 
     def default_results_path(self, model: str) -> Path:
@@ -706,6 +712,7 @@ class Environment:
         resume: bool,
         timeout_per_rollout: float | None,
         on_progress: Any,
+        state_columns: Sequence[str] | None = None,
     ) -> GenerateOutputs:
         started = datetime.now(UTC)
         t0 = time.perf_counter()
@@ -748,8 +755,12 @@ class Environment:
         tracker.errors = sum(1 for s in summaries if s.error_source)
         writer = ResultsWriter(folder) if folder is not None else None
 
+        extra_columns = tuple(state_columns or ())
+
         def finish(state: State) -> None:
             record = record_from_state(state)
+            for col in extra_columns:
+                record[col] = state.get(col)
             order = (position.get((_key(state.get("example_id")), state.get("rollout_index", 0)), 0), state.get("rollout_index", 0))
             if writer is not None:
                 kept.append((order, writer.write(record)))
@@ -807,6 +818,40 @@ class Environment:
             outputs: Any = LazyOutputs(folder / "results.jsonl", [off for _, off in kept])
             return GenerateOutputs(outputs, metadata, None)
         return GenerateOutputs([rec for _, rec in kept], metadata, [st for _, st in states_kept])
+
+    def make_dataset(
+        self,
+        results: Any,
+        push_to_hub: bool = False,
+        hub_name: str | None = None,
+        state_columns: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """OLD helper: a ``datasets.Dataset`` of evaluation results (prompt, completion, answer,
+        task, reward, one column per metric, and any ``state_columns``). Pushing to the Hugging Face
+        Hub is not supported (no network); save the run folder instead."""
+        if push_to_hub:
+            raise ValueError("push_to_hub is not supported; use save_results=True and `vf push` for the Environments Hub")
+        from datasets import Dataset
+
+        if isinstance(results, SyncOrAsync):
+            results = results.result()
+        records = list(results["outputs"]) if isinstance(results, Mapping) and "outputs" in results else list(results)
+        metric_names: list[str] = []
+        for rec in records:
+            for k in rec.get("metrics") or {}:
+                if k not in metric_names:
+                    metric_names.append(k)
+        rows = []
+        for rec in records:
+            row = {k: rec.get(k) for k in ("example_id", "prompt", "completion", "answer", "task", "reward")}
+            row["info"] = json.dumps(rec.get("info") or {})
+            for m in metric_names:
+                row[m] = (rec.get("metrics") or {}).get(m, 0.0)
+            for col in state_columns or ():
+                row[col] = rec.get(col)
+            rows.append(row)
+        return Dataset.from_list(rows)
 
     # ================================================================================================
     # Teardown
