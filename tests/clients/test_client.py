@@ -318,12 +318,19 @@ async def test_models_and_httpx_surface():
 
 
 def test_client_reused_across_event_loops():
-    with ScriptedServer("ok") as srv:
+    import gc
+    import warnings
+
+    with ScriptedServer("ok") as srv, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
         client = fast(srv.base_url)
         for _ in range(3):
             assert asyncio.run(client.chat(model="m", messages=MSGS)).content == "ok"
         asyncio.run(client.aclose())
+        gc.collect()
     assert srv.request_count == 3
+    # sessions left behind by closed loops were released, not leaked with "unclosed" warnings
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 async def test_from_any_openai_client():

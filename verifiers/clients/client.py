@@ -257,11 +257,15 @@ class ModelClient:
     async def aclose(self) -> None:
         """Close the connection pool (safe to call twice)."""
         session, self._session = self._session, None
+        owner, self._loop = self._loop, None
         self._http = None
-        self._loop = None
         self._semaphore = None
-        if session is not None and not session.closed:
+        if session is None or session.closed:
+            return
+        if owner is asyncio.get_running_loop():
             await session.close()
+        else:  # opened in an event loop that has finished: its sockets cannot be awaited closed here
+            _abandon(session)
 
     async def __aenter__(self) -> ModelClient:
         return self
