@@ -15,11 +15,6 @@ from sqlalchemy.orm import Session
 from hub.auth import Principal
 from hub.models import Environment, EnvTag, Owner
 
-# Must equal the expression of the ix_environments_search index in the initial migration.
-PG_DOCUMENT = (
-    "to_tsvector('simple', environments.display_name || ' ' || replace(environments.name, '-', ' ')"
-    " || ' ' || environments.description || ' ' || environments.tags)"
-)
 SORTS = {
     "downloads": (Environment.downloads.desc(), Environment.id.desc()),
     "stars": (Environment.stars.desc(), Environment.id.desc()),
@@ -85,7 +80,8 @@ def search_envs(
             )
         else:
             tsq = " & ".join(f"{w}:*" for w in words)
-            conds.append(text(f"{PG_DOCUMENT} @@ to_tsquery('simple', :tsq)").bindparams(tsq=tsq))
+            # environments.search_tsv: a stored generated column with a GIN index (see the migration).
+            conds.append(text("environments.search_tsv @@ to_tsquery('simple', :tsq)").bindparams(tsq=tsq))
     for t in tags or []:
         conds.append(Environment.id.in_(select(EnvTag.env_id).where(EnvTag.tag == t.lower())))
     if owner:

@@ -192,3 +192,64 @@ def make_settings(data_dir: Path | str, **overrides: Any) -> Settings:
     overrides.setdefault("rate_limit_enabled", False)
     overrides.setdefault("log_level", "WARNING")
     return Settings(data_dir=Path(data_dir), **overrides)
+
+
+WORDS = (
+    "math gsm8k reasoning code python tests sandbox tool search wiki judge logic puzzle sudoku wordle game "
+    "chess proof lean algebra geometry physics chemistry biology trivia qa summarise translate retrieval "
+    "agent browser sql regex json format multi turn single swe repo bash terminal web crawl citation"
+).split()
+
+
+def seed_synthetic_environments(settings: Settings, n: int, *, owner: str = "bench", private_every: int = 10) -> int:
+    """Insert ``n`` synthetic environments (rows only, no files) for search and memory benchmarks.
+
+    Every ``private_every``-th one is private. Names, descriptions and tags are drawn from a fixed word
+    list with a fixed seed, so runs are comparable. Returns the number inserted.
+    """
+    import random
+
+    from sqlalchemy import select
+
+    from hub.core import Hub
+    from hub.models import Environment, EnvTag, Owner, utcnow
+    from hub.search import update_search_index
+
+    rng = random.Random(1234)
+    hub = Hub(settings)
+    try:
+        with hub.db.session() as s:
+            own = s.scalar(select(Owner).where(Owner.name == owner))
+            if own is None:
+                own = Owner(name=owner, display_name=owner, kind="user", is_admin=False, description="")
+                s.add(own)
+                s.flush()
+            start = int(s.scalar(select(Environment.id).order_by(Environment.id.desc()).limit(1)) or 0)
+            now = utcnow()
+            for i in range(n):
+                words = rng.sample(WORDS, 3)
+                tags = rng.sample(WORDS, 2)
+                env = Environment(
+                    owner_id=own.id,
+                    name=f"{words[0]}-{words[1]}-{start + i}",
+                    display_name=f"{words[0]}-{words[1]}-{start + i}",
+                    private=(private_every > 0 and i % private_every == 0),
+                    description=f"A {words[0]} environment about {words[1]} and {words[2]}.",
+                    tags=" ".join(tags),
+                    latest_version="1.0.0",
+                    downloads=rng.randint(0, 100_000),
+                    stars=rng.randint(0, 500),
+                    created_at=now,
+                    updated_at=now,
+                )
+                s.add(env)
+                s.flush()
+                for t in tags:
+                    s.add(EnvTag(env_id=env.id, tag=t))
+                update_search_index(s, env)
+            from hub.db import bump_generation
+
+            bump_generation(s)
+        return n
+    finally:
+        hub.close()
