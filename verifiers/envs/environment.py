@@ -394,6 +394,8 @@ class Environment:
 
     def init_state(self, input: Mapping[str, Any], client: Any = None, model: str | None = None, sampling_args: Any = None) -> State:
         """A fresh :class:`State` for one rollout of dataset row ``input``."""
+        if input.get("prompt") is None:  # a raw row (question only): format it like the dataset
+            input = self._format_row(input, input.get("example_id") or 0)
         prompt = input["prompt"]
         state = State(input)
         state["prompt"] = to_messages(prompt) if not isinstance(prompt, str) else prompt
