@@ -7,12 +7,15 @@ rollouts per second, so each function's signature is inspected once and cached.
 
 from __future__ import annotations
 
+import asyncio
+import collections.abc
 import inspect
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FuncSpec", "call_with_kwargs", "func_name", "func_spec", "maybe_await"]
+__all__ = ["FuncSpec", "SyncOrAsync", "call_with_kwargs", "func_name", "func_spec", "maybe_await", "run_sync"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +87,6 @@ def func_name(func: Callable[..., Any]) -> str:
 # ----------------------------------------------------------------------------------------------------
 # One call, both generations: awaitable (NEW) and usable as a plain result (OLD)
 # ----------------------------------------------------------------------------------------------------
-
-import asyncio  # noqa: E402 - kept next to the code that needs it
-import collections.abc  # noqa: E402
-import threading  # noqa: E402
-
 
 def run_sync(factory: Callable[[], Any]) -> Any:
     """Run the coroutine built by ``factory()`` to completion from synchronous code.
