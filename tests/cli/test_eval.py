@@ -345,3 +345,11 @@ def test_wait_server_waits_for_a_late_server(env_file, tmp_path):
     finally:
         late.kill()
         late.wait()
+
+
+def test_control_characters_in_replies_are_escaped_when_shown(env_file, tmp_path):
+    with ScriptedServer(lambda request: reply("evil \x1b[2J\x07 bell")) as srv:
+        result = _invoke("eval", str(env_file), "-b", srv.base_url, "-n", "1", "-r", "1", "--no-save")
+    assert result.exit_code == 0, result.output
+    assert "\x1b[2J" not in result.output and "\x07" not in result.output
+    assert "evil \\x1b[2J\\x07 bell" in result.output

@@ -89,6 +89,13 @@ def summary_table(metadata: dict[str, Any], title: str | None = None) -> Table:
     return table
 
 
+def printable(text: str) -> str:
+    """Escape control characters (a random model emits ESC and friends, which would drive the terminal)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\n\t" else c.encode("unicode_escape").decode() for c in text)
+
+
 def message_text(messages: Any, limit: int = 400) -> str:
     """A compact text form of a prompt or completion (chat messages or a plain string)."""
     if isinstance(messages, str):
@@ -110,6 +117,7 @@ def message_text(messages: Any, limit: int = 400) -> str:
         text = "\n".join(parts)
     else:
         text = "" if messages is None else str(messages)
+    text = printable(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
