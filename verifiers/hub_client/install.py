@@ -190,10 +190,23 @@ def record_for(name_or_id: str) -> dict[str, Any] | None:
 
 
 # -------------------------------------------------------------------------------------- install
+def _find_uv() -> str | None:
+    found = shutil.which("uv") or (str(Path(sys.executable).parent / "uv")
+                                   if (Path(sys.executable).parent / "uv").exists() else None)
+    if found:
+        return found
+    try:  # the `uv` wheel from PyPI knows where its binary lies
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return None
+
+
 def _installer_cmd(installer: str) -> list[str]:
     if installer == "uv":
-        uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
-        if not Path(uv).exists() and not shutil.which("uv"):
+        uv = _find_uv()
+        if uv is None:
             raise HubClientError("uv is not installed", hint="pip install uv, or use --installer pip")
         return [uv, "pip", "install", "--python", sys.executable]
     if installer == "pip":
