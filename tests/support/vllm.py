@@ -35,6 +35,8 @@ from verifiers.serving.vllm import VLLMServer
 
 #: Seed of the shared tiny model; tests may rely on its vocabulary (printable ASCII + bytes).
 TINY_SEED = 0
+#: Context length of the shared server (the tiny model's maximum).
+SHARED_MAX_MODEL_LEN = 2048
 
 _lock = threading.Lock()
 _shared: VLLMServer | None = None
@@ -75,7 +77,8 @@ def shared_vllm() -> VLLMServer:
     model_dir = shared_tiny_model()
     with _lock:
         if _shared is None or not _shared.is_running():
-            _shared = start_vllm(model_dir, dev_mode=True)
+            # The tokenizer is character level, so prompts are long in tokens: allow the model's full 2048.
+            _shared = start_vllm(model_dir, dev_mode=True, max_model_len=SHARED_MAX_MODEL_LEN)
             atexit.register(_shared.stop)
         return _shared
 
