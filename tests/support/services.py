@@ -490,9 +490,37 @@ def chromium_executable() -> Path:
     return Path("/usr/bin/chromium")
 
 
+# Playwright's sync API allows one driver per thread; every browser launched here shares it, and the
+# driver stops when the last browser using it is closed.
+_pw_lock = threading.Lock()
+_pw: Playwright | None = None
+_pw_users = 0
+
+
+def _acquire_playwright() -> Playwright:
+    global _pw, _pw_users
+    from playwright.sync_api import sync_playwright
+
+    with _pw_lock:
+        if _pw is None:
+            _pw = sync_playwright().start()
+        _pw_users += 1
+        return _pw
+
+
+def _release_playwright() -> None:
+    global _pw, _pw_users
+    with _pw_lock:
+        _pw_users -= 1
+        if _pw_users <= 0 and _pw is not None:
+            pw, _pw, _pw_users = _pw, None, 0
+            with contextlib.suppress(Exception):
+                pw.stop()
+
+
 @dataclass
 class ChromiumSession(_Service):
-    """A running playwright driver with Debian's Chromium launched headless."""
+    """Debian's Chromium launched headless through playwright (the driver is shared, see above)."""
 
     playwright: Playwright
     browser: Browser
@@ -506,8 +534,7 @@ class ChromiumSession(_Service):
         self._stopped = True
         with contextlib.suppress(Exception):
             self.browser.close()
-        with contextlib.suppress(Exception):
-            self.playwright.stop()
+        _release_playwright()
 
 
 def start_chromium() -> ChromiumSession:
@@ -516,16 +543,14 @@ def start_chromium() -> ChromiumSession:
     Playwright gives every ``launch()`` a fresh temporary profile (its own ``--user-data-dir``), so no
     state leaks between sessions. Must be called outside a running asyncio loop (sync API).
     """
-    from playwright.sync_api import sync_playwright
-
     exe = chromium_executable()
-    pw = sync_playwright().start()
+    pw = _acquire_playwright()
     try:
         browser = pw.chromium.launch(
             executable_path=str(exe), headless=True, args=list(CHROMIUM_ARGS), timeout=60_000,
         )
     except Exception:
-        pw.stop()
+        _release_playwright()
         raise
     return ChromiumSession(playwright=pw, browser=browser)
 

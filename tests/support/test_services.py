@@ -185,3 +185,20 @@ def test_chromium_loads_loopback_page_and_reads_dom(chromium_browser: Browser, l
         assert "HeadlessChrome" in page.evaluate("navigator.userAgent")
     finally:
         context.close()
+
+
+@pytest.mark.browser
+def test_two_chromium_sessions_can_be_open_at_once(chromium_browser: Browser, loopback_page: str) -> None:
+    from tests.support.services import start_chromium
+
+    second = start_chromium()  # e.g. a module's own browser while the session-wide one is open
+    try:
+        page = second.browser.new_page()
+        page.goto(loopback_page)
+        assert page.locator("#t").inner_text() == "rendered by js"
+        assert chromium_browser.is_connected()
+    finally:
+        second.stop()
+    assert chromium_browser.is_connected()  # stopping one does not stop the shared driver
+    ctx = chromium_browser.new_context()
+    ctx.close()
