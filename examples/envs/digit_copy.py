@@ -6,8 +6,8 @@ A randomly initialised 359-token character model almost never does that (reward 
 that learned to attend to the right position does it every time. Small, offline, deterministic, and
 hard enough that the learning curve is visible.
 
-Reward: 1.0 for exactly the right digit; 0.2 for a single wrong digit (partial credit that gives a
-randomly initialised policy some gradient toward the answer format); 0 otherwise.
+Reward: 1.0 for exactly the right digit, else 0 (``partial_credit`` > 0 gives that much for a single
+wrong digit; measured here it makes the policy collapse onto one digit, so the demo keeps it at 0).
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ def make_rows(n: int, length: int, seed: int) -> list[dict]:
     return rows
 
 
-def copy_reward(completion, answer: str, **kwargs) -> float:
-    """1.0 for the exact digit, 0.2 for another single digit, else 0.
+def copy_reward(completion, answer: str, partial_credit: float = 0.0, **kwargs) -> float:
+    """1.0 for the exact digit, ``partial_credit`` for another single digit, else 0.
 
     >>> copy_reward([{"role": "assistant", "content": "7"}], "7")
     1.0
+    >>> copy_reward([{"role": "assistant", "content": "8"}], "7")
+    0.0
     """
     if isinstance(completion, list):
         text = completion[-1].get("content") if completion else ""
@@ -40,13 +42,18 @@ def copy_reward(completion, answer: str, **kwargs) -> float:
     if text == answer:
         return 1.0
     if len(text) == 1 and text.isdigit():
-        return 0.2
+        return float(partial_credit)
     return 0.0
 
 
-def load_environment(num_examples: int = 1000, length: int = 1, seed: int = 0, **kwargs) -> vf.Environment:
+def load_environment(num_examples: int = 1000, length: int = 1, seed: int = 0, partial_credit: float = 0.0,
+                     **kwargs) -> vf.Environment:
     from datasets import Dataset
 
     dataset = Dataset.from_list(make_rows(num_examples, length, seed))
-    rubric = vf.Rubric(funcs=[copy_reward], weights=[1.0])
+
+    def copy_digit(completion, answer, **kw) -> float:
+        return copy_reward(completion, answer, partial_credit=partial_credit)
+
+    rubric = vf.Rubric(funcs=[copy_digit], weights=[1.0])
     return vf.SingleTurnEnv(dataset=dataset, rubric=rubric, **kwargs)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -42,7 +44,20 @@ def train(
     except (ValidationError, ValueError) as exc:
         typer.echo(f"error: invalid config: {exc}", err=True)
         raise typer.Exit(2)
-    asyncio.run(run_training(cfg, output=output, resume=resume))
+    asyncio.run(_run_cancellable(run_training(cfg, output=output, resume=resume)))
+
+
+async def _run_cancellable(coro):
+    """SIGTERM cancels the run like Ctrl-C does, so vLLM servers started by the loop are stopped."""
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await coro
+    except asyncio.CancelledError:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130)
 
 
 def main() -> None:  # `python -m verifiers.train.cli CONFIG.toml`

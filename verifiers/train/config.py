@@ -85,7 +85,7 @@ class RunSection(BaseModel):
     keep_weights: int = 2        # weight folders kept for the servers (older ones are deleted)
     seed: int = 0
     target_reward: float | None = None   # stop early once the 5-step moving average reaches it
-    eval_every: int = 0
+    eval_groups: int = 16        # groups rolled out to log the reward before and after the SFT warm start
 
 
 class TrainConfig(BaseSettings):

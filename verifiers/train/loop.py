@@ -179,10 +179,30 @@ class Run:
                 shutil.rmtree(p, ignore_errors=True)
 
     # -- stages ------------------------------------------------------------------------------------
+    async def evaluate(self, metrics: MetricsLog | None, label: str, groups: int) -> float | None:
+        """Mean reward of ``groups`` fresh groups under the weights the servers hold now (rank 0)."""
+        if not self.dist.is_main or groups <= 0:
+            return None
+        assert self.orch is not None
+        entry = self.envs[0]
+        server = self.servers[0]
+        rows = entry.rows[-groups:]  # the tail of the train set, away from the first RL examples
+        results = await asyncio.gather(*(self.rollout_fn(entry, r, self.cfg.orchestrator.group_size,
+                                                         server.client, server.model,
+                                                         self.cfg.sampling.to_args()) for r in rows))
+        rewards = [float((s.get("reward") if hasattr(s, "get") else s.reward) or 0.0) for g in results for s in g]
+        mean = sum(rewards) / max(1, len(rewards))
+        if metrics is not None:
+            metrics.write({"stage": "eval", "label": label, "step": 0, "reward/mean": mean,
+                           "rollouts": len(rewards)})
+        self.log(f"reward {label}: {mean:.3f} ({len(rewards)} rollouts)")
+        return mean
+
     async def sft(self, metrics: MetricsLog) -> None:
         cfg = self.cfg
         if not cfg.sft.steps or self.ckpt:
             return
+        await self.evaluate(metrics, "initial", cfg.run.eval_groups)
         from transformers import AutoTokenizer
 
         tok = AutoTokenizer.from_pretrained(str(self.model_path))
@@ -202,6 +222,7 @@ class Run:
         self.trainer.optimizer.state.clear()
         self.log(f"SFT warm start: {cfg.sft.steps} steps, final loss {m['sft/loss']:.4f}")
         await self.publish(0)
+        await self.evaluate(metrics, "after_sft", cfg.run.eval_groups)
 
     async def rl(self, metrics: MetricsLog, on_step: Callable[[dict[str, Any]], None] | None = None) -> list[dict]:
         cfg = self.cfg
@@ -284,11 +305,12 @@ async def run_training(cfg: TrainConfig, *, output: str | Path | None = None, re
             allrec = metrics.read()
             rl = [r for r in allrec if r.get("stage") == "rl"]
             sft = [r for r in allrec if r.get("stage") == "sft"]
+            evals = {r["label"]: r["reward/mean"] for r in allrec if r.get("stage") == "eval"}
             plot = plot_metrics(allrec, run.out / "metrics.png")
             first = [r["reward/mean"] for r in rl[:3]]
             final = [r["reward/mean"] for r in rl[-5:]]
             summary = {
-                "steps": last, "sft_steps": len(sft),
+                "steps": last, "sft_steps": len(sft), **{f"reward_{k}": v for k, v in evals.items()},
                 "reward_first": sum(first) / max(1, len(first)),
                 "reward_final": sum(final) / max(1, len(final)),
                 "wall_s": time.perf_counter() - t0, "output": str(run.out.resolve()), "plot": str(plot),

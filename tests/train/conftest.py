@@ -1,0 +1,9 @@
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """The tiny local model (`vf model tiny`), written once per session."""
+    from verifiers.serving.tiny_model import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny")
