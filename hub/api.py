@@ -908,7 +908,10 @@ def set_member(request: Request, org: str, user: str, body: MemberIn) -> dict[st
             m.role = body.role
         s.flush()
         _ensure_admin_left(s, o.id)
-        return {"org": o.name, "user": u.name, "role": body.role}
+        bump_generation(s)  # membership changes what the member's index pages list
+        out = {"org": o.name, "user": u.name, "role": body.role}
+    hub.index_cache.invalidate()
+    return out
 
 
 @router.delete("/orgs/{org}/members/{user}", tags=["orgs"])
@@ -928,7 +931,10 @@ def remove_member(request: Request, org: str, user: str) -> dict[str, Any]:
         s.delete(m)
         s.flush()
         _ensure_admin_left(s, o.id)
-        return {"org": o.name, "user": u.name, "removed": True}
+        bump_generation(s)
+        out = {"org": o.name, "user": u.name, "removed": True}
+    hub.index_cache.invalidate()
+    return out
 
 
 def _ensure_admin_left(s: Session, org_id: int) -> None:

@@ -201,7 +201,9 @@ WORDS = (
 ).split()
 
 
-def seed_synthetic_environments(settings: Settings, n: int, *, owner: str = "bench", private_every: int = 10) -> int:
+def seed_synthetic_environments(
+    settings: Settings, n: int, *, owner: str = "bench", private_every: int = 10
+) -> int:
     """Insert ``n`` synthetic environments (rows only, no files) for search and memory benchmarks.
 
     Every ``private_every``-th one is private. Names, descriptions and tags are drawn from a fixed word

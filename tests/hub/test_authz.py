@@ -194,10 +194,13 @@ def test_org_management(world: World) -> None:
     assert {m["user"]: m["role"] for m in members} == {"olivia": "admin", "mia": "read", "wendy": "write"}
     assert "members" not in hub.get("/api/v1/orgs/acme", sam).json()
     assert hub.req("PUT", "/api/v1/orgs/acme/members/sam", mia, json={"role": "read"}).status_code == 403
+    assert "private-env" not in hub.get("/simple/", sam).text  # (now cached for sam)
     assert hub.req("PUT", "/api/v1/orgs/acme/members/sam", olivia, json={"role": "read"}).status_code == 200
     assert hub.get(f"{BASE}", sam).status_code == 200
+    assert "private-env" in hub.get("/simple/", sam).text
     assert hub.req("DELETE", "/api/v1/orgs/acme/members/sam", olivia).status_code == 200
     assert hub.get(f"{BASE}", sam).status_code == 404
+    assert "private-env" not in hub.get("/simple/", sam).text
     # The last admin cannot leave.
     assert hub.req("DELETE", "/api/v1/orgs/acme/members/olivia", olivia).status_code == 409
     assert hub.post("/api/v1/orgs", olivia, json={"name": "acme"}).status_code == 409

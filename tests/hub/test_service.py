@@ -211,3 +211,43 @@ def test_cli_accounts(tmp_path: Path) -> None:
         [sys.executable, "-m", "hub", "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT
     ).stdout
     assert "serve" in helptext and "user" in helptext
+
+
+def test_compose_and_dockerfile_match_the_service() -> None:
+    """docker-compose.yml and hub/Dockerfile configure only settings that exist and run the same
+    ``python -m hub serve`` command the tests start (no Docker engine here, so checked by construction)."""
+    import yaml
+
+    from hub.settings import Settings
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    hub_svc = compose["services"]["hub"]
+    fields = {f"VF_HUB_{name.upper()}" for name in Settings.model_fields}
+    env_keys = set(hub_svc["environment"])
+    assert env_keys <= fields, env_keys - fields
+    assert {
+        "VF_HUB_DATABASE_URL",
+        "VF_HUB_STORAGE",
+        "VF_HUB_S3_ENDPOINT_URL",
+        "VF_HUB_ADMIN_TOKEN",
+    } <= env_keys
+    assert hub_svc["environment"]["VF_HUB_STORAGE"] == "s3"
+    assert hub_svc["environment"]["VF_HUB_DATABASE_URL"].startswith("postgresql+psycopg://")
+    assert set(compose["services"]) == {"postgres", "seaweedfs", "hub"}
+    cmd = hub_svc["command"]
+    assert cmd[:4] == ["python", "-m", "hub", "serve"]
+    dockerfile = (ROOT / "hub" / "Dockerfile").read_text()
+    cmd_line = next(line for line in dockerfile.splitlines() if line.startswith("CMD "))
+    assert json.loads(cmd_line[4:]) == cmd
+    # The options exist: `serve --help` accepts every flag used.
+    helptext = subprocess.run(
+        [sys.executable, "-m", "hub", "serve", "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT
+    ).stdout
+    for flag in (a for a in cmd if a.startswith("--")):
+        assert flag in helptext, flag
+    assert "pip install '.[hub]'" in dockerfile
+    import inspect
+
+    import hub.testing
+
+    assert '"-m", "hub", "serve"' in inspect.getsource(hub.testing.run_hub)  # what the tests start

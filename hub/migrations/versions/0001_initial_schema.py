@@ -224,6 +224,7 @@ def upgrade() -> None:
         )
         op.execute("CREATE INDEX ix_environments_search ON environments USING gin (search_tsv)")
 
+
 def downgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "sqlite":
