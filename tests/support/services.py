@@ -635,7 +635,11 @@ def s3_bucket(s3_server: S3Server) -> S3Bucket:
     )
 
 
-@pytest.fixture(scope="session")
+# Module scope on purpose: while playwright's sync driver is alive it leaves its event loop marked as
+# running in this thread, which breaks asyncio tests (pytest-asyncio) that run later. Closing the
+# browser when the module ends keeps other modules' async tests working; within one module, do not
+# mix async tests with these fixtures.
+@pytest.fixture(scope="module")
 def chromium_session() -> Iterator[ChromiumSession]:
     session = start_chromium()
     try:
@@ -644,7 +648,7 @@ def chromium_session() -> Iterator[ChromiumSession]:
         session.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium_browser(chromium_session: ChromiumSession) -> Browser:
     """A playwright ``Browser`` (Debian Chromium, headless); open pages via ``new_context()``."""
     return chromium_session.browser

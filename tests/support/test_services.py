@@ -7,14 +7,17 @@ import hashlib
 import http.server
 import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from playwright.sync_api import Browser
 
-from tests.support.services import PostgresServer, S3Bucket, S3Server
+from tests.support.services import REPO_ROOT, PostgresServer, S3Bucket, S3Server
 
 pytestmark = pytest.mark.slow
 
@@ -202,3 +205,31 @@ def test_two_chromium_sessions_can_be_open_at_once(chromium_browser: Browser, lo
     assert chromium_browser.is_connected()  # stopping one does not stop the shared driver
     ctx = chromium_browser.new_context()
     ctx.close()
+
+
+
+def test_browser_fixture_does_not_break_async_tests_in_later_modules(tmp_path: Path) -> None:
+    """Playwright's sync driver marks an event loop as running in its thread while it lives; the
+    fixtures are module-scoped so that asyncio tests in the modules after a browser module still run.
+    Checked in a child pytest run: a browser module, then a module of async tests."""
+    (tmp_path / "test_a_browser.py").write_text(
+        "from tests.support.services import chromium_browser, chromium_session  # noqa: F401\n"
+        "def test_page(chromium_browser):\n"
+        "    page = chromium_browser.new_page()\n"
+        "    page.set_content('<p id=x>hi</p>')\n"
+        "    assert page.inner_text('#x') == 'hi'\n"
+    )
+    (tmp_path / "test_b_async.py").write_text(
+        "import asyncio\n"
+        "async def test_sleep():\n"
+        "    await asyncio.sleep(0.01)\n"
+        "def test_run():\n"
+        "    assert asyncio.run(asyncio.sleep(0, result=7)) == 7\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(REPO_ROOT / "pyproject.toml"),
+         "--rootdir", str(REPO_ROOT), str(tmp_path / "test_a_browser.py"), str(tmp_path / "test_b_async.py")],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "3 passed" in proc.stdout
