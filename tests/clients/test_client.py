@@ -194,6 +194,17 @@ async def test_dropped_connection_is_retried():
     assert srv.request_count == 3
 
 
+async def test_first_retry_after_a_dropped_keepalive_connection_is_immediate(monkeypatch):
+    monkeypatch.setattr(client_module.random, "uniform", lambda low, high: high)  # worst-case jitter
+    with ScriptedServer([disconnect(), "fresh"]) as srv:
+        async with ModelClient(base_url=srv.base_url, backoff_initial=5.0, backoff_max=5.0) as client:
+            start = time.monotonic()
+            resp = await client.chat(model="m", messages=MSGS)
+            elapsed = time.monotonic() - start
+    assert resp.content == "fresh" and srv.request_count == 2
+    assert elapsed < 2.0  # no 0-5 s jittered backoff for a stale connection
+
+
 async def test_semaphore_bounds_requests_in_flight():
     with ScriptedServer(reply("ok", delay=0.05)) as srv:
         async with fast(srv.base_url, max_concurrent_requests=4) as client:

@@ -165,6 +165,7 @@ class ModelClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._connection_errors: tuple[type[BaseException], ...] = (OSError,)
+        self._stale_errors: tuple[type[BaseException], ...] = ()
 
     # ----- construction -------------------------------------------------------------------------
 
@@ -326,6 +327,10 @@ class ModelClient:
                 raise error
             if retry_after is not None:
                 delay = min(retry_after, cfg.timeout)
+            elif attempt == 0 and error.status is None and getattr(error, "stale_connection", False):
+                # a pooled keep-alive connection the server had just closed: not a sign of overload,
+                # so the first retry goes out at once on a fresh connection
+                delay = 0.0
             else:
                 delay = random.uniform(0.0, min(cfg.backoff_max, cfg.backoff_initial * (2**attempt)))
             await asyncio.sleep(delay)
@@ -355,9 +360,9 @@ class ModelClient:
         except TimeoutError:
             raise ModelTimeoutError(f"no response within {limit:g}s from {url}") from None
         except self._connection_errors as exc:
-            raise ModelError(
-                None, f"connection error talking to {url}: {type(exc).__name__}: {exc}", True
-            ) from None
+            error = ModelError(None, f"connection error talking to {url}: {type(exc).__name__}: {exc}", True)
+            error.stale_connection = isinstance(exc, self._stale_errors)  # type: ignore[attr-defined]
+            raise error from None
 
     def _session_for_loop(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -368,7 +373,11 @@ class ModelClient:
         if self._session is not None:
             _abandon(self._session)
         cfg = self.config
-        connector = aiohttp.TCPConnector(limit=cfg.max_connections, limit_per_host=0, ttl_dns_cache=300)
+        # keep idle connections for less time than servers do (uvicorn, hence vLLM: 5 s), so that a
+        # request rarely goes out on a connection the server is closing at that moment
+        connector = aiohttp.TCPConnector(
+            limit=cfg.max_connections, limit_per_host=0, ttl_dns_cache=300, keepalive_timeout=4.0
+        )
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=None),
@@ -377,6 +386,7 @@ class ModelClient:
             headers=self._headers,
         )
         self._connection_errors = (aiohttp.ClientError, OSError)
+        self._stale_errors = (aiohttp.ServerDisconnectedError,)
         self._http = None
         self._loop = loop
         self._semaphore = (
