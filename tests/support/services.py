@@ -252,6 +252,18 @@ def _check_identifier(name: str) -> None:
         raise ValueError(f"unsafe database name {name!r}")
 
 
+def _dir_others_can_reach() -> str:
+    """The temp dir, unless some ancestor of it is closed to other users (e.g. TMPDIR under /root):
+    the ``postgres`` user must be able to reach its cluster directory."""
+    base = Path(tempfile.gettempdir()).resolve()
+    if os.geteuid() != 0:
+        return str(base)
+    for part in (base, *base.parents):
+        if not part.stat().st_mode & 0o001:
+            return "/tmp"
+    return str(base)
+
+
 def start_postgres(timeout: float = 60.0, user: str = "vf") -> PostgresServer:
     """initdb a fresh cluster in a temp dir and start it on 127.0.0.1 on a free port.
 
@@ -260,7 +272,7 @@ def start_postgres(timeout: float = 60.0, user: str = "vf") -> PostgresServer:
     Durability is switched off (fsync, synchronous_commit, full_page_writes): the data is thrown away.
     """
     bindir = postgres_bin_dir()
-    root = Path(tempfile.mkdtemp(prefix="vf-pg-"))
+    root = Path(tempfile.mkdtemp(prefix="vf-pg-", dir=_dir_others_can_reach()))
     data = root / "data"
     sock = root / "sock"
     sock.mkdir()
