@@ -2,7 +2,8 @@
 
 The hub must work on PostgreSQL and S3-compatible storage in production, so its tests run against the
 real servers rather than fakes. Each service is started on loopback, on free ports, inside a private
-temporary directory, and is torn down (process stopped, directory removed) when the session ends.
+temporary directory, and is torn down (process stopped, directory removed) when its fixture ends:
+PostgreSQL and S3 once per test session, Chromium once per test module (see ``chromium_session``).
 Nothing here skips: a missing system package is installed through ``scripts/setup-system.sh`` and a
 service that does not come up within its bounded wait fails the test loudly.
 
@@ -17,6 +18,7 @@ or call the ``start_*`` functions directly (benchmarks do) and ``stop()`` the re
 
 from __future__ import annotations
 
+import abc
 import atexit
 import contextlib
 import ctypes
@@ -34,7 +36,6 @@ import tempfile
 import threading
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,8 +146,9 @@ def _terminate(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout
         proc.wait(timeout=10)
 
 
-class _Service:
-    """Base for started services: stop() is idempotent and also registered with atexit."""
+class _Service(abc.ABC):
+    """Base for started services: stop() is idempotent and also registered with atexit, so that an
+    interrupted test run still stops what it started."""
 
     _stopped: bool
 
@@ -154,8 +156,9 @@ class _Service:
         self._stopped = False
         atexit.register(self.stop)
 
-    def stop(self) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stop the service and remove its files (idempotent)."""
 
     def __enter__(self) -> _Service:
         return self
