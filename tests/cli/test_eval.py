@@ -314,6 +314,20 @@ def test_installed_environment_id(server, tmp_path):
     assert proc.returncode == 0, proc.stderr
     meta = json.loads(next(out.rglob("metadata.json")).read_text())
     assert meta["env_id"] == "installed-echo-env" and meta["num_rollouts"] == 2
+    # hub-style ids name the same installed module: owner/name@version
+    (site / "pyproject.toml").write_text(
+        '[project]\nname = "installed-echo-env"\nversion = "0.3.0"\n[tool.verifiers.eval]\nnum_examples = 3\n'
+    )
+    out2 = tmp_path / "out2"
+    proc = run_vf(
+        "eval", "someone/installed-echo-env@0.3.0", "-b", server.base_url, "-r", "1", "-o", str(out2),
+        cwd=tmp_path, env={"PYTHONPATH": f"{site}{os.pathsep}{REPO}"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    run = next(out2.rglob("metadata.json")).parent
+    assert run.parent.name == "someone--installed-echo-env--scripted-model"
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["num_rollouts"] == 3  # the package's [tool.verifiers.eval] default was found
 
 
 def test_wait_server_waits_for_a_late_server(env_file, tmp_path):

@@ -114,7 +114,11 @@ def resolve(spec: str, env_dir_path: Path | None = None) -> ResolvedEnv:
         raise UserError(f"{spec!r} is not a valid environment id")
     # A folder under ./environments (or --env-dir-path) wins only when the module is not installed.
     local_dirs = [d for d in (env_dir_path, Path("environments")) if d is not None]
-    spec_found = importlib.util.find_spec(module_name) if "/" not in spec else None
+    try:
+        spec_found = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        spec_found = None
+    # ``owner/name`` ids that are not installed are left to vf.load_environment (it can install them).
     if spec_found is None and "/" not in spec:
         for base in local_dirs:
             for name in (spec, module_name, spec.replace("_", "-")):
@@ -129,7 +133,8 @@ def resolve(spec: str, env_dir_path: Path | None = None) -> ResolvedEnv:
     if spec_found is not None and spec_found.origin:
         origin = Path(spec_found.origin).resolve()
         search = [origin.parent, origin.parent.parent]
-    search += [base / name for base in local_dirs for name in (spec, module_name, spec.replace("_", "-"))]
+    name = spec.split("@", 1)[0].rsplit("/", 1)[-1]
+    search += [base / n for base in local_dirs for n in (name, module_name, name.replace("_", "-"))]
     pyproject = _pyproject_for_module(module_name, search)
     data = read_pyproject(pyproject) if pyproject else {}
     return ResolvedEnv(
