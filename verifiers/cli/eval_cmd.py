@@ -118,6 +118,13 @@ def probe_server(
     return None
 
 
+def _is_local(base_url: str) -> bool:
+    from urllib.parse import urlparse
+
+    host = (urlparse(base_url).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
 def plan_eval(opts: EvalOptions) -> EvalPlan:
     """Resolve the environment, server, model, arguments and run folder; raise UserError on problems."""
     # Parse everything the user typed before touching the network or importing the environment.
@@ -191,7 +198,8 @@ def plan_eval(opts: EvalOptions) -> EvalPlan:
             raise UserError(
                 f"pass the model name with -m (the server at {base_url} does not list its models)"
             )
-    elif served is not None and model not in served:
+    elif served is not None and model not in served and _is_local(base_url):
+        # Local servers (vLLM, vf serve) serve exactly what they list; hosted APIs may accept aliases.
         raise UserError(
             f"the server at {base_url} does not serve model {model!r}; it serves: {', '.join(served[:8])}"
         )
