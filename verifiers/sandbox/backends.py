@@ -16,8 +16,10 @@ identity owns nothing on the host (a root-owned user namespace would map the san
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -52,12 +54,21 @@ WORKDIR = "/workspace"
 _MIB = 1024 * 1024
 _SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+_SETPRIV = "/usr/bin/setpriv"  # util-linux, like prlimit: present on every Debian system
 
 
 def sandbox_root() -> Path:
     """The host folder holding per-run work dirs (``VF_SANDBOX_DIR``, else ``<tmp>/vf-sandbox``)."""
     root = Path(os.environ.get("VF_SANDBOX_DIR") or Path(tempfile.gettempdir()) / "vf-sandbox")
     root.mkdir(mode=0o711, parents=True, exist_ok=True)
+    if drop_to_sandbox_uid():
+        # the backend runs as uid 65534 and must be able to reach the work dirs it mounts
+        for folder in [root, *root.resolve().parents]:
+            if not folder.stat().st_mode & stat.S_IXOTH:
+                raise SandboxUnavailableError(
+                    f"the sandbox folder {root} is not reachable by uid {SANDBOX_UID}: {folder} lacks "
+                    "the o+x bit; set VF_SANDBOX_DIR to a folder under a world-traversable path"
+                )
     return root
 
 
@@ -111,10 +122,16 @@ class Backend:
         if drop_to_sandbox_uid():
             os.chown(path, SANDBOX_UID, SANDBOX_UID)
 
-    def _popen_identity(self) -> dict[str, Any]:
-        if drop_to_sandbox_uid():
-            return {"user": SANDBOX_UID, "group": SANDBOX_UID, "extra_groups": []}
-        return {}
+    def _host_prefix(self, as_sandbox_uid: bool) -> list[str]:
+        """``setpriv`` in front of the backend binary: the kernel SIGKILLs the backend when the
+        process that started it dies (bwrap's ``--die-with-parent`` only ties the *sandboxed*
+        processes to bwrap; this ties bwrap, or nsjail, to us, so a SIGKILLed host process takes
+        its sandboxes with it), and, when we are root, the backend runs as uid 65534."""
+        prefix = [_SETPRIV]
+        if as_sandbox_uid:
+            uid = str(SANDBOX_UID)
+            prefix += ["--reuid", uid, "--regid", uid, "--clear-groups"]
+        return [*prefix, "--pdeathsig", "KILL", "--"]
 
 
 def _prlimit_prefix(limits: Limits, cpu_seconds: int | None) -> list[str]:
@@ -133,32 +150,41 @@ def _prlimit_prefix(limits: Limits, cpu_seconds: int | None) -> list[str]:
     return [*args, "--"]
 
 
+_ETC_FILES = {
+    "passwd": (
+        "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+        f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{WORKDIR}:/bin/sh\n"
+    ),
+    "group": f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n",
+    "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
+    "hostname": "sandbox\n",
+    "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+}
+
+
 @functools.lru_cache(maxsize=1)
 def _synthetic_etc() -> Path:
-    """A minimal read-only ``/etc`` for sandboxes, built once per host process."""
+    """A minimal read-only ``/etc`` for sandboxes, shared by every process with the same content."""
+    loader_cache = Path("/etc/ld.so.cache")
+    # the loader cache is what finds /usr/lib/<multiarch>; it holds no secrets
+    cache = loader_cache.read_bytes() if loader_cache.is_file() else b""
+    digest = hashlib.sha256(repr(sorted(_ETC_FILES.items())).encode() + cache).hexdigest()[:16]
     root = sandbox_root()
-    target = root / f"etc-{os.getpid()}"
+    target = root / f"etc-{digest}"
     if target.is_dir():
         return target
     tmp = Path(tempfile.mkdtemp(prefix="etc-build-", dir=root))
-    (tmp / "passwd").write_text(
-        "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
-        f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{WORKDIR}:/bin/sh\n"
-    )
-    (tmp / "group").write_text(f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n")
-    (tmp / "hosts").write_text("127.0.0.1 localhost sandbox\n::1 localhost\n")
-    (tmp / "hostname").write_text("sandbox\n")
-    (tmp / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files\n")
-    # the loader cache is what finds /usr/lib/<multiarch>; it holds no secrets
-    if Path("/etc/ld.so.cache").is_file():
-        shutil.copyfile("/etc/ld.so.cache", tmp / "ld.so.cache")
+    for name, text in _ETC_FILES.items():
+        (tmp / name).write_text(text)
+    if cache:
+        (tmp / "ld.so.cache").write_bytes(cache)
     (tmp / "alternatives").mkdir()
     for p in tmp.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     tmp.chmod(0o755)
     try:
         tmp.rename(target)
-    except OSError:
+    except OSError:  # another process built it first
         shutil.rmtree(tmp, ignore_errors=True)
     return target
 
@@ -315,6 +341,7 @@ class BwrapBackend(_ProbedBackend):
         ro_binds: Mapping[str, str],
     ) -> Launch:
         args = [
+            *self._host_prefix(drop_to_sandbox_uid()),
             self.binary(),
             "--unshare-all",  # user, pid, net, ipc, uts, cgroup (and mount)
             "--die-with-parent",
@@ -353,11 +380,13 @@ class BwrapBackend(_ProbedBackend):
         ]
         for host, inside in ro_binds.items():
             args += ["--ro-bind", host, inside]
-        args += ["--chdir", WORKDIR]
+        # bwrap's root is a tmpfs of its own; read-only, so only the capped /tmp and the work dir
+        # take writes
+        args += ["--remount-ro", "/", "--chdir", WORKDIR]
         for key, value in _env_items(env):
             args += ["--setenv", key, value]
         args += ["--", *_prlimit_prefix(limits, cpu_seconds), *argv]
-        return Launch(args, {"start_new_session": True, **self._popen_identity()})
+        return Launch(args, {"start_new_session": True})
 
 
 class NsjailBackend(_ProbedBackend):
@@ -392,6 +421,7 @@ class NsjailBackend(_ProbedBackend):
         outside = SANDBOX_UID if os.geteuid() == 0 else os.geteuid()
         outside_gid = SANDBOX_UID if os.geteuid() == 0 else os.getegid()
         args = [
+            *self._host_prefix(False),  # nsjail needs root (when we have it) to map uid 65534
             self.binary(),
             "--mode",
             "o",
@@ -440,7 +470,10 @@ class NsjailBackend(_ProbedBackend):
             args += ["--env", f"{key}={value}"]
         # nsjail makes the command PID 1, which ignores signals it has no handler for (so a CPU
         # limit's SIGXCPU would be lost); a shell as PID 1 runs it as PID 2 and reports 128+N.
-        args += ["--", "/bin/sh", "-c", '"$@"; exit $?', "sh", *argv]
+        # The PID-1 shell also gets a parent-death signal: if nsjail dies (killed with its host
+        # process), the namespace's init dies and takes every sandboxed process with it.
+        init = [_SETPRIV, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", '"$@"; exit $?', "sh"]
+        args += ["--", *init, *argv]
         return Launch(args, {"start_new_session": True})
 
     def prepare_workdir(self, path: Path) -> None:

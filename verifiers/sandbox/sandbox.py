@@ -119,6 +119,7 @@ class Sandbox:
         """Raise `SandboxUnavailableError` (saying how to fix it) if the backend cannot run here."""
         if not self._checked:
             self.backend.check()
+            sweep_stale_workdirs()
             self._checked = True
 
     # -- one-shot runs -------------------------------------------------------------------------
@@ -173,7 +174,8 @@ class Sandbox:
         return self.limits.merged(dict(overrides) if isinstance(overrides, Mapping) else overrides)
 
     def _new_workdir(self) -> Path:
-        path = Path(tempfile.mkdtemp(prefix="run-", dir=sandbox_root()))
+        # the owner's pid in the name lets a later process remove what a killed one left behind
+        path = Path(tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=sandbox_root()))
         self.backend.prepare_workdir(path)
         return path
 
@@ -243,6 +245,25 @@ class Sandbox:
             killed=reason is not None,
             kill_reason=reason,
         )
+
+
+def sweep_stale_workdirs() -> list[Path]:
+    """Delete work dirs whose owning process is gone (it was killed before it could clean up)."""
+    removed = []
+    for path in sandbox_root().glob("run-*-*"):
+        pid = path.name.split("-")[1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or a reused pid: leave it alone)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        _remove_tree(path)
+        removed.append(path)
+    return removed
 
 
 def _owner(workdir: Path) -> tuple[int, int] | None:

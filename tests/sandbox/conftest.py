@@ -1,0 +1,60 @@
+"""Fixtures of the sandbox tests: the isolating backends (bubblewrap, nsjail), installed when missing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from verifiers.sandbox import Sandbox
+
+REPO = Path(__file__).resolve().parents[2]
+ISOLATING_BACKENDS = ["bwrap", "nsjail"]
+
+
+def ensure_bwrap() -> None:
+    """Install bubblewrap with the project's own set-up script when this machine lacks it."""
+    if shutil.which("bwrap") is None:
+        subprocess.run(["bash", str(REPO / "scripts" / "setup-system.sh")], check=True)
+    assert shutil.which("bwrap"), "scripts/setup-system.sh did not install bubblewrap"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sandbox_dir() -> Iterator[None]:
+    # this test run's own sandbox root, so leak checks see only our runs; under /tmp because the
+    # sandbox's uid must be able to traverse to it (pytest's own tmp folders are private)
+    root = Path(tempfile.mkdtemp(prefix="vf-sandbox-test-"))
+    root.chmod(0o711)
+    previous = os.environ.get("VF_SANDBOX_DIR")
+    os.environ["VF_SANDBOX_DIR"] = str(root)
+    ensure_bwrap()
+    yield
+    if previous is None:
+        os.environ.pop("VF_SANDBOX_DIR", None)
+    else:
+        os.environ["VF_SANDBOX_DIR"] = previous
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(params=ISOLATING_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def sandbox(backend: str) -> Sandbox:
+    return Sandbox(backend, timeout=10)
+
+
+def sandbox_root() -> Path:
+    return Path(os.environ["VF_SANDBOX_DIR"])
+
+
+def run_dirs() -> list[Path]:
+    """Per-run and per-session work dirs currently on the host."""
+    return sorted(sandbox_root().glob("run-*"))
