@@ -7,6 +7,7 @@ never serve a stale page. The hot path uses Core SQL, never the ORM.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import html
 import json
@@ -129,8 +130,10 @@ class IndexCache:
 
 
 def _iso(ts: Any) -> str:
-    s = ts.isoformat() if hasattr(ts, "isoformat") else str(ts).replace(" ", "T")
-    return s + "Z" if "+" not in s and not s.endswith("Z") else s
+    """PEP 700 ``upload-time``: ``yyyy-mm-ddThh:mm:ss.ffffffZ`` (UTC). SQLite hands back strings."""
+    if not isinstance(ts, dt.datetime):
+        ts = dt.datetime.fromisoformat(str(ts))
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _vkey(v: str) -> Any:

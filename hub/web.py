@@ -83,7 +83,7 @@ def home(
             *[("tag", t) for t in tags_filter],
             ("page", p),
         ]
-        return "/?" + urlencode(params)
+        return f"{request.scope.get('root_path', '')}/?" + urlencode(params)
 
     return _page(
         request,

@@ -3,6 +3,7 @@ names and versions through ``packaging``; PEP 592/658/700 fields; negotiation; p
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 from html.parser import HTMLParser
 
@@ -112,7 +113,7 @@ def test_project_page_html_and_json_agree(hub: HubClient, packages: PackageFacto
             "core-metadata",
         }
         assert f["size"] == len(hub.get(f["url"]).content)
-        assert f["upload-time"].endswith("Z") and "T" in f["upload-time"]
+        datetime.datetime.strptime(f["upload-time"], "%Y-%m-%dT%H:%M:%S.%fZ")  # the PEP 700 format
         assert f["yanked"] is False
         assert (f["core-metadata"] is not False) == f["filename"].endswith(".whl")
 
