@@ -7,3 +7,6 @@ def tiny_model_dir(tmp_path_factory):
     from verifiers.serving.tiny_model import write_tiny_model
 
     return write_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny")
+
+
+from tests.support.vllm import vllm_server  # noqa: E402, F401  (the shared real vLLM fixture)

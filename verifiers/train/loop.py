@@ -126,12 +126,15 @@ class Run:
         weights = self.model_path
         if self.ckpt:
             weights = self.trainer.save_weights(self.out / "weights" / f"step_{self.start_step}")
+        self.resume_weights = weights
+        self.launched_servers = False
         if not self.servers:
             if cfg.inference.urls:
                 self.servers = [InferenceServer(u, cfg.inference.model) for u in cfg.inference.urls]
             else:
                 self.log(f"starting {cfg.inference.num_servers} vLLM server(s) for {weights}")
                 t0 = time.perf_counter()
+                self.launched_servers = True
                 self.servers = launch_vllm_servers(weights, cfg.inference.num_servers,
                                                    max_model_len=cfg.inference.max_model_len,
                                                    extra_args=cfg.inference.extra_args,
@@ -292,6 +295,9 @@ async def run_training(cfg: TrainConfig, *, output: str | Path | None = None, re
     t0 = time.perf_counter()
     try:
         run.setup()
+        if run.ckpt and run.dist.is_main and run.orch is not None and not run.launched_servers:
+            # Servers we did not start still hold whatever they had: give them the resumed policy.
+            await run.orch.update_weights(str(run.resume_weights), run.start_step)
         metrics = MetricsLog(run.out, truncate_after_step=run.start_step if run.ckpt else None) \
             if run.dist.is_main else None
         if metrics is not None and not run.ckpt and metrics.path.exists():
