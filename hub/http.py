@@ -24,7 +24,8 @@ def principal_of(request: Request, *, allow_cookie: bool = False) -> Principal |
     A missing credential means anonymous; a wrong one is 401, and repeated failures from one address are
     answered 429 before any lookup.
     """
-    cached = request.scope.get("vf_principal", False)
+    slot = "vf_principal_cookie" if allow_cookie else "vf_principal"
+    cached = request.scope.get(slot, False)
     if cached is not False:
         return cached
     hub = hub_of(request)
@@ -34,7 +35,7 @@ def principal_of(request: Request, *, allow_cookie: bool = False) -> Principal |
         token = request.cookies.get(SESSION_COOKIE) or None
         from_cookie = token is not None
     if token is None:
-        request.scope["vf_principal"] = None
+        request.scope[slot] = None
         return None
     ip = client_ip(request)
     if hub.settings.rate_limit_enabled and not hub.auth_failures.allowed(ip):
@@ -51,10 +52,10 @@ def principal_of(request: Request, *, allow_cookie: bool = False) -> Principal |
         if hub.settings.rate_limit_enabled:
             hub.auth_failures.consume(ip)
         if from_cookie:
-            request.scope["vf_principal"] = None
+            request.scope[slot] = None
             return None
         raise HubError(401, "invalid, expired or revoked token", {"WWW-Authenticate": 'Basic realm="vf-hub"'})
-    request.scope["vf_principal"] = principal
+    request.scope[slot] = principal
     return principal
 
 

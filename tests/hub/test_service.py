@@ -252,3 +252,21 @@ def test_compose_and_dockerfile_match_the_service() -> None:
 
     source = "".join(inspect.getsource(hub.testing.run_hub).split())
     assert '"-m","hub","serve"' in source  # the command the tests start
+
+
+def test_settings_from_env_and_config_file(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from hub.settings import Settings
+
+    cfg = tmp_path / "hub.toml"
+    cfg.write_text(
+        '[hub]\ndata_dir = "/srv/hub"\nmax_file_bytes = 1234\nstorage = "local"\ndefault_private = true\n'
+    )
+    monkeypatch.setenv("VF_HUB_CONFIG", str(cfg))
+    monkeypatch.setenv("VF_HUB_MAX_FILE_BYTES", "999")
+    s = Settings()
+    assert s.data_dir == Path("/srv/hub") and s.default_private is True
+    assert s.max_file_bytes == 999  # the environment wins over the file
+    assert s.resolved_database_url == "sqlite:////srv/hub/hub.db"
+    assert s.resolved_storage_path == Path("/srv/hub/files")
+    monkeypatch.setenv("VF_HUB_ADMIN_TOKEN", "vfh_secret")
+    assert "vfh_secret" not in repr(Settings())  # secrets are masked in reprs

@@ -161,9 +161,9 @@ def test_legacy_upload_form(hub: HubClient, packages: PackageFactory) -> None:
     assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Basic")
 
 
-def test_twine_upload_against_a_running_hub(tmp_path: Path, packages: PackageFactory) -> None:
-    """The real ``twine upload`` (subprocess) publishes to ``/legacy/``; a re-upload is idempotent and a
-    changed file with the same name is refused."""
+def test_twine_and_uv_publish_against_a_running_hub(tmp_path: Path, packages: PackageFactory) -> None:
+    """The real ``twine upload`` and ``uv publish`` (subprocesses) publish to ``/legacy/``; a re-upload is
+    idempotent and a changed file with the same name is refused."""
     with run_hub(tmp_path / "hub") as h:
         r = h.client(h.admin_token).post("/api/v1/users", json={"name": "tess"})
         token = r.json()["token"]
@@ -198,6 +198,30 @@ def test_twine_upload_against_a_running_hub(tmp_path: Path, packages: PackageFac
         refused = subprocess.run(cmd2, env=env, capture_output=True, text=True, timeout=120)
         assert refused.returncode != 0
         assert "409" in refused.stdout + refused.stderr
+        # uv publish speaks the same protocol.
+        upkg = packages.get("uvpub-env", "0.2.0", tags=["uv"])
+        uv = Path(sys.executable).parent / "uv"
+        out = subprocess.run(
+            [
+                str(uv),
+                "publish",
+                "--publish-url",
+                f"{h.url}/legacy/",
+                "--username",
+                "__token__",
+                "--password",
+                token,
+                str(upkg.wheel),
+                str(upkg.sdist),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        with h.client() as c:
+            v = c.get("/api/v1/environments/tess/uvpub-env/versions/latest").json()
+            assert v["version"] == "0.2.0" and sorted(f["kind"] for f in v["files"]) == ["sdist", "wheel"]
         bad_env = dict(env, TWINE_PASSWORD="vfh_not-a-token")
         denied = subprocess.run(cmd, env=bad_env, capture_output=True, text=True, timeout=120)
         assert denied.returncode != 0
