@@ -55,6 +55,7 @@ _LAZY: dict[str, str] = {
     "SingleTurnEnv": "verifiers.envs.singleturn_env:SingleTurnEnv",
     "ToolEnv": "verifiers.envs.tool_env:ToolEnv",
     "StatefulToolEnv": "verifiers.envs.stateful_tool_env:StatefulToolEnv",
+    "SandboxEnv": "verifiers.envs.sandbox_env:SandboxEnv", "PythonEnv": "verifiers.envs.python_env:PythonEnv", "SandboxError": "verifiers.sandbox.types:SandboxError",  # the local sandbox
     "EnvGroup": "verifiers.envs.env_group:EnvGroup",
     # rubrics
     "Rubric": "verifiers.rubrics.rubric:Rubric",

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from verifiers.sandbox.backends import WORKDIR, Backend, get_backend, sandbox_root
+from verifiers.sandbox.packages import PACKAGES_DIR, host_package_binds
 from verifiers.sandbox.process import kill_tree, run_process, wait_exit
 from verifiers.sandbox.types import KillReason, Limits, RunResult, SandboxError
 
@@ -86,8 +87,10 @@ class Sandbox:
         timeout: default wall-clock seconds per run (and per session call).
         python: the interpreter inside the sandbox (a host path under a read-only mount).
         env: extra environment variables inside the sandbox.
-        ro_binds: extra host paths to mount read-only, ``{host_path: sandbox_path}`` (e.g. a folder
-            of Python packages to put on ``PYTHONPATH``). Never mount secrets or the project.
+        ro_binds: extra host paths to mount read-only, ``{host_path: sandbox_path}``. Never mount
+            secrets or the project.
+        python_packages: host-installed packages (e.g. ``["numpy", "sympy"]``) to make importable
+            inside, mounted read-only with their requirements (see `host_package_binds`).
     """
 
     def __init__(
@@ -99,6 +102,7 @@ class Sandbox:
         python: str = "/usr/bin/python3",
         env: Mapping[str, str] | None = None,
         ro_binds: Mapping[str, str] | None = None,
+        python_packages: Sequence[str] = (),
     ) -> None:
         self.backend = get_backend(backend)
         self.limits = Limits().merged(dict(limits) if isinstance(limits, Mapping) else limits)
@@ -106,6 +110,9 @@ class Sandbox:
         self.python = python
         self.env = dict(env or {})
         self.ro_binds = dict(ro_binds or {})
+        if python_packages:
+            self.ro_binds.update(host_package_binds(python_packages))
+            self.env.setdefault("PYTHONPATH", PACKAGES_DIR)
         self._checked = False
 
     @property
