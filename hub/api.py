@@ -189,11 +189,30 @@ def load_env(s: Session, principal: Principal | None, owner: str, name: str) -> 
         .where(Owner.name == canonicalize_name(owner), Environment.name == canonicalize_name(name))
     ).first()
     if row is None:
-        raise not_found(f"environment {owner}/{name} not found")
+        raise not_found(f"environment {owner}/{name} not found{did_you_mean(s, principal, owner, name)}")
     env, own = row
     if env.private and (principal is None or not principal.can_read(env.owner_id, env.id, True)):
-        raise not_found(f"environment {owner}/{name} not found")
+        # Exactly the answer an absent environment gets, hint included (computed over visible ones only).
+        raise not_found(f"environment {owner}/{name} not found{did_you_mean(s, principal, owner, name)}")
     return env, own
+
+
+def did_you_mean(s: Session, principal: Principal | None, owner: str, name: str) -> str:
+    """A hint naming up to three close, visible ``owner/name`` ids (never a private one you cannot see)."""
+    import difflib
+
+    wanted = f"{canonicalize_name(owner)}/{canonicalize_name(name)}"
+    stem = canonicalize_name(name)[:2]
+    rows = s.execute(
+        select(Owner.name, Environment.name)
+        .join(Owner, Owner.id == Environment.owner_id)
+        .where(search.visibility_clause(principal))
+        .where((Owner.name == canonicalize_name(owner)) | Environment.name.startswith(stem))
+        .limit(2000)
+    ).all()
+    ids = [f"{o}/{n}" for o, n in rows if f"{o}/{n}" != wanted]
+    close = difflib.get_close_matches(wanted, ids, n=3, cutoff=0.75)
+    return f"; did you mean {', '.join(close)}?" if close else ""
 
 
 def require_write(principal: Principal, env: Environment) -> None:

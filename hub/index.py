@@ -290,6 +290,14 @@ async def _project_list(request: Request, owner: str | None) -> Response:
     return _respond(request, page, mime, principal is not None)
 
 
+def _hidden(request: Request, what: str) -> HubError:
+    """404 for something absent or not visible; 401 + challenge for anonymous callers if configured."""
+    hub = hub_of(request)
+    if hub.settings.index_auth_challenge and principal_of(request) is None:
+        return HubError(401, "authentication required", {"WWW-Authenticate": 'Basic realm="vf-hub"'})
+    return HubError(404, what)
+
+
 async def _project_detail(request: Request, owner: str | None, project: str) -> Response:
     hub = hub_of(request)
     norm = canonicalize_name(project)
@@ -306,14 +314,14 @@ async def _project_detail(request: Request, owner: str | None, project: str) -> 
     if page is None:
         data = load_project(hub, norm, scope)
         if data is None:
-            raise HubError(404, f"project {project!r} not found")
+            raise _hidden(request, f"project {project!r} not found")
         body = render_project(data, mime, request.scope.get("root_path", ""))
         page = CachedPage(body, _etag(body), data["env_id"], data["owner_id"], data["private"])
         hub.index_cache.put(key, page)
     if page.private:
         principal = principal_of(request)
         if principal is None or not principal.can_read(page.owner_id or 0, page.env_id or 0, True):
-            raise HubError(404, f"project {project!r} not found")
+            raise _hidden(request, f"project {project!r} not found")
     return _respond(request, page, mime, page.private)
 
 
@@ -366,11 +374,11 @@ def download_file(request: Request, prefix: str, sha256: str, filename: str) -> 
             {"fn": base, "sha": sha256},
         ).first()
     if row is None:
-        raise HubError(404, "file not found")
+        raise _hidden(request, "file not found")
     if row[4]:
         principal = principal_of(request)
         if principal is None or not principal.can_read(row[3], row[2], True):
-            raise HubError(404, "file not found")
+            raise _hidden(request, "file not found")
     cache = "private, max-age=31536000, immutable" if row[4] else "public, max-age=31536000, immutable"
     if want_metadata:
         if row[1] is None:

@@ -58,6 +58,14 @@ class Settings(BaseSettings):
     migrate_on_start: bool = True
     public_url: str | None = Field(default=None, description="Absolute base URL shown in install commands")
     default_private: bool = False
+    index_auth_challenge: bool = Field(
+        default=False,
+        description=(
+            "Answer anonymous index/file requests for absent or private projects with 401 + a Basic challenge "
+            "instead of 404, for clients that send credentials only when challenged (pip with netrc/keyring). "
+            "Existence is still not revealed: absent and private look the same."
+        ),
+    )
     reserved_names: list[str] = Field(
         default_factory=lambda: ["verifiers", "pip", "setuptools", "wheel", "torch", "vllm"],
         description="Distribution names nobody may publish (they must resolve from the normal index)",

@@ -218,3 +218,14 @@ def test_create_private_env_then_publish(hub: HubClient) -> None:
     assert r.status_code == 200
     assert hub.get("/api/v1/environments/alice/attack-env").status_code == 200
     assert "attack-env" in hub.get("/simple/").text
+
+
+def test_did_you_mean_hints_only_visible_names(hub: HubClient, packages: PackageFactory) -> None:
+    alice = hub.user("alice")
+    assert hub.publish("alice", packages.get("math-env", "1.0.0"), alice).status_code == 201
+    assert hub.publish("alice", packages.get("math-envs", "1.0.0"), alice, private=True).status_code == 201
+    r = hub.get("/api/v1/environments/alice/mth-env")
+    assert r.status_code == 404 and "did you mean alice/math-env?" in r.json()["detail"]
+    assert "math-envs" not in r.json()["detail"]
+    assert "alice/math-envs" in hub.get("/api/v1/environments/alice/mth-env", alice).json()["detail"]
+    assert "did you mean" not in hub.get("/api/v1/environments/alice/zzzzzz").json()["detail"]

@@ -268,3 +268,22 @@ def test_distribution_name_maps_to_environment(hub: HubClient, packages: Package
     r = hub.publish("alice", packages.get("verifiers", "99.0.0"), alice)
     assert r.status_code == 403 and "reserved" in r.json()["detail"]
     assert hub.get("/simple/verifiers/").status_code == 404
+
+
+def test_optional_auth_challenge_for_netrc_clients(tmp_path, packages: PackageFactory) -> None:  # type: ignore[no-untyped-def]
+    """With index_auth_challenge, anonymous misses get 401 + Basic challenge (pip then sends netrc or
+    keyring credentials); absent and private projects still look the same."""
+    hub = HubClient.create(
+        tmp_path / "h", database_url=None, admin_token="vfh_" + "c" * 43, index_auth_challenge=True
+    )
+    try:
+        alice = hub.user("alice")
+        assert hub.publish("alice", packages.get("chal-env", "1.0.0"), alice, private=True).status_code == 201
+        for path in ("/simple/chal-env/", "/simple/absent-env/"):
+            r = hub.get(path)
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Basic"), path
+        assert hub.client.get("/simple/chal-env/", auth=("__token__", alice)).status_code == 200
+        bob = hub.user("bob")
+        assert hub.get("/simple/chal-env/", bob).status_code == 404  # authenticated: plain 404
+    finally:
+        hub.close()
