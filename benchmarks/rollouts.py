@@ -87,6 +87,9 @@ def main() -> None:
         help="rollouts per measurement of the original (it runs ~70/s; 2,000 is a stable rate)",
     )
     parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument(
+        "--raw-requests", type=int, default=20000, help="requests of the bare aiohttp loop per round"
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--kinds", default="single,tool")
     parser.add_argument("--libraries", default="ours,original", help="which of ours,original to run")
@@ -112,7 +115,7 @@ def main() -> None:
                     r = measure(peer_python, kind, srv, args.peer_rollouts, args.concurrency)
                     runs.setdefault(f"original/{kind}", []).append(r)
                     log(f"round {rep + 1} original {kind}: {r['rollouts_per_s']:.1f} rollouts/s")
-            r = measure(str(OUR_PYTHON), "raw", srv, args.rollouts, args.concurrency)
+            r = measure(str(OUR_PYTHON), "raw", srv, args.raw_requests, args.concurrency)
             runs.setdefault("raw", []).append(r)
             log(f"round {rep + 1} raw aiohttp: {r['requests_per_s']:.0f} requests/s")
 
@@ -130,11 +133,15 @@ def main() -> None:
         orig_runs = [r["rollouts_per_s"] for r in runs.get(f"original/{kind}", [])]
         ours = median(ours_runs) if ours_runs else None
         orig = median(orig_runs) if orig_runs else None
+        # ratio of medians, and the median of per-round ratios (each pair ran back to back, so load
+        # from other work on a shared machine affects both sides of a pair alike)
         ratio = ours / orig if ours and orig else None
+        paired = [a / b for a, b in zip(ours_runs, orig_runs, strict=False) if b]
+        paired_ratio = median(paired) if paired else None
         ceiling = raw / REQUESTS_PER_ROLLOUT[kind]
         over_raw = ours / ceiling if ours else None
         label = {"single": "single-turn", "tool": "tool (2 turns)"}[kind]
-        rows.append([label, ours, orig, ratio, ceiling, over_raw])
+        rows.append([label, ours, orig, ratio, paired_ratio, ceiling, over_raw])
         ours_cpu_runs = [r["rollouts_per_cpu_s"] for r in runs.get(f"ours/{kind}", [])]
         orig_cpu_runs = [r["rollouts_per_cpu_s"] for r in runs.get(f"original/{kind}", [])]
         ours_cpu = median(ours_cpu_runs) if ours_cpu_runs else None
@@ -154,6 +161,7 @@ def main() -> None:
             "ours": ours,
             "original": orig,
             "ratio": ratio,
+            "paired_ratio": paired_ratio,
             "raw_ceiling": ceiling,
             "ours_over_raw": over_raw,
             "ours_runs": ours_runs,
@@ -172,7 +180,7 @@ def main() -> None:
         f"raw: bare aiohttp loop, {raw:,.0f} requests/s\n"
     )
     headers = ["environment", "ours", "original", "ours/original", "raw ceiling", "ours/raw"]
-    print(table(headers, rows))
+    print(table([*headers[:4], "same, per round", *headers[4:]], rows))
     print(f"\nThe same runs per CPU-second of the driver process (raw: {raw_cpu:,.0f} requests per CPU-s)\n")
     print(table(headers, cpu_rows))
     if args.json:
