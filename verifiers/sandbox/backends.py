@@ -59,7 +59,17 @@ _SETPRIV = "/usr/bin/setpriv"  # util-linux, like prlimit: present on every Debi
 
 def sandbox_root() -> Path:
     """The host folder holding per-run work dirs (``VF_SANDBOX_DIR``, else ``<tmp>/vf-sandbox``)."""
-    root = Path(os.environ.get("VF_SANDBOX_DIR") or Path(tempfile.gettempdir()) / "vf-sandbox")
+    path = os.environ.get("VF_SANDBOX_DIR") or str(Path(tempfile.gettempdir()) / "vf-sandbox")
+    root = _checked_root(path)
+    if not root.is_dir():  # removed behind our back (a tmp cleaner): set it up again
+        _checked_root.cache_clear()
+        root = _checked_root(path)
+    return root
+
+
+@functools.lru_cache(maxsize=16)
+def _checked_root(path: str) -> Path:
+    root = Path(path)
     root.mkdir(mode=0o711, parents=True, exist_ok=True)
     if drop_to_sandbox_uid():
         # the backend runs as uid 65534 and must be able to reach the work dirs it mounts
@@ -72,6 +82,7 @@ def sandbox_root() -> Path:
     return root
 
 
+@functools.lru_cache(maxsize=1)
 def drop_to_sandbox_uid() -> bool:
     """Whether the backend process should be started as uid 65534 (we are root and it exists here)."""
     if os.geteuid() != 0:
@@ -189,7 +200,8 @@ def _synthetic_etc() -> Path:
     return target
 
 
-def _system_entries() -> list[tuple[str, str, str | None]]:
+@functools.lru_cache(maxsize=1)
+def _system_entries() -> tuple[tuple[str, str, str | None], ...]:
     """(kind, path, symlink target) for the top-level system entries to expose: usr + its links."""
     entries: list[tuple[str, str, str | None]] = [("dir", "/usr", None)]
     for name in _SYSTEM_LINKS:
@@ -198,7 +210,7 @@ def _system_entries() -> list[tuple[str, str, str | None]]:
             entries.append(("link", str(p), os.readlink(p)))
         elif p.is_dir():
             entries.append(("dir", str(p), None))
-    return entries
+    return tuple(entries)
 
 
 def _env_items(env: Mapping[str, str]) -> list[tuple[str, str]]:
