@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -295,18 +296,30 @@ class Hub:
                 raise HubError(
                     403, f"the name {info0.name!r} is reserved (it must resolve from the normal index)"
                 )
-            written: list[str] = []
+            # Each upload writes its blobs under keys of its own (content address + a nonce), so a failed
+            # or redundant upload can delete exactly what it wrote without racing a concurrent one.
+            keys: dict[str, str] = {}
+            with self.db.session() as s:
+                have = dict(
+                    s.execute(
+                        select(File.filename, File.sha256).where(
+                            File.filename.in_([st.filename for st in staged])
+                        )
+                    ).all()
+                )
             try:
                 for st in staged:
-                    key = file_key(st.sha256, st.filename)
-                    if not self.storage.exists(key):
-                        with st.open() as fh:
-                            self.storage.put(key, fh)
-                        written.append(key)
+                    if have.get(st.filename) == st.sha256:
+                        continue  # an identical file is already published: nothing to store
+                    key = f"{file_key(st.sha256, st.filename).rsplit('/', 1)[0]}/{secrets.token_hex(8)}/{st.filename}"
+                    with st.open() as fh:
+                        self.storage.put(key, fh)
+                    keys[st.filename] = key
                 for attempt in range(2):
                     try:
-                        result = self._publish_rows(principal, owner_name, staged, private)
-                        written.clear()
+                        result = self._publish_rows(principal, owner_name, staged, private, keys)
+                        used = {f["filename"] for f in result.files if f["created"]}
+                        keys = {fn: k for fn, k in keys.items() if fn not in used}
                         return result
                     except IntegrityError:
                         # A concurrent upload won a uniqueness race; the retry sees its rows and answers
@@ -316,7 +329,7 @@ class Hub:
                                 409, "a concurrent upload conflicted with this one; retry"
                             ) from None
             finally:
-                for key in written:
+                for key in keys.values():
                     self._delete_if_unreferenced(key)
         finally:
             self.discard(staged)
@@ -329,7 +342,12 @@ class Hub:
                     self.storage.delete(key)
 
     def _publish_rows(
-        self, principal: Principal, owner_name: str | None, staged: list[StagedUpload], private: bool | None
+        self,
+        principal: Principal,
+        owner_name: str | None,
+        staged: list[StagedUpload],
+        private: bool | None,
+        keys: dict[str, str],
     ) -> PublishResult:
         infos = [st.info for st in staged if st.info is not None]
         info0 = infos[0]
@@ -399,7 +417,7 @@ class Hub:
                     core_metadata_sha256=hashlib.sha256(info.core_metadata).hexdigest()
                     if info.core_metadata
                     else None,
-                    storage_key=file_key(st.sha256, st.filename),
+                    storage_key=keys[st.filename],
                     uploaded_at=utcnow(),
                 )
                 s.add(f)

@@ -3,6 +3,7 @@ idempotence, one file at a time, mismatches, and real ``twine upload``."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -234,3 +235,22 @@ def test_handmade_archives_are_accepted_when_well_formed(sqlite_hub: HubClient) 
     alice = hub.user("alice")
     r = hub.publish_files("alice", "attack-env", [make_wheel(), make_sdist()], alice)
     assert r.status_code == 201, r.text
+
+
+def test_rejected_identical_upload_never_removes_the_published_file(
+    hub: HubClient, packages: PackageFactory
+) -> None:
+    """Blobs are stored per upload (content address + nonce): a rejected or redundant upload of the same
+    bytes deletes only what it wrote itself, never the file a release references."""
+    alice = hub.user("alice")
+    mallory = hub.user("mallory")
+    pkg = packages.get("shared-bytes", "1.0.0")
+    assert hub.publish("alice", pkg, alice).status_code == 201
+    keys = sorted(hub.stored_keys())
+    assert hub.publish("alice", pkg, mallory).status_code == 403
+    assert hub.publish("mallory", pkg, mallory).status_code == 403
+    assert hub.publish("alice", pkg, alice).status_code == 200
+    assert sorted(hub.stored_keys()) == keys
+    doc = hub.get("/simple/shared-bytes/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}).json()
+    for f in doc["files"]:
+        assert hashlib.sha256(hub.get(f["url"]).content).hexdigest() == f["hashes"]["sha256"]
