@@ -1,0 +1,198 @@
+"""`make demo`: the whole flow on embedded defaults, on one machine, with no set-up and no download of
+model weights.
+
+1. a tiny local model (`vf model tiny`) served by a real vLLM server (`vf serve`, CPU build);
+2. an Environments Hub (SQLite + a local folder) in the background, a user and a token, `vf login`;
+3. every bundled environment pushed to the hub (`vf push`);
+4. one environment installed into a fresh virtual environment from the hub's index with plain `pip`;
+5. two environments (single-turn math, multi-turn wordle) evaluated against the local model with
+   `vf eval --push`, so they appear on the hub's leaderboards;
+6. `vf train examples/tiny.toml`: RL on the tiny model with vLLM rollouts and in-place weight updates;
+7. a summary of where to look, and the one command that serves the same hub data again.
+
+Everything lives under `.cache/demo/`; the script stops every process it started and can run again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / ".cache" / "demo"
+VENV_BIN = Path(sys.executable).parent
+VF = [sys.executable, "-m", "verifiers.cli"]
+HUB_PORT = int(os.environ.get("VF_DEMO_HUB_PORT", "8765"))
+HUB_URL = f"http://127.0.0.1:{HUB_PORT}"
+USER = "demo"
+SKIP_TRAIN = os.environ.get("VF_DEMO_SKIP_TRAIN", "") not in ("", "0")
+
+
+def say(msg: str) -> None:
+    print(f"\n\033[1m==> {msg}\033[0m", flush=True)
+
+
+def env_vars() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(VF_CONFIG_DIR=str(DEMO / "config"), VF_HUB_URL=HUB_URL, PYTHONUNBUFFERED="1")
+    env.pop("VF_HUB_TOKEN", None)
+    return env
+
+
+def run(cmd: list[str], *, check: bool = True, capture: bool = False, **kw) -> subprocess.CompletedProcess:
+    kw.setdefault("env", env_vars())
+    kw.setdefault("cwd", ROOT)
+    proc = subprocess.run(cmd, text=True, capture_output=capture, **kw)
+    if check and proc.returncode != 0:
+        detail = (proc.stderr or "").strip() if capture else ""
+        raise SystemExit(f"demo step failed ({proc.returncode}): {' '.join(cmd)}\n{detail}")
+    return proc
+
+
+def wait_http(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"process for {url} exited early (code {proc.returncode})")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit(f"{url} did not answer within {timeout:.0f}s")
+
+
+def normal_index() -> str:
+    """The index pip would use without the hub (dependencies of environments come from there)."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+                          capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "https://pypi.org/simple"
+
+
+def main() -> int:
+    DEMO.mkdir(parents=True, exist_ok=True)
+    started: list[subprocess.Popen] = []
+    vllm = None
+    t0 = time.monotonic()
+    try:
+        # 1. model + vLLM ------------------------------------------------------------------------
+        model_dir = DEMO / "tiny-model"
+        say("a tiny local model (random weights, character tokenizer; no download)")
+        if not (model_dir / "config.json").exists():
+            run([*VF, "model", "tiny", str(model_dir)])
+        else:
+            print(f"reusing {model_dir}")
+        say("serving it with a real vLLM server (CPU build; installed into its own venv on first use)")
+        from verifiers.serving.vllm import VLLMServer
+
+        vllm = VLLMServer(model_dir, max_model_len=512, log_file=DEMO / "vllm.log", startup_timeout=900)
+        vllm.start()
+        vllm.wait_until_ready(900)
+        print(f"vLLM at {vllm.base_url} serving model {vllm.model!r} (log: {DEMO / 'vllm.log'})")
+
+        # 2. hub ---------------------------------------------------------------------------------
+        say(f"an Environments Hub on {HUB_URL} (SQLite + local files in {DEMO / 'hub'})")
+        hub_log = open(DEMO / "hub.log", "ab")  # noqa: SIM115 - closed at exit
+        hub = subprocess.Popen([*VF, "hub", "serve", "--data", str(DEMO / "hub"), "--port", str(HUB_PORT)],
+                               cwd=ROOT, env=env_vars(), stdout=hub_log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+        started.append(hub)
+        wait_http(f"{HUB_URL}/healthz", 60, hub)
+        created = run([*VF, "hub", "user", "create", USER, "--data", str(DEMO / "hub")], check=False, capture=True)
+        if created.returncode == 0:
+            token = created.stdout.strip().splitlines()[-1]
+            print(f"created user {USER!r}")
+        else:  # second run: the user exists; give it a new token
+            token = run([*VF, "hub", "token", "create", USER, "--data", str(DEMO / "hub"), "--name", "demo"],
+                        capture=True).stdout.strip().splitlines()[-1]
+            print(f"user {USER!r} exists; made a new token")
+        run([*VF, "login", "--hub", HUB_URL, "--token", token])
+
+        # 3. push --------------------------------------------------------------------------------
+        say("pushing every bundled environment")
+        pushed = []
+        for pkg in sorted(p for p in (ROOT / "environments").iterdir() if (p / "pyproject.toml").exists()):
+            res = run([*VF, "push", str(pkg)], check=False, capture=True)
+            line = next((ln for ln in res.stdout.splitlines() if ln.startswith(("published", USER + "/"))),
+                        res.stdout.strip().splitlines()[0] if res.stdout.strip() else "")
+            if res.returncode != 0:
+                print(f"  {pkg.name}: {res.stderr.strip().splitlines()[0] if res.stderr.strip() else 'failed'}")
+                continue
+            print(f"  {line}")
+            pushed.append(pkg.name)
+
+        # 4. plain pip from the hub's index into a fresh venv -----------------------------------------
+        say("installing math-problems into a fresh virtual environment with plain pip, from the hub's index")
+        fresh = DEMO / "venv-fresh"
+        if fresh.exists():
+            shutil.rmtree(fresh)
+        run([sys.executable, "-m", "venv", str(fresh)])
+        fpip = [str(fresh / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        # Our verifiers first (it satisfies the environments' `verifiers>=...`), then the environment.
+        run([*fpip, str(ROOT)])
+        index = f"http://{USER}:{token}@127.0.0.1:{HUB_PORT}/{USER}/simple/"
+        print(f"pip install --index-url {HUB_URL}/{USER}/simple/ --extra-index-url {normal_index()} math-problems")
+        run([*fpip, "--index-url", index, "--extra-index-url", normal_index(), "math-problems"])
+        ver = run([str(fresh / "bin" / "python"), "-c",
+                   "import importlib.metadata as m, math_problems; print(m.version('math-problems'))"],
+                  capture=True).stdout.strip()
+        print(f"math-problems {ver} importable in {fresh}")
+
+        # 5. evals with --push ---------------------------------------------------------------------
+        runs = DEMO / "runs"
+        say("vf eval math-problems (single-turn, from the fresh venv) against the local model, --push")
+        run([str(fresh / "bin" / "vf"), "eval", f"{USER}/math-problems@{ver}", "-b", vllm.base_url,
+             "-n", "8", "-r", "2", "-t", "48", "-o", str(runs), "--push", "--push-samples"])
+        say("vf eval wordle (multi-turn game) against the local model, --push")
+        wordle_ver = run([sys.executable, "-c", "import importlib.metadata as m; print(m.version('wordle'))"],
+                         capture=True).stdout.strip()
+        run([*VF, "eval", f"{USER}/wordle@{wordle_ver}", "-b", vllm.base_url, "-n", "4", "-r", "2", "-t", "24",
+             "-o", str(runs), "--push"])
+        vllm.stop()
+        vllm = None
+
+        # 6. training -------------------------------------------------------------------------------
+        train_out = DEMO / "train"
+        if not SKIP_TRAIN:
+            say("vf train examples/tiny.toml: SFT warm start, then async RL with vLLM weight reloads each step")
+            if train_out.exists():
+                shutil.rmtree(train_out)
+            run([*VF, "train", "examples/tiny.toml", "--output", str(train_out),
+                 "--set", f"model.path={DEMO / 'train-model'}"])
+
+        # 7. summary ----------------------------------------------------------------------------------
+        say(f"done in {time.monotonic() - t0:.0f}s")
+        board = json.load(urllib.request.urlopen(f"{HUB_URL}/api/v1/environments/{USER}/math-problems/leaderboard"))
+        print(f"pushed {len(pushed)} environments to {HUB_URL}/{USER}")
+        for row in board[:3]:
+            print(f"  leaderboard math-problems: {row['model']} avg reward {row['avg_reward']:.3f} "
+                  f"({row['num_rollouts']} rollouts, version {row['version']})")
+        print(f"leaderboards:  {HUB_URL}/{USER}/math-problems#leaderboard  and  {HUB_URL}/{USER}/wordle#leaderboard")
+        print(f"eval runs:     {runs}   (vf results {runs})")
+        if not SKIP_TRAIN:
+            print(f"training run:  {train_out}   (metrics.jsonl, reward/loss plot PNG)")
+        print(f"browse again:  .venv/bin/vf hub serve --data {DEMO / 'hub'} --port {HUB_PORT}")
+        return 0
+    finally:
+        if vllm is not None:
+            vllm.stop()
+        for proc in started:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
