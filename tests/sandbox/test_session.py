@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 
 import pytest
@@ -106,6 +107,13 @@ async def test_read_file_refuses_links_out_of_the_work_dir(sandbox: Sandbox) -> 
             await session.read_file("leak")
         with pytest.raises(ValueError):
             await session.read_file("../outside")
+        # a planted directory link must not lead the host-side reader or writer out of the work dir
+        await session.run("ln -s /etc etc_link && ln -s /usr usr_link")
+        with pytest.raises(OSError):
+            await session.read_file("etc_link/passwd")
+        with pytest.raises(OSError):
+            await session.write_files({"usr_link/vf-planted": "x"})
+        assert "vf-planted" not in await asyncio.to_thread(os.listdir, "/usr")
 
 
 async def test_close_kills_everything_and_removes_the_dir(sandbox: Sandbox) -> None:

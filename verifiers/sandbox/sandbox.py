@@ -190,19 +190,10 @@ class Sandbox:
         owner = _owner(workdir)
         for name, content in files.items():
             rel = _safe_relative(name)
-            target = workdir.joinpath(*rel.parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
             data = content.encode() if isinstance(content, str) else bytes(content)
-            # never follow a link the sandbox may have planted in a persistent work dir
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            fd = _open_beneath(workdir, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, owner=owner)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-            if owner is not None:
-                d = target
-                while d != workdir:
-                    with contextlib.suppress(OSError):
-                        os.chown(d, *owner, follow_symlinks=False)
-                    d = d.parent
 
     def _argv(self, workdir: Path, command: str | Sequence[str] | None, python: str | None) -> list[str]:
         if (command is None) == (python is None):
@@ -271,6 +262,33 @@ def sweep_stale_workdirs() -> list[Path]:
         _remove_tree(path)
         removed.append(path)
     return removed
+
+
+def _open_beneath(root: Path, rel: PurePosixPath, flags: int, owner: tuple[int, int] | None = None) -> int:
+    """Open ``root/rel`` without following any symlink on the way (files in a work dir the sandbox
+    has written to are untrusted: a planted ``d -> /etc`` must not turn ``d/shadow`` into the host's
+    file). With ``os.O_CREAT``, missing folders are created (and given to ``owner``)."""
+    creating = bool(flags & os.O_CREAT)
+    dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in rel.parts[:-1]:
+            try:
+                next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            except FileNotFoundError:
+                if not creating:
+                    raise
+                os.mkdir(part, 0o755, dir_fd=dir_fd)
+                next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                if owner is not None:
+                    os.fchown(next_fd, *owner)
+            os.close(dir_fd)
+            dir_fd = next_fd
+        fd = os.open(rel.parts[-1], flags | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+        if creating and owner is not None:
+            os.fchown(fd, *owner)
+        return fd
+    finally:
+        os.close(dir_fd)
 
 
 def _owner(workdir: Path) -> tuple[int, int] | None:
@@ -367,9 +385,7 @@ class SandboxSession:
 
     async def read_file(self, path: str) -> bytes:
         """Read a file the sandbox wrote (refusing links, which could point at host files)."""
-        rel = _safe_relative(path)
-        target = self.workdir.joinpath(*rel.parts)
-        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = _open_beneath(self.workdir, _safe_relative(path), os.O_RDONLY)
         with os.fdopen(fd, "rb") as f:
             return f.read()
 
