@@ -347,7 +347,6 @@ class VLLMServer:
                 self.log_path = Path(name)
             self._log_handle = open(self.log_path, "ab")  # closed in stop()
             stdout = self._log_handle
-        self._log(f"starting vLLM on {self.base_url} for {self.model_dir}")
         self.process = subprocess.Popen(
             cmd,
             stdout=stdout,
@@ -356,6 +355,7 @@ class VLLMServer:
             env=self.environment(),
             start_new_session=True,  # own process group: stop() reaches the engine workers too
         )
+        self._log(f"starting vLLM (pid {self.process.pid}) on {self.base_url} for {self.model_dir}")
         try:
             self.wait_until_ready(self.startup_timeout)
         except BaseException:
