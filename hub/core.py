@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from sqlalchemy import func, select, text
+from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -562,35 +562,27 @@ class Hub:
         }
 
     def gc_orphans(self, min_age_seconds: float = 3600.0) -> int:
-        """Delete stored blobs that no file row references (left by a crash between write and commit)."""
+        """Delete stored blobs no file row references (left by a crash between the write and the commit).
+
+        Blobs younger than ``min_age_seconds`` are spared: they may belong to an upload still in flight.
+        """
+        import time
+
         with self.db.session() as s:
             referenced = set(s.scalars(select(File.storage_key)))
+        now = time.time()
         removed = 0
         for key in list(self.storage.keys("files/")):
-            if key in referenced:
+            if key in referenced or now - self.storage.modified_at(key) < min_age_seconds:
                 continue
-            if isinstance(self.storage, _local_type()):
-                p = self.storage.root / key  # type: ignore[attr-defined]
-                age = dt.datetime.now().timestamp() - p.stat().st_mtime
-                if age < min_age_seconds:
-                    continue
             self.storage.delete(key)
             removed += 1
         # Temp files of uploads interrupted by a crash.
         for p in self.tmp_dir.glob("upload-*"):
-            if dt.datetime.now().timestamp() - p.stat().st_mtime >= min_age_seconds:
+            if now - p.stat().st_mtime >= min_age_seconds:
                 with contextlib.suppress(FileNotFoundError):
                     p.unlink()
         return removed
-
-    def env_counts(self, s: Session) -> int:
-        return int(s.scalar(select(func.count(Environment.id))) or 0)
-
-
-def _local_type() -> type:
-    from hub.storage import LocalStorage
-
-    return LocalStorage
 
 
 def pick_latest(versions: list[tuple[str, bool]]) -> str | None:

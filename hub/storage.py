@@ -38,6 +38,9 @@ class Storage(Protocol):
 
     def keys(self, prefix: str = "") -> Iterator[str]: ...
 
+    def modified_at(self, key: str) -> float:
+        """When the object was written (epoch seconds); lets garbage collection spare fresh uploads."""
+
 
 def _check_key(key: str) -> str:
     parts = key.split("/")
@@ -104,6 +107,9 @@ class LocalStorage:
                 parent.rmdir()
             except OSError:
                 break
+
+    def modified_at(self, key: str) -> float:
+        return self._path(key).stat().st_mtime
 
     def keys(self, prefix: str = "") -> Iterator[str]:
         for path in sorted(self.root.rglob("*")):
@@ -209,6 +215,10 @@ class S3Storage:
 
     def delete(self, key: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+    def modified_at(self, key: str) -> float:
+        head = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        return float(head["LastModified"].timestamp())
 
     def keys(self, prefix: str = "") -> Iterator[str]:
         paginator = self.client.get_paginator("list_objects_v2")

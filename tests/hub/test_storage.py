@@ -124,3 +124,29 @@ def test_hub_on_s3_end_to_end(s3_hub: HubClient, packages: PackageFactory) -> No
     assert hub.publish_files("alice", "s3-env", [bad], alice).status_code == 400
     assert len(hub.stored_keys()) == 2
     assert hub.temp_files() == []
+
+
+def test_gc_removes_only_old_unreferenced_blobs(
+    storage: Storage, tmp_path: Path, packages: PackageFactory
+) -> None:
+    """``hub gc`` on the local folder and on S3: referenced blobs stay, fresh orphans (an upload in
+    flight) stay, old orphans go."""
+    from hub.core import Hub
+
+    hub = HubClient.create(tmp_path / "gc", database_url=None, admin_token="vfh_" + secrets.token_urlsafe(32))
+    try:
+        core: Hub = hub.hub
+        core.storage = storage  # the same hub logic over either backend
+        alice = hub.user("alice")
+        assert hub.publish("alice", packages.get("gc-env", "1.0.0"), alice).status_code == 201
+        published = sorted(storage.keys("files/"))
+        assert len(published) == 2
+        orphan = file_key("ef" * 32, "orphan.whl")
+        storage.put(orphan, io.BytesIO(b"left by a crash"))
+        assert core.gc_orphans(min_age_seconds=3600) == 0  # too fresh: might be an upload in flight
+        assert core.gc_orphans(min_age_seconds=0) == 1
+        assert sorted(storage.keys("files/")) == published
+        doc = hub.get("/api/v1/environments/alice/gc-env/versions/1.0.0").json()
+        assert all(storage.exists(k) for k in published) and len(doc["files"]) == 2
+    finally:
+        hub.close()
