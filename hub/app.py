@@ -26,6 +26,13 @@ from hub.settings import Settings
 log = logging.getLogger("hub")
 
 
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+]
+
+
 class _TooLarge(Exception):
     pass
 
@@ -82,6 +89,7 @@ class LimitsAndLogs:
             if msg["type"] == "http.response.start":
                 started = True
                 status["code"] = msg["status"]
+                msg["headers"] = [*msg.get("headers", []), *SECURITY_HEADERS]
             await send(msg)
 
         try:

@@ -59,7 +59,8 @@ def serve(
         workers=workers,
         access_log=False,
         log_level=log_level.lower(),
-        proxy_headers=False,
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=settings.forwarded_allow_ips,
     )
 
 

@@ -90,6 +90,11 @@ class Settings(BaseSettings):
     # Index cache.
     index_cache_entries: int = 20000
 
+    forwarded_allow_ips: str | None = Field(
+        default=None,
+        description="Proxy addresses whose X-Forwarded-For is trusted (uvicorn); rate limits key on the client",
+    )
+
     log_level: str = "INFO"
     log_json: bool = True
     cookie_secure: bool = False

@@ -52,6 +52,11 @@ def _ctx(request: Request, **kw: Any) -> dict[str, Any]:
 def _page(request: Request, template: str, status: int = 200, **kw: Any) -> HTMLResponse:
     resp = templates.TemplateResponse(request, template, _ctx(request, **kw), status_code=status)
     resp.headers["Cache-Control"] = "private, no-cache"
+    # The pages need no script at all; README images may come from anywhere over https.
+    resp.headers["Content-Security-Policy"] = (
+        "default-src 'self'; script-src 'none'; object-src 'none'; img-src 'self' https: data:; "
+        "style-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    )
     return resp
 
 
