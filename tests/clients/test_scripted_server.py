@@ -237,3 +237,40 @@ def test_fast_server_tool_and_answer_modes():
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_fast_server_chunked_and_pipelined_requests():
+    import socket
+
+    proc, base = _start_fast_server()
+    port = int(base.rsplit(":", 1)[1].split("/")[0])
+    try:
+        body = json.dumps({"model": "m", "messages": USER, "tools": TOOLS}).encode()
+        half = len(body) // 2
+        chunked = (
+            b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"%x\r\n" % half
+            + body[:half]
+            + b"\r\n"
+            + b"%x\r\n" % (len(body) - half)
+            + body[half:]
+            + b"\r\n0\r\n\r\n"
+        )
+        plain = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+            % len(json.dumps({"messages": USER}))
+            + json.dumps({"messages": USER}).encode()
+        )
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            payload = chunked + plain
+            for i in range(0, len(payload), 7):  # arrive in small pieces
+                sock.sendall(payload[i : i + 7])
+            received = b""
+            while chunk := sock.recv(65536):
+                received += chunk
+        responses = received.split(b"HTTP/1.1 200 OK")[1:]
+        assert len(responses) == 2
+        assert b'"tool_calls"' in responses[0] and b"The answer is 4." in responses[1]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -85,6 +85,29 @@ def build_responses(model: str, answer: str, tool_name: str, tool_args: str) -> 
     }
 
 
+def _dechunk(buf: bytearray, start: int) -> tuple[bytes, int] | None:
+    """Decode a chunked request body starting at ``start``: (body, end offset), or None if the
+    buffer does not hold all of it yet."""
+    parts = []
+    pos = start
+    while True:
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            return None
+        size = int(bytes(buf[pos:eol]).split(b";", 1)[0].strip() or b"0", 16)
+        if size == 0:
+            trailer_end = buf.find(b"\r\n\r\n", eol)
+            if trailer_end == eol:  # no trailers: the terminating CRLF follows the size line
+                return b"".join(parts), eol + 4
+            if trailer_end < 0:
+                return None
+            return b"".join(parts), trailer_end + 4
+        if len(buf) < eol + 2 + size + 2:
+            return None
+        parts.append(bytes(buf[eol + 2 : eol + 2 + size]))
+        pos = eol + 2 + size + 2
+
+
 class FastProtocol(asyncio.Protocol):
     """One connection: parse requests out of the byte stream and answer each immediately."""
 
@@ -109,18 +132,24 @@ class FastProtocol(asyncio.Protocol):
             if end < 0:
                 break
             head = bytes(buf[:end]).lower()
-            length = 0
-            pos = head.find(b"\r\ncontent-length:")
-            if pos >= 0:
-                stop = head.find(b"\r\n", pos + 2)
-                length = int(head[pos + 17 : stop if stop >= 0 else len(head)].strip() or 0)
-            total = end + 4 + length
-            if len(buf) < total:
-                break
-            body = bytes(buf[end + 4 : total])
+            if b"\r\ntransfer-encoding: chunked" in head:
+                parsed = _dechunk(buf, end + 4)
+                if parsed is None:
+                    break
+                body, total = parsed
+            else:
+                length = 0
+                pos = head.find(b"\r\ncontent-length:")
+                if pos >= 0:
+                    stop = head.find(b"\r\n", pos + 2)
+                    length = int(head[pos + 17 : stop if stop >= 0 else len(head)].strip() or 0)
+                total = end + 4 + length
+                if len(buf) < total:
+                    break
+                body = bytes(buf[end + 4 : total])
             del buf[:total]
             path = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/"
-            out.append(self.respond(path, body))
+            out.append(self.respond(path.split(b"?", 1)[0], body))
             if b"\r\nconnection: close" in head:
                 close = True
                 break
