@@ -1,13 +1,13 @@
 """The asynchronous model client used by the rollout engine.
 
-Why a client of our own instead of ``openai.AsyncOpenAI``: at the concurrency RL rollouts need (hundreds
-of requests in flight on a 2-core machine), the HTTP transport is the engine's ceiling. httpx's own
-transport manages ~160 req/s at 256 concurrent requests here while aiohttp manages thousands, so
-requests go straight through an aiohttp session (measured on this machine, 256 in flight against a
-fast loopback server: plain httpx ~100 req/s, httpx over the ``httpx-aiohttp`` transport ~3,800,
-aiohttp directly ~6,100). ``ModelClient.http`` still offers an httpx ``AsyncClient`` over the same
-aiohttp pool for anyone who wants httpx's API for raw requests. The heavy imports (aiohttp, httpx)
-happen on first use, so ``import verifiers`` stays light.
+Why a client of our own instead of ``openai.AsyncOpenAI``: at the concurrency RL rollouts need
+(hundreds of requests in flight on a 2-core machine) the HTTP transport is the engine's ceiling.
+Measured on this machine, 256 requests in flight against the fast loopback server
+(``verifiers.testing.fast_server``), requests/s: plain httpx (what openai uses) ~100, httpx over the
+``httpx-aiohttp`` transport ~3,800, aiohttp directly ~6,100, and ``ModelClient`` itself ~5,700. So
+requests go straight through an aiohttp session, and ``ModelClient.http`` offers an httpx
+``AsyncClient`` over the same aiohttp pool for anyone who wants httpx's API for raw requests. The
+heavy imports (aiohttp, httpx) happen on first use, so ``import verifiers`` stays light.
 """
 
 from __future__ import annotations
