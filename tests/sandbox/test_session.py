@@ -11,7 +11,7 @@ import pytest
 from verifiers.sandbox import Sandbox, SandboxSession
 
 from .conftest import run_dirs
-from .support import live_processes, wait_until_gone, wait_until_present
+from .support import wait_until_gone, wait_until_present
 
 pytestmark = pytest.mark.sandbox
 
@@ -145,7 +145,7 @@ async def test_cancelled_rollout_closes_its_session(sandbox: Sandbox) -> None:
 
     task = asyncio.create_task(rollout())
     await asyncio.wait_for(entered.wait(), 20)
-    assert live_processes(marker)
+    assert await wait_until_present(marker)  # exec may finish a moment after Popen returns
     await asyncio.sleep(0.2)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -299,6 +299,16 @@ def _owner(workdir: Path) -> tuple[int, int] | None:
     return None
 
 
+async def _release(proc: asyncio.subprocess.Process) -> None:
+    """After a kill: wait for the child watcher to see the exit, then close our pipe ends. Closing
+    first would make the transport reap the process itself, racing the watcher."""
+    await wait_exit(proc, 5.0)
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        with contextlib.suppress(Exception):
+            transport.close()
+
+
 def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
     if path.exists():  # a process of the run was still writing; it is dead now
@@ -349,6 +359,7 @@ class SandboxSession:
         self.restarts = 0
         self._lost_state = False
         self.cells = 0
+        self._reapers: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> SandboxSession:
         await self.start()
@@ -422,11 +433,11 @@ class SandboxSession:
 
     async def close(self) -> None:
         """Kill the interpreter and delete the work dir. Idempotent; safe to call when cancelled."""
-        proc = self._proc
         self._close_now()
-        if proc is not None and proc.returncode is None:
+        reapers = list(self._reapers)
+        if reapers:
             with contextlib.suppress(Exception):
-                await asyncio.shield(wait_exit(proc, 5.0))
+                await asyncio.shield(asyncio.gather(*reapers, return_exceptions=True))
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -442,10 +453,13 @@ class SandboxSession:
         if proc is not None:
             if proc.returncode is None:
                 kill_tree(proc.pid)
-            transport = getattr(proc, "_transport", None)
-            if transport is not None:
-                with contextlib.suppress(Exception):
-                    transport.close()
+            try:
+                reaper = asyncio.get_running_loop().create_task(_release(proc))
+            except RuntimeError:  # no loop (interpreter exit): the kill is all that is left to do
+                pass
+            else:
+                self._reapers.add(reaper)
+                reaper.add_done_callback(self._reapers.discard)
         if self._stderr_task is not None:
             self._stderr_task.cancel()
             self._stderr_task = None
