@@ -42,16 +42,6 @@ def hub(tmp_path: Path, database_url: str | None) -> Iterator[HubClient]:
         h.close()
 
 
-@pytest.fixture
-def sqlite_hub(tmp_path: Path) -> Iterator[HubClient]:
-    """The in-process hub on SQLite only (tests of logic that does not depend on the database)."""
-    h = HubClient.create(tmp_path / "hub", database_url=None, admin_token="vfh_" + secrets.token_urlsafe(32))
-    try:
-        yield h
-    finally:
-        h.close()
-
-
 @pytest.fixture(scope="session")
 def packages(tmp_path_factory: pytest.TempPathFactory) -> PackageFactory:
     """Builds real wheels and sdists (hatchling, in-process) and caches them for the session."""

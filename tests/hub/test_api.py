@@ -88,8 +88,8 @@ def test_versions_latest_and_prereleases(hub: HubClient, packages: PackageFactor
     assert hub.get("/api/v1/environments/alice/ver-env").json()["latest_version"] is None
 
 
-def test_readme_is_sanitised(sqlite_hub: HubClient, packages: PackageFactory) -> None:
-    hub = sqlite_hub
+def test_readme_is_sanitised(hub: HubClient, packages: PackageFactory) -> None:
+
     alice = hub.user("alice")
     evil = (
         "# Title\n\n<script>alert('x')</script>\n\n<img src=x onerror=alert(1)>\n\n"

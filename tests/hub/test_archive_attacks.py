@@ -94,8 +94,8 @@ CORPUS = {
 
 
 @pytest.mark.parametrize("case", sorted(CORPUS))
-def test_attack_is_rejected_and_leaves_nothing(sqlite_hub: HubClient, case: str) -> None:
-    hub = sqlite_hub
+def test_attack_is_rejected_and_leaves_nothing(hub: HubClient, case: str) -> None:
+
     alice = hub.user("alice")
     filename, data = CORPUS[case]()
     r = hub.publish_files("alice", "attack-env", [(filename, data)], alice)
@@ -118,8 +118,8 @@ def test_attack_is_rejected_and_leaves_nothing(sqlite_hub: HubClient, case: str)
     assert hub.stored_keys() == [] and hub.temp_files() == []
 
 
-def test_reasons_are_specific(sqlite_hub: HubClient) -> None:
-    hub = sqlite_hub
+def test_reasons_are_specific(hub: HubClient) -> None:
+
     alice = hub.user("alice")
     expect = {
         "wheel-path-traversal": "traversal",

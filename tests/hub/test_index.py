@@ -118,8 +118,8 @@ def test_project_page_html_and_json_agree(hub: HubClient, packages: PackageFacto
         assert (f["core-metadata"] is not False) == f["filename"].endswith(".whl")
 
 
-def test_negotiation_and_406(sqlite_hub: HubClient, packages: PackageFactory) -> None:
-    hub = sqlite_hub
+def test_negotiation_and_406(hub: HubClient, packages: PackageFactory) -> None:
+
     _publish_two_versions(hub, packages)
     cases = {
         None: "text/html; charset=utf-8",

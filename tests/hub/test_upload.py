@@ -229,9 +229,9 @@ def test_twine_and_uv_publish_against_a_running_hub(tmp_path: Path, packages: Pa
         assert token not in h.logs()
 
 
-def test_handmade_archives_are_accepted_when_well_formed(sqlite_hub: HubClient) -> None:
+def test_handmade_archives_are_accepted_when_well_formed(hub: HubClient) -> None:
     """Sanity for the attack corpus: the hand-made builders produce valid uploads when not tampered."""
-    hub = sqlite_hub
+
     alice = hub.user("alice")
     r = hub.publish_files("alice", "attack-env", [make_wheel(), make_sdist()], alice)
     assert r.status_code == 201, r.text

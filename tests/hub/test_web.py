@@ -78,8 +78,8 @@ def _seed(hub: HubClient, packages: PackageFactory) -> str:
     return alice
 
 
-def test_home_search_and_tags(sqlite_hub: HubClient, packages: PackageFactory) -> None:
-    hub = sqlite_hub
+def test_home_search_and_tags(hub: HubClient, packages: PackageFactory) -> None:
+
     _seed(hub, packages)
     home = page(hub, "/")
     assert "alice/web-env" in home.text and "Logic puzzles." in home.text
@@ -93,8 +93,8 @@ def test_home_search_and_tags(sqlite_hub: HubClient, packages: PackageFactory) -
     assert "alice/web-env" in tagged.text
 
 
-def test_environment_page(sqlite_hub: HubClient, packages: PackageFactory) -> None:
-    hub = sqlite_hub
+def test_environment_page(hub: HubClient, packages: PackageFactory) -> None:
+
     _seed(hub, packages)
     hub.get("/simple/web-env/")
     p = page(hub, "/alice/web-env")
@@ -126,8 +126,8 @@ def test_environment_page(sqlite_hub: HubClient, packages: PackageFactory) -> No
     assert missing.status_code == 404 and "text/html" in missing.headers["content-type"]
 
 
-def test_sign_in_shows_private_pages(sqlite_hub: HubClient, packages: PackageFactory) -> None:
-    hub = sqlite_hub
+def test_sign_in_shows_private_pages(hub: HubClient, packages: PackageFactory) -> None:
+
     alice = _seed(hub, packages)
     assert hub.client.get("/alice/hidden-env", headers=H).status_code == 404
     bad = hub.client.post("/signin", data={"token": "vfh_nope"}, headers=H)
