@@ -22,7 +22,7 @@ from verifiers.sandbox import Sandbox
 from verifiers.sandbox.process import descendants
 
 from .conftest import REPO, run_dirs
-from .support import wait_until_gone, wait_until_present
+from .support import live_processes, wait_until_gone, wait_until_present
 
 pytestmark = pytest.mark.sandbox
 
@@ -345,3 +345,45 @@ async def test_many_sandboxes_at_once(sandbox: Sandbox) -> None:
     assert [r.stdout for r in results] == [f"{i * 2}\n" for i in range(16)]
     assert all(r.ok for r in results)
     assert run_dirs() == []
+
+
+async def test_abstract_unix_sockets_of_the_host_are_unreachable(sandbox: Sandbox) -> None:
+    name = f"vf-sandbox-test-{secrets.token_hex(4)}"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind("\0" + name)  # abstract namespace: no file, scoped by network namespace
+    server.listen(1)
+    try:
+        program = f"""
+import socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect("\\0{name}")
+    print("CONNECTED")
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+        result = await sandbox.run(python=program)
+        assert result.ok, result
+        assert "CONNECTED" not in result.stdout
+        assert "ConnectionRefusedError" in result.stdout
+    finally:
+        server.close()
+
+
+async def test_signals_cannot_reach_host_processes_of_the_same_uid(sandbox: Sandbox) -> None:
+    # a host process running as the sandbox's uid (65534 on the host too): kill -9 -1 inside the
+    # sandbox must not reach it, since the sandbox sees only its own PID namespace
+    marker = f"2{secrets.randbelow(10**6)}.5"
+    victim = await asyncio.create_subprocess_exec(
+        "setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "sleep", marker
+    )
+    try:
+        assert await wait_until_present(marker)
+        result = await sandbox.run(f"kill -9 -1; pkill -9 -f {marker}; echo still-here", timeout=5)
+        assert live_processes(marker), "a host process was killed from inside the sandbox"
+        assert victim.returncode is None
+        assert result.exit_code != 0 or "still-here" in result.stdout
+    finally:
+        victim.kill()
+        await victim.wait()
+    await assert_next_run_ok(sandbox)
