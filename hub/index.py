@@ -226,7 +226,8 @@ def _respond(request: Request, page: CachedPage, mime: str, private: bool) -> Re
     headers = {
         "Vary": "Accept, Authorization",
         "ETag": page.etag,
-        "Cache-Control": "private, no-cache" if private else "public, max-age=60",
+        # Revalidate every time (cheap: ETag -> 304), so a version pushed a second ago is installable now.
+        "Cache-Control": "private, no-cache" if private else "public, max-age=0, must-revalidate",
     }
     if request.headers.get("if-none-match") == page.etag:
         return Response(status_code=304, headers=headers)

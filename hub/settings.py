@@ -67,7 +67,7 @@ class Settings(BaseSettings):
         ),
     )
     reserved_names: list[str] = Field(
-        default_factory=lambda: ["verifiers", "pip", "setuptools", "wheel", "torch", "vllm"],
+        default_factory=lambda: ["verifiers", "pip", "setuptools", "wheel", "torch", "vllm", "simple"],
         description="Distribution names nobody may publish (they must resolve from the normal index)",
     )
 
