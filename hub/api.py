@@ -157,7 +157,7 @@ class MemberIn(BaseModel):
 
 # ----------------------------------------------------------------------------- helpers
 def _ts(v: dt.datetime | None) -> str | None:
-    return None if v is None else v.replace(microsecond=v.microsecond).isoformat() + "Z"
+    return None if v is None else v.isoformat() + "Z"
 
 
 def file_url(request: Request, f: FileRow) -> str:

@@ -248,7 +248,7 @@ def _mime(request: Request) -> str:
     return mime
 
 
-def _owner_scope(hub: Hub, owner: str | None) -> str | None:
+def _owner_scope(owner: str | None) -> str | None:
     if owner is None:
         return None
     return canonicalize_name(owner)
@@ -258,7 +258,7 @@ async def _project_list(request: Request, owner: str | None) -> Response:
     hub = hub_of(request)
     mime = _mime(request)
     principal = principal_of(request)
-    scope = _owner_scope(hub, owner)
+    scope = _owner_scope(owner)
     if owner is not None and scope != owner:
         return RedirectResponse(f"{request.scope.get('root_path', '')}/{scope}/simple/", status_code=301)
     vis = principal.visibility_key() if principal else "anon"
@@ -302,7 +302,7 @@ def _hidden(request: Request, what: str) -> HubError:
 async def _project_detail(request: Request, owner: str | None, project: str) -> Response:
     hub = hub_of(request)
     norm = canonicalize_name(project)
-    scope = _owner_scope(hub, owner)
+    scope = _owner_scope(owner)
     if norm != project or (owner is not None and scope != owner):
         prefix = f"/{scope}" if scope else ""
         return RedirectResponse(
