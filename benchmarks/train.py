@@ -146,6 +146,7 @@ def trl_run(label: str, start: Path, rows: list[dict], reward_text, *, max_token
             target: float | None, out: Path) -> dict[str, Any]:
     """TRL GRPOTrainer on CPU (transformers generation), same hyper-parameters."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -154,6 +155,7 @@ def trl_run(label: str, start: Path, rows: list[dict], reward_text, *, max_token
         return [reward_text(c[-1]["content"] if isinstance(c, list) else c, a) for c, a in zip(completions, answer, strict=True)]
 
     reward.__name__ = "env_reward"
+    torch.set_num_threads(os.cpu_count() or 1)  # TRL has the machine to itself: no vLLM beside it
     ds = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows])
     trace: list[tuple[int, float, float, float]] = []
     t_start = [0.0]
@@ -176,6 +178,7 @@ def trl_run(label: str, start: Path, rows: list[dict], reward_text, *, max_token
         temperature=1.0, scale_rewards="none", lr_scheduler_type="constant", warmup_steps=0,
         max_steps=steps, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, bf16=False,
         seed=0, disable_tqdm=True, max_grad_norm=1.0, weight_decay=0.0, adam_beta2=0.99,
+        gradient_checkpointing=False,  # TRL turns it on by default; it only costs time on a tiny model
     )
     trainer = GRPOTrainer(model=str(start), reward_funcs=[reward], train_dataset=ds, args=args,
                           callbacks=[Track()])
