@@ -94,7 +94,7 @@ def main() -> int:
         say("serving it with a real vLLM server (CPU build; installed into its own venv on first use)")
         from verifiers.serving.vllm import VLLMServer
 
-        vllm = VLLMServer(model_dir, max_model_len=512, log_file=DEMO / "vllm.log", startup_timeout=900)
+        vllm = VLLMServer(model_dir, max_model_len=2048, log_file=DEMO / "vllm.log", startup_timeout=900)
         vllm.start()
         vllm.wait_until_ready(900)
         print(f"vLLM at {vllm.base_url} serving model {vllm.model!r} (log: {DEMO / 'vllm.log'})")

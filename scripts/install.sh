@@ -28,4 +28,8 @@ if [ ${#envs[@]} -gt 0 ]; then
   echo "==> installing bundled environments"
   "$PIP" install -q "${envs[@]}"
 fi
+# vLLM lives in its own virtual environment ($VF_HOME, default ~/.cache/verifiers): it pins its own
+# fastapi/transformers versions. Installed once; later runs only check it.
+echo "==> vLLM (own venv under \${VF_HOME:-~/.cache/verifiers})"
+"$VENV/bin/python" -m verifiers.serving.vllm
 echo "==> environment ready: $VENV"
