@@ -54,7 +54,8 @@ WORKDIR = "/workspace"
 _MIB = 1024 * 1024
 _SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-_SETPRIV = "/usr/bin/setpriv"  # util-linux, like prlimit: present on every Debian system
+_SETPRIV = "/usr/bin/setpriv"
+_DASH = "/usr/bin/dash"  # util-linux, like prlimit: present on every Debian system
 
 
 def sandbox_root() -> Path:
@@ -143,6 +144,25 @@ class Backend:
             uid = str(SANDBOX_UID)
             prefix += ["--reuid", uid, "--regid", uid, "--clear-groups"]
         return [*prefix, "--pdeathsig", "KILL", "--"]
+
+
+def _limits_prefix(limits: Limits, cpu_seconds: int | None) -> list[str]:
+    """Set the limits *inside* the sandbox, then exec the program. dash's ``ulimit`` builtin does it
+    in about half the time of exec'ing ``prlimit`` (this is on every run's critical path); dash's
+    units are fixed (``-v`` KiB, ``-f`` 512-byte blocks, ``-p`` processes), so only dash is trusted
+    with it."""
+    if not Path(_DASH).is_file():
+        return _prlimit_prefix(limits, cpu_seconds)
+    steps = [
+        f"ulimit -v {limits.memory_mb * 1024}",
+        f"ulimit -p {limits.processes}",
+        f"ulimit -f {limits.file_size_mb * 2048}",
+        f"ulimit -n {limits.open_files}",
+        "ulimit -c 0",
+    ]
+    if cpu_seconds is not None:
+        steps += [f"ulimit -St {cpu_seconds}", f"ulimit -Ht {cpu_seconds + 1}"]
+    return [_DASH, "-c", " && ".join([*steps, 'exec "$@"']), "sandbox"]
 
 
 def _prlimit_prefix(limits: Limits, cpu_seconds: int | None) -> list[str]:
@@ -397,7 +417,7 @@ class BwrapBackend(_ProbedBackend):
         args += ["--remount-ro", "/", "--chdir", WORKDIR]
         for key, value in _env_items(env):
             args += ["--setenv", key, value]
-        args += ["--", *_prlimit_prefix(limits, cpu_seconds), *argv]
+        args += ["--", *_limits_prefix(limits, cpu_seconds), *argv]
         return Launch(args, {"start_new_session": True})
 
 
