@@ -45,7 +45,7 @@ from hub.models import (
     Version as VersionRow,
 )
 from hub.settings import Settings
-from hub.storage import Storage, file_key, make_storage
+from hub.storage import Storage, blob_key, make_storage
 
 log = logging.getLogger("hub")
 
@@ -296,8 +296,7 @@ class Hub:
                 raise HubError(
                     403, f"the name {info0.name!r} is reserved (it must resolve from the normal index)"
                 )
-            # Each upload writes its blobs under keys of its own (content address + a nonce), so a failed
-            # or redundant upload can delete exactly what it wrote without racing a concurrent one.
+            # Each upload writes its blobs under keys of its own (see storage.blob_key).
             keys: dict[str, str] = {}
             with self.db.session() as s:
                 have = dict(
@@ -311,7 +310,7 @@ class Hub:
                 for st in staged:
                     if have.get(st.filename) == st.sha256:
                         continue  # an identical file is already published: nothing to store
-                    key = f"{file_key(st.sha256, st.filename).rsplit('/', 1)[0]}/{secrets.token_hex(8)}/{st.filename}"
+                    key = blob_key(st.sha256, st.filename, secrets.token_hex(8))
                     with st.open() as fh:
                         self.storage.put(key, fh)
                     keys[st.filename] = key

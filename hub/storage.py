@@ -245,5 +245,20 @@ def make_storage(settings: Settings) -> Storage:
 
 
 def file_key(sha256: str, filename: str) -> str:
-    """The content-addressed key (and URL path under /files/) of a distribution file."""
+    """The content address of a distribution file: its URL path under ``/files/``."""
     return f"files/{sha256[:2]}/{sha256}/{filename}"
+
+
+def blob_key(sha256: str, filename: str, nonce: str) -> str:
+    """Where one upload stores a file: under its content address, plus a nonce of that upload.
+
+    The nonce makes every upload's blob its own, so a failed or redundant upload deletes exactly what it
+    wrote and never a blob a concurrent upload of the same bytes is about to reference.
+    """
+    return f"files/{sha256[:2]}/{sha256}/{nonce}/{filename}"
+
+
+def is_blob_of(key: str, sha256: str, filename: str) -> bool:
+    """True if storage ``key`` holds the file with this content address."""
+    head = f"files/{sha256[:2]}/{sha256}/"
+    return key.startswith(head) and key.endswith("/" + filename) and key.count("/") == 4

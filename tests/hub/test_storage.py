@@ -150,3 +150,15 @@ def test_gc_removes_only_old_unreferenced_blobs(
         assert all(storage.exists(k) for k in published) and len(doc["files"]) == 2
     finally:
         hub.close()
+
+
+def test_blob_keys_are_content_addressed_and_per_upload() -> None:
+    from hub.storage import blob_key, is_blob_of
+
+    sha = "ab" * 32
+    a, b = blob_key(sha, "x-1.0-py3-none-any.whl", "n1"), blob_key(sha, "x-1.0-py3-none-any.whl", "n2")
+    assert a != b and a.startswith(file_key(sha, "")[:-1])
+    assert is_blob_of(a, sha, "x-1.0-py3-none-any.whl") and is_blob_of(b, sha, "x-1.0-py3-none-any.whl")
+    assert not is_blob_of(a, "cd" * 32, "x-1.0-py3-none-any.whl")
+    assert not is_blob_of(a, sha, "y-1.0-py3-none-any.whl")
+    assert not is_blob_of(file_key(sha, "x-1.0-py3-none-any.whl"), sha, "x-1.0-py3-none-any.whl")
