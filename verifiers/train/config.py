@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from verifiers.train.loss import LossConfig
@@ -25,12 +25,16 @@ from verifiers.train.trainer import TrainerConfig
 
 
 class ModelSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in a TOML key is an error, not a no-op
+
     path: str = "outputs/tiny-model"
     tiny: bool = False           # create the tiny local model at `path` (vf model tiny) when missing
     tiny_seed: int = 0
 
 
 class EnvSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in a TOML key is an error, not a no-op
+
     id: str
     ratio: float = 1.0
     args: dict[str, Any] = {}
@@ -45,6 +49,8 @@ class EnvSection(BaseModel):
 
 
 class InferenceSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in a TOML key is an error, not a no-op
+
     urls: list[str] = []         # OpenAI base URLs of running servers; empty: start `num_servers` vLLMs
     model: str = "policy"        # model name to request when `urls` are given
     num_servers: int = 1
@@ -56,6 +62,8 @@ class InferenceSection(BaseModel):
 
 
 class SamplingSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in a TOML key is an error, not a no-op
+
     max_tokens: int = 16
     temperature: float = 1.0
     top_p: float = 1.0
@@ -73,12 +81,16 @@ class SamplingSection(BaseModel):
 
 
 class SFTSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in a TOML key is an error, not a no-op
+
     steps: int = 0               # supervised warm-start steps on environment demonstrations (0: none)
     batch_size: int = 64
     lr: float | None = None      # default: the RL learning rate
 
 
 class RunSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in a TOML key is an error, not a no-op
+
     steps: int = 100
     output: str = "outputs/train/run"
     checkpoint_every: int = 0    # 0: only at the end

@@ -30,10 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 
 class LossConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in a TOML key is an error, not a no-op
+
     ratio_low: float = 0.5
     ratio_high: float = 5.0
     sequence_mask: bool = False

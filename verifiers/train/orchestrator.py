@@ -27,13 +27,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from verifiers.train.advantages import group_advantages, has_signal
 from verifiers.train.samples import Sample, assign_advantage, rollout_to_samples
 
 
 class OrchestratorConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in a TOML key is an error, not a no-op
+
     batch_groups: int = 16          # groups per trainer step
     group_size: int = 8             # rollouts per example
     max_in_flight: int = 32         # groups generating at once (across servers)

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from verifiers.train.fsdp import DistInfo, all_reduce_sum, shard_model
 from verifiers.train.loss import LossConfig, LossInputs, resolve_loss
@@ -26,6 +26,8 @@ from verifiers.train.samples import Sample
 
 
 class OptimConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in a TOML key is an error, not a no-op
+
     lr: float = 1e-3
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.99)
@@ -37,6 +39,8 @@ class OptimConfig(BaseModel):
 
 
 class TrainerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in a TOML key is an error, not a no-op
+
     seq_len: int = 256               # packed row length
     micro_batch_rows: int = 8        # rows per forward/backward (gradient accumulation beyond that)
     dtype: str = "auto"              # auto (bf16 autocast on GPU, fp32 on CPU) | float32 | bfloat16

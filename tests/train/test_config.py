@@ -1,0 +1,71 @@
+"""Config: TOML + overrides, local environment paths, the example config, CLI errors."""
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from verifiers.train.config import EnvSection, apply_override, load_config, load_env, parse_value
+from verifiers.train.loop import demonstration_samples, env_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_example_config_and_overrides():
+    cfg = load_config(ROOT / "examples" / "tiny.toml",
+                      ["run.steps=7", "trainer.optim.lr=5e-4", "env.0.ratio=2", "sampling.extra={top_k = 5}"],
+                      {"inference.urls": ["http://127.0.0.1:9/v1"]})
+    assert cfg.run.steps == 7 and cfg.trainer.optim.lr == 5e-4 and cfg.env[0].ratio == 2.0
+    assert cfg.inference.urls == ["http://127.0.0.1:9/v1"]
+    assert Path(cfg.env[0].id).is_absolute() and Path(cfg.env[0].id).exists()  # relative to the TOML
+    args = cfg.sampling.to_args()
+    assert args["logprobs"] is True and args["extra_body"]["return_token_ids"] is True and args["top_k"] == 5
+
+
+def test_override_parsing_and_errors(tmp_path):
+    assert parse_value("3") == 3 and parse_value("true") is True and parse_value("abc") == "abc"
+    assert parse_value('["a", "b"]') == ["a", "b"]
+    d: dict = {}
+    apply_override(d, "a.b.c=1.5")
+    assert d == {"a": {"b": {"c": 1.5}}}
+    with pytest.raises(ValueError):
+        apply_override(d, "novalue")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[trainer]\nseq_len = 32\n[orchestrator]\nmax_seq_len = 64\n")
+    with pytest.raises(ValueError, match="max_seq_len"):
+        load_config(bad)
+    with pytest.raises(ValueError):
+        load_config(None, ["trainer.no_such_key=1"])
+
+
+def test_local_env_loads_and_gives_demonstrations():
+    env = load_env(EnvSection(id=str(ROOT / "examples" / "envs" / "digit_copy.py"), args={"num_examples": 20}))
+    rows = env_rows(env)
+    assert len(rows) == 20 and all(r["answer"] == r["prompt"][-1]["content"][-1] for r in rows)
+
+    class Tok:
+        eos_token_id = 2
+
+        def apply_chat_template(self, msgs, add_generation_prompt, tokenize):
+            return {"input_ids": [4, 5, 6]}
+
+        def encode(self, text, add_special_tokens):
+            return [ord(c) for c in text]
+
+    (s,) = demonstration_samples(rows, Tok(), 1, 0)
+    assert s.input_ids == [4, 5, 6, ord(rows[0]["answer"]), 2] and s.loss_mask == [0, 0, 0, 1, 1]
+
+
+def test_missing_hub_env_is_a_clear_error():
+    with pytest.raises(Exception, match=r"(?i)hub|install|not found|no-such"):
+        load_env(EnvSection(id="nobody/no-such-env@9.9.9"))
+
+
+def test_cli_rejects_a_bad_config_without_traceback(tmp_path):
+    from verifiers.train.cli import app
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[trainer]\nnot_a_field = 1\n")
+    res = CliRunner().invoke(app, [str(bad)])
+    assert res.exit_code == 2
+    assert "invalid config" in res.output and "Traceback" not in res.output
