@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import logging
 import re
+import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["PACKAGES_DIR", "host_package_binds"]
+__all__ = ["PACKAGES_DIR", "host_package_binds", "missing_in_sandbox_python"]
 
 PACKAGES_DIR = "/opt/python-packages"
 logger = logging.getLogger(__name__)
@@ -27,12 +29,37 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def host_package_binds(names: Iterable[str]) -> dict[str, str]:
+def missing_in_sandbox_python(names: Iterable[str], python: str = "/usr/bin/python3") -> list[str]:
+    """Which of ``names`` (import names) the sandbox's own interpreter cannot import.
+
+    The sandbox sees the host's ``/usr`` unchanged, so asking the same interpreter on the host
+    answers for the inside too (a Debian ``python3-numpy`` counts; nothing needs mounting then).
+    """
+    wanted = [n.replace("-", "_") for n in names if n.strip()]
+    if not wanted or not Path(python).is_file():
+        return wanted
+    probe = "import importlib.util, json, sys; print(json.dumps([n for n in sys.argv[1:] if importlib.util.find_spec(n) is None]))"
+    try:
+        out = subprocess.run(
+            [python, "-c", probe, *wanted],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={"PATH": "/usr/bin:/bin"},
+        )
+        return list(json.loads(out.stdout))
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return wanted
+
+
+def host_package_binds(names: Iterable[str], python: str = "/usr/bin/python3") -> dict[str, str]:
     """``{host_path: sandbox_path}`` read-only mounts for ``names`` and their requirements.
 
-    Names may be distribution or import names; those not installed on the host are skipped with a
+    Names may be distribution or import names. Those the sandbox interpreter can already import
+    (system packages under ``/usr``) need no mount; those installed nowhere are skipped with a
     warning (code importing them in the sandbox then fails like any missing import).
     """
+    names = missing_in_sandbox_python(names, python)
     tops_by_dist: dict[str, list[str]] = {}
     for top, dists in importlib.metadata.packages_distributions().items():
         for dist in dists:

@@ -111,7 +111,7 @@ class Sandbox:
         self.env = dict(env or {})
         self.ro_binds = dict(ro_binds or {})
         if python_packages:
-            self.ro_binds.update(host_package_binds(python_packages))
+            self.ro_binds.update(host_package_binds(python_packages, python))
             self.env.setdefault("PYTHONPATH", PACKAGES_DIR)
         self._checked = False
 
