@@ -331,6 +331,7 @@ async def test_identity_and_capabilities(sandbox: Sandbox) -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == "65534" and lines[1] == "65534"
     assert "CapEff:\t0000000000000000" in result.stdout
+    assert "NoNewPrivs:\t1" in result.stdout
     assert "sandbox" in lines
     # its own PID namespace: only a handful of processes are visible
     count = int(next(line for line in lines if line.isdigit() and line not in ("65534",)))

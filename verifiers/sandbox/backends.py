@@ -193,14 +193,24 @@ _ETC_FILES = {
 }
 
 
-@functools.lru_cache(maxsize=1)
+_etc_dirs: dict[Path, Path] = {}
+
+
 def _synthetic_etc() -> Path:
     """A minimal read-only ``/etc`` for sandboxes, shared by every process with the same content."""
+    root = sandbox_root()
+    known = _etc_dirs.get(root)
+    if known is not None and known.is_dir():
+        return known
+    _etc_dirs[root] = _build_etc(root)
+    return _etc_dirs[root]
+
+
+def _build_etc(root: Path) -> Path:
     loader_cache = Path("/etc/ld.so.cache")
     # the loader cache is what finds /usr/lib/<multiarch>; it holds no secrets
     cache = loader_cache.read_bytes() if loader_cache.is_file() else b""
     digest = hashlib.sha256(repr(sorted(_ETC_FILES.items())).encode() + cache).hexdigest()[:16]
-    root = sandbox_root()
     target = root / f"etc-{digest}"
     if target.is_dir():
         return target
