@@ -388,3 +388,19 @@ async def test_signals_cannot_reach_host_processes_of_the_same_uid(sandbox: Sand
         victim.kill()
         await victim.wait()
     await assert_next_run_ok(sandbox)
+
+
+async def test_memory_backed_file_systems_are_capped(sandbox: Sandbox) -> None:
+    # many files, each under the file-size limit, must still not fill host memory: every writable
+    # tmpfs is size-capped and everything else outside the work dir is read-only
+    script = (
+        "for d in /tmp /dev/shm; do for i in 1 2 3 4 5 6; do "
+        "head -c 30000000 /dev/zero > $d/f$i 2>/dev/null; done; done; "
+        "touch /dev/planted /planted /usr/planted 2>/dev/null && echo WROTE; "
+        "du -sk /tmp /dev/shm"
+    )
+    result = await sandbox.run(script, limits={"tmp_size_mb": 32}, timeout=30)
+    assert "WROTE" not in result.stdout
+    sizes = [int(line.split()[0]) for line in result.stdout.splitlines() if line.strip()]
+    assert len(sizes) == 2 and all(size <= 32 * 1024 for size in sizes), result
+    await assert_next_run_ok(sandbox)

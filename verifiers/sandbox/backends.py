@@ -412,6 +412,14 @@ class BwrapBackend(_ProbedBackend):
             "/proc",
             "--dev",
             "/dev",
+            # bwrap's /dev is an uncapped tmpfs: give shared memory its own capped one, then make
+            # /dev read-only (writing to device nodes is unaffected)
+            "--size",
+            str(limits.tmp_size_mb * _MIB),
+            "--tmpfs",
+            "/dev/shm",
+            "--remount-ro",
+            "/dev",
             "--size",
             str(limits.tmp_size_mb * _MIB),
             "--tmpfs",
@@ -504,6 +512,14 @@ class NsjailBackend(_ProbedBackend):
             args += ["--bindmount_ro", "/etc/alternatives"]
         for dev in ("null", "zero", "full", "random", "urandom"):
             args += ["--bindmount", f"/dev/{dev}"]
+        for name, target in (
+            ("fd", "/proc/self/fd"),
+            ("stdin", "/proc/self/fd/0"),
+            ("stdout", "/proc/self/fd/1"),
+            ("stderr", "/proc/self/fd/2"),
+        ):
+            args += ["--symlink", f"{target}:/dev/{name}"]
+        args += ["--mount", f"none:/dev/shm:tmpfs:size={limits.tmp_size_mb * _MIB}"]  # POSIX semaphores
         args += ["--mount", f"none:/tmp:tmpfs:size={limits.tmp_size_mb * _MIB}"]
         args += ["--bindmount", f"{workdir}:{WORKDIR}"]
         for host, inside in ro_binds.items():
