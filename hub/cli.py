@@ -46,7 +46,17 @@ def serve(
     # Migrate once here, so that several workers never race to migrate.
     db = Database(settings.resolved_database_url)
     run_migrations(db.engine)
+    from sqlalchemy import text
+
+    with db.engine.connect() as conn:
+        users = conn.execute(text("SELECT count(*) FROM owners WHERE kind = 'user'")).scalar()
     db.dispose()
+    if not users and settings.admin_token is None:
+        typer.echo(
+            "No users yet: set VF_HUB_ADMIN_TOKEN=vfh_... to bootstrap user 'admin', or run "
+            f"`python -m hub user create NAME --data {settings.data_dir}` for a user and its first token.",
+            err=True,
+        )
     os.environ["VF_HUB_DATA_DIR"] = str(settings.data_dir.resolve())
     os.environ["VF_HUB_MIGRATE_ON_START"] = "0"
     os.environ["VF_HUB_LOG_LEVEL"] = log_level.upper()

@@ -135,7 +135,7 @@ class Hub:
         self.token_tracker = TokenUseTracker()
         from hub.index import IndexCache
 
-        self.index_cache = IndexCache(self, settings.index_cache_entries)
+        self.index_cache = IndexCache(self, settings.index_cache_entries, settings.index_cache_max_bytes)
         self.reserved = {canonicalize_name(n) for n in settings.reserved_names}
         if settings.admin_token:
             self.bootstrap_admin(settings.admin_token.get_secret_value())

@@ -96,9 +96,11 @@ class CachedPage:
 class IndexCache:
     """An LRU of rendered index pages, valid for one database generation."""
 
-    def __init__(self, hub: Hub, max_entries: int) -> None:
+    def __init__(self, hub: Hub, max_entries: int, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.hub = hub
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self._data: OrderedDict[tuple[Any, ...], CachedPage] = OrderedDict()
         self._generation: int | None = None
         self._lock = threading.Lock()
@@ -108,6 +110,7 @@ class IndexCache:
         with self._lock:
             if gen != self._generation:
                 self._data.clear()
+                self.bytes = 0
                 self._generation = gen
 
     def get(self, key: tuple[Any, ...]) -> CachedPage | None:
@@ -118,14 +121,22 @@ class IndexCache:
             return page
 
     def put(self, key: tuple[Any, ...], page: CachedPage) -> None:
+        if len(page.body) > self.max_bytes // 4:
+            return  # a giant page is rendered each time rather than evicting everything else
         with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self.bytes -= len(old.body)
             self._data[key] = page
-            if len(self._data) > self.max_entries:
-                self._data.popitem(last=False)
+            self.bytes += len(page.body)
+            while len(self._data) > self.max_entries or self.bytes > self.max_bytes:
+                _k, evicted = self._data.popitem(last=False)
+                self.bytes -= len(evicted.body)
 
     def invalidate(self) -> None:
         with self._lock:
             self._data.clear()
+            self.bytes = 0
             self._generation = None
 
 

@@ -20,11 +20,24 @@ _ATTRS.setdefault("td", set()).update({"align", "style"})
 _ATTRS.setdefault("input", set()).update({"type", "checked", "disabled"})
 
 
-@functools.lru_cache(maxsize=512)
+CACHE_MAX_SOURCE = 100_000  # larger READMEs are rendered each time, so the cache stays a few MB
+
+
 def render_readme(source: str | None, content_type: str | None) -> str:
     """Sanitised HTML for a README of the given content type (markdown, or anything else as text)."""
     if not source:
         return ""
+    if len(source) > CACHE_MAX_SOURCE:
+        return _render(source, content_type)
+    return _render_cached(source, content_type)
+
+
+@functools.lru_cache(maxsize=64)
+def _render_cached(source: str, content_type: str | None) -> str:
+    return _render(source, content_type)
+
+
+def _render(source: str, content_type: str | None) -> str:
     ctype = (content_type or "text/markdown").lower()
     raw = _md.render(source) if "markdown" in ctype else f"<pre>{html.escape(source)}</pre>"
     return nh3.clean(

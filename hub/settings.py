@@ -89,6 +89,7 @@ class Settings(BaseSettings):
 
     # Index cache.
     index_cache_entries: int = 20000
+    index_cache_max_bytes: int = 64 * MiB
 
     forwarded_allow_ips: str | None = Field(
         default=None,

@@ -287,3 +287,23 @@ def test_optional_auth_challenge_for_netrc_clients(tmp_path, packages: PackageFa
         assert hub.get("/simple/chal-env/", bob).status_code == 404  # authenticated: plain 404
     finally:
         hub.close()
+
+
+def test_index_cache_is_bounded_in_entries_and_bytes() -> None:
+    from hub.index import CachedPage, IndexCache
+
+    class _Stub:
+        pass
+
+    cache = IndexCache(_Stub(), max_entries=3, max_bytes=1000)  # type: ignore[arg-type]
+    for i in range(5):
+        cache.put(("p", i), CachedPage(b"x" * 100, f'"{i}"'))
+    assert [k[1] for k in cache._data] == [2, 3, 4] and cache.bytes == 300
+    cache.put(("big", 0), CachedPage(b"y" * 240, '"b"'))
+    cache.put(("big", 1), CachedPage(b"y" * 240, '"c"'))
+    cache.put(("big", 2), CachedPage(b"y" * 240, '"d"'))
+    assert cache.bytes <= 1000 and len(cache._data) <= 3
+    cache.put(("huge", 0), CachedPage(b"z" * 600, '"h"'))  # over a quarter of the budget: not cached
+    assert cache.get(("huge", 0)) is None
+    cache.invalidate()
+    assert cache.bytes == 0 and cache.get(("big", 2)) is None
