@@ -404,3 +404,19 @@ async def test_memory_backed_file_systems_are_capped(sandbox: Sandbox) -> None:
     sizes = [int(line.split()[0]) for line in result.stdout.splitlines() if line.strip()]
     assert len(sizes) == 2 and all(size <= 32 * 1024 for size in sizes), result
     await assert_next_run_ok(sandbox)
+
+
+async def test_filling_the_work_dir_is_stopped(sandbox: Sandbox) -> None:
+    # each file stays under the file-size limit; the work dir as a whole passes disk_mb
+    script = "i=0; while true; do i=$((i+1)); head -c 20000000 /dev/zero > f$i || exit 3; done"
+    result = await sandbox.run(script, limits={"disk_mb": 100}, timeout=60)
+    assert result.killed and result.kill_reason == "output", result
+    assert result.duration_s < 30
+    assert run_dirs() == []
+    async with sandbox.session(limits={"disk_mb": 100}, timeout=60) as session:
+        await session.run_python("kept = 1")
+        cell = await session.run_python(
+            "i = 0\nwhile True:\n    i += 1\n    open(f'g{i}', 'wb').write(bytes(20_000_000))\n"
+        )
+        assert cell.killed and cell.kill_reason == "output", cell
+    await assert_next_run_ok(sandbox)

@@ -14,12 +14,21 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from verifiers.sandbox.backends import Launch
 from verifiers.sandbox.types import KillReason
 
-__all__ = ["ProcessOutcome", "descendants", "exit_status", "kill_tree", "run_process", "wait_exit"]
+__all__ = [
+    "ProcessOutcome",
+    "descendants",
+    "exit_status",
+    "kill_tree",
+    "poll_flag",
+    "run_process",
+    "wait_exit",
+]
 
 _CHUNK = 65536
 _DRAIN_GRACE_S = 1.0  # after exit, how long pipes may stay open (a dying namespace) before a kill
@@ -110,14 +119,25 @@ async def wait_exit(proc: asyncio.subprocess.Process, timeout: float | None = No
     return proc.returncode
 
 
+async def poll_flag(check: Callable[[], bool], flag: asyncio.Event, interval: float = 0.25) -> None:
+    while not flag.is_set():
+        await asyncio.sleep(interval)
+        if await asyncio.to_thread(check):
+            flag.set()
+
+
 async def run_process(
     launch: Launch,
     *,
     stdin: bytes | None,
     timeout: float | None,
     output_cap: int,
+    over_limit: Callable[[], bool] | None = None,
 ) -> ProcessOutcome:
-    """Run ``launch`` to completion (or until a limit stops it) and collect what it wrote."""
+    """Run ``launch`` to completion (or until a limit stops it) and collect what it wrote.
+
+    ``over_limit`` is polled while the process runs; when it returns true the run is killed with
+    reason ``"output"``, as when stdout and stderr pass ``output_cap``."""
     started = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
         *launch.argv,
@@ -164,6 +184,9 @@ async def run_process(
     if stdin is not None:
         helpers.append(asyncio.create_task(feed(stdin)))
     waiter = asyncio.create_task(wait_exit(proc))
+    if over_limit is not None:
+        # e.g. the work dir's disk usage: polled off the event loop, sets the same flag as stdout
+        helpers.append(asyncio.create_task(poll_flag(over_limit, over_cap)))
     capper = asyncio.create_task(over_cap.wait())
     helpers += [waiter, capper]
     reason: KillReason | None = None

@@ -12,6 +12,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -25,7 +26,7 @@ from typing import Any, TypeVar
 
 from verifiers.sandbox.backends import WORKDIR, Backend, get_backend, sandbox_root
 from verifiers.sandbox.packages import PACKAGES_DIR, host_package_binds
-from verifiers.sandbox.process import kill_tree, run_process, wait_exit
+from verifiers.sandbox.process import kill_tree, poll_flag, run_process, wait_exit
 from verifiers.sandbox.types import KillReason, Limits, RunResult, SandboxError
 
 __all__ = ["Files", "Sandbox", "SandboxSession", "run_sync"]
@@ -34,6 +35,7 @@ Files = Mapping[str, str | bytes]
 T = TypeVar("T")
 
 _REPL_SOURCE = (Path(__file__).with_name("_repl.py")).read_text()
+_MIB = 1024 * 1024
 _INLINE_PROGRAM_MAX = 100_000  # bytes; a single argv string may hold 128 KiB on Linux
 _MEMORY_MARKERS = (b"MemoryError", b"Cannot allocate memory", b"std::bad_alloc", b"out of memory")
 
@@ -233,7 +235,13 @@ class Sandbox:
             ro_binds=self.ro_binds,
         )
         data = stdin.encode() if isinstance(stdin, str) else stdin
-        outcome = await run_process(launch, stdin=data, timeout=wall, output_cap=lim.output_bytes)
+        outcome = await run_process(
+            launch,
+            stdin=data,
+            timeout=wall,
+            output_cap=lim.output_bytes,
+            over_limit=functools.partial(work_dir_exceeds, workdir, lim.disk_mb * _MIB),
+        )
         reason = _classify(outcome.exit_code, outcome.stderr, outcome.kill_reason, outcome.duration_s, cpu)
         return RunResult(
             stdout=outcome.stdout.decode("utf-8", "replace"),
@@ -243,6 +251,35 @@ class Sandbox:
             killed=reason is not None,
             kill_reason=reason,
         )
+
+
+class _DiskLimitExceeded(Exception):
+    pass
+
+
+def work_dir_exceeds(path: Path, max_bytes: int, max_entries: int = 100_000) -> bool:
+    """Whether the files under ``path`` use more than ``max_bytes`` of disk (or more than
+    ``max_entries`` entries, which would also make this walk itself slow). Links are not followed."""
+    used = 0
+    entries = 0
+    stack = [str(path)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    entries += 1
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    used += st.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    if used > max_bytes or entries > max_entries:
+                        return True
+        except OSError:
+            continue
+    return False
 
 
 def sweep_stale_workdirs() -> list[Path]:
@@ -503,6 +540,26 @@ class SandboxSession:
         except asyncio.IncompleteReadError:
             raise EOFError from None
 
+    async def _reply(self, timeout: float) -> dict[str, Any]:
+        """The interpreter's answer to a cell; raises TimeoutError, or _DiskLimitExceeded when the
+        work dir grows past ``disk_mb`` meanwhile."""
+        receive = asyncio.create_task(self._receive())
+        over = asyncio.Event()
+        check = functools.partial(work_dir_exceeds, self.workdir, self.limits.disk_mb * _MIB)
+        watch = asyncio.create_task(poll_flag(check, over))
+        try:
+            done, _ = await asyncio.wait(
+                {receive, watch}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if receive in done:
+                return receive.result()
+            if over.is_set():
+                raise _DiskLimitExceeded
+            raise TimeoutError
+        finally:
+            for task in (receive, watch):
+                task.cancel()
+
     async def _cell(self, code: str, timeout: float) -> RunResult:
         started = time.perf_counter()
         note = ""
@@ -525,11 +582,15 @@ class SandboxSession:
         try:
             proc.stdin.write(struct.pack(">I", len(body)) + body)
             await proc.stdin.drain()
-            reply = await asyncio.wait_for(self._receive(), timeout=timeout)
+            reply = await self._reply(timeout)
         except TimeoutError:
             self._kill_interpreter()
             self._lost_state = True
             return RunResult("", note, 137, time.perf_counter() - started, True, "timeout")
+        except _DiskLimitExceeded:
+            self._kill_interpreter()
+            self._lost_state = True
+            return RunResult("", note, 137, time.perf_counter() - started, True, "output")
         except (EOFError, BrokenPipeError, ConnectionResetError, ValueError, SandboxError):
             # the interpreter died mid-cell (os._exit, a signal, a broken protocol)
             with contextlib.suppress(Exception):

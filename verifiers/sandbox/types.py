@@ -50,6 +50,8 @@ class Limits:
     ``cpu_seconds=None`` means "the wall-clock timeout plus one second" for one-shot runs and no CPU
     limit for sessions (a session lives across many calls; each call has its own wall-clock timeout).
     ``output_bytes`` caps stdout and stderr together: the run is killed once it has written more.
+    ``disk_mb`` caps the work dir (on the host's disk) in total; it is measured a few times a second
+    and a run that passes it is killed like one that passes the output cap (reason ``"output"``).
     """
 
     memory_mb: int = 1024
@@ -59,6 +61,7 @@ class Limits:
     open_files: int = 256
     output_bytes: int = 1 * _MIB
     tmp_size_mb: int = 64
+    disk_mb: int = 512
 
     def merged(self, overrides: Limits | dict[str, Any] | None) -> Limits:
         """These limits with ``overrides`` applied (a `Limits` replaces them; a dict updates fields)."""
@@ -89,7 +92,8 @@ class RunResult:
     ``killed`` is true when a limit stopped the program rather than the program finishing on its
     own terms; ``kill_reason`` then says which: ``"timeout"`` (wall clock or CPU seconds),
     ``"memory"`` (the address-space limit made an allocation fail), ``"output"`` (more than the
-    output cap was written; what was read up to the cap is kept). ``value`` is set only by a Python
+    output cap was written to stdout/stderr, what was read up to the cap is kept; or the work dir
+    grew past ``disk_mb``). ``value`` is set only by a Python
     session: the ``repr`` of a cell's trailing expression, like an interactive interpreter shows.
     """
 
