@@ -307,3 +307,34 @@ def test_index_cache_is_bounded_in_entries_and_bytes() -> None:
     assert cache.get(("huge", 0)) is None
     cache.invalidate()
     assert cache.bytes == 0 and cache.get(("big", 2)) is None
+
+
+def test_pip_parses_both_formats_identically(hub: HubClient, packages: PackageFactory) -> None:
+    """pip's own index parser (the code ``pip install`` runs) reads the same links from HTML and JSON:
+    hashes, requires-python, yanked reasons, PEP 658 metadata hashes and (JSON) upload times."""
+    from pip._internal.index.collector import IndexContent, parse_links
+
+    alice = _publish_two_versions(hub, packages)
+    hub.post("/api/v1/environments/alice/index-env/versions/0.1.0/yank", alice, json={"reason": "old scorer"})
+    parsed = {}
+    for accept in (JSON, "text/html"):
+        r = hub.get("/simple/index-env/", headers={"Accept": accept})
+        page = IndexContent(
+            r.content, r.headers["content-type"], "utf-8", "http://testserver/simple/index-env/"
+        )
+        parsed[accept] = {link.filename: link for link in parse_links(page)}
+    assert parsed[JSON].keys() == parsed["text/html"].keys() and len(parsed[JSON]) == 4
+    for name, j in parsed[JSON].items():
+        h = parsed["text/html"][name]
+        assert j.url == h.url and j.url.startswith("http://testserver/files/")
+        assert j.hash_name == h.hash_name == "sha256" and j.hash == h.hash
+        assert j.requires_python == h.requires_python == ">=3.10"
+        assert j.yanked_reason == h.yanked_reason == ("old scorer" if "0.1.0" in name else None)
+        if name.endswith(".whl"):
+            assert j.metadata_file_data is not None and h.metadata_file_data is not None
+            assert j.metadata_file_data.hashes == h.metadata_file_data.hashes
+            meta = hub.get(j.metadata_link().url.replace("http://testserver", ""))  # type: ignore[union-attr]
+            assert hashlib.sha256(meta.content).hexdigest() == j.metadata_file_data.hashes["sha256"]
+        else:
+            assert j.metadata_file_data is None and h.metadata_file_data is None
+        assert j.upload_time is not None
