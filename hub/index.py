@@ -337,12 +337,19 @@ async def _project_detail(request: Request, owner: str | None, project: str) -> 
     return _respond(request, page, mime, page.private)
 
 
-@router.get("/simple/", tags=["index"], summary="All projects (PEP 503 / PEP 691)")
+@router.api_route(
+    "/simple/", methods=["GET", "HEAD"], tags=["index"], summary="All projects (PEP 503 / PEP 691)"
+)
 async def simple_root(request: Request) -> Response:
     return await _project_list(request, None)
 
 
-@router.get("/simple/{project}/", tags=["index"], summary="Files of one project (PEP 503 / 691 / 700)")
+@router.api_route(
+    "/simple/{project}/",
+    methods=["GET", "HEAD"],
+    tags=["index"],
+    summary="Files of one project (PEP 503 / 691 / 700)",
+)
 async def simple_project(request: Request, project: str) -> Response:
     return await _project_detail(request, None, project)
 
@@ -352,12 +359,17 @@ async def simple_project_noslash(request: Request, project: str) -> Response:
     return RedirectResponse(f"{request.scope.get('root_path', '')}/simple/{canonicalize_name(project)}/", 301)
 
 
-@router.get("/{owner}/simple/", tags=["index"], summary="One owner's projects")
+@router.api_route("/{owner}/simple/", methods=["GET", "HEAD"], tags=["index"], summary="One owner's projects")
 async def owner_simple_root(request: Request, owner: str) -> Response:
     return await _project_list(request, owner)
 
 
-@router.get("/{owner}/simple/{project}/", tags=["index"], summary="Files of one owner's project")
+@router.api_route(
+    "/{owner}/simple/{project}/",
+    methods=["GET", "HEAD"],
+    tags=["index"],
+    summary="Files of one owner's project",
+)
 async def owner_simple_project(request: Request, owner: str, project: str) -> Response:
     return await _project_detail(request, owner, project)
 
@@ -368,8 +380,11 @@ async def owner_simple_project_noslash(request: Request, owner: str, project: st
     return RedirectResponse(f"{root}/{canonicalize_name(owner)}/simple/{canonicalize_name(project)}/", 301)
 
 
-@router.get(
-    "/files/{prefix}/{sha256}/{filename}", tags=["index"], summary="Download a file (content addressed)"
+@router.api_route(
+    "/files/{prefix}/{sha256}/{filename}",
+    methods=["GET", "HEAD"],
+    tags=["index"],
+    summary="Download a file (content addressed)",
 )
 def download_file(request: Request, prefix: str, sha256: str, filename: str) -> Response:
     hub = hub_of(request)

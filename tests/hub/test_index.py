@@ -338,3 +338,15 @@ def test_pip_parses_both_formats_identically(hub: HubClient, packages: PackageFa
         else:
             assert j.metadata_file_data is None and h.metadata_file_data is None
         assert j.upload_time is not None
+
+
+def test_head_requests(hub: HubClient, packages: PackageFactory) -> None:
+    _publish_two_versions(hub, packages)
+    r = hub.client.head("/simple/index-env/")
+    assert r.status_code == 200 and r.content == b"" and "etag" in r.headers
+    url = hub.get("/simple/index-env/", headers={"Accept": JSON}).json()["files"][0]["url"]
+    assert hub.client.head(url).status_code == 200
+    assert hub.client.head("/simple/").status_code == 200
+    assert (
+        hub.get("/api/v1/environments/alice/index-env/downloads").json()["total"] == 0
+    )  # HEAD is no download
