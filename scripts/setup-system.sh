@@ -12,6 +12,7 @@ set -euo pipefail
 
 PACKAGES=(
   bubblewrap      # sandbox for untrusted environment code
+  python3         # Debian's interpreter: what sandboxed Python code runs on (read-only /usr)
   postgresql      # the hub's production database, started on loopback by the test set-up
   chromium        # real headless browser for the hub's web-page tests
   chromium-driver # WebDriver for the same browser

@@ -55,7 +55,10 @@ _LAZY: dict[str, str] = {
     "SingleTurnEnv": "verifiers.envs.singleturn_env:SingleTurnEnv",
     "ToolEnv": "verifiers.envs.tool_env:ToolEnv",
     "StatefulToolEnv": "verifiers.envs.stateful_tool_env:StatefulToolEnv",
-    "SandboxEnv": "verifiers.envs.sandbox_env:SandboxEnv", "PythonEnv": "verifiers.envs.python_env:PythonEnv", "SandboxError": "verifiers.sandbox.types:SandboxError",  # the local sandbox
+    # the local sandbox
+    "SandboxEnv": "verifiers.envs.sandbox_env:SandboxEnv",
+    "PythonEnv": "verifiers.envs.python_env:PythonEnv",
+    "SandboxError": "verifiers.sandbox.types:SandboxError",
     "EnvGroup": "verifiers.envs.env_group:EnvGroup",
     # rubrics
     "Rubric": "verifiers.rubrics.rubric:Rubric",
@@ -126,12 +129,15 @@ __all__ = [
     "ModelResponse",
     "MultiTurnEnv",
     "Parser",
+    "PythonEnv",
     "RewardFunc",
     "RolloutScore",
     "RolloutScores",
     "Rubric",
     "RubricGroup",
     "SamplingArgs",
+    "SandboxEnv",
+    "SandboxError",
     "SingleTurnEnv",
     "State",
     "StatefulToolEnv",

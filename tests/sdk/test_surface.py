@@ -17,6 +17,7 @@ EXPECTED = {
     "UserMessage", "VerifiersError", "XMLParser", "cleanup", "convert_func_to_oai_tool",
     "ensure_keys", "extract_boxed_answer", "extract_hash_answer", "load_environment",
     "load_example_dataset", "stop", "teardown",
+    "PythonEnv", "SandboxEnv", "SandboxError",
 }
 
 
