@@ -174,3 +174,15 @@ async def test_resume_gives_the_same_next_examples():
     b3r = await o2.next_batch(timeout=5)
     assert [g.example_index for g in (*b2r.groups, *b3r.groups)] == expected
     await o2.stop()
+
+
+async def test_synchronous_loop_is_strictly_on_policy():
+    rec = Recorder(delay=0.01)
+    o = orch(rec, async_steps=0, max_in_flight=8, batch_groups=4, max_off_policy=3)
+    for v in range(1, 4):
+        b = await o.next_batch(timeout=5)
+        assert b.metrics["off_policy/max"] == 0
+        await asyncio.sleep(0.05)  # "training": nothing may start under the old weights meanwhile
+        assert not o._inflight
+        await o.update_weights(None, v)
+    await o.stop()

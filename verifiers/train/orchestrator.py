@@ -131,6 +131,7 @@ class Orchestrator:
         self._rr = 0
         self._inflight: dict[asyncio.Task, tuple[int, int, int]] = {}  # task -> (env, example, version)
         self._buffer: deque[GroupResult] = deque()
+        self._taken = 0  # groups accepted into the batch under construction
         self._wake = asyncio.Event()
         self._admit_task: asyncio.Task | None = None
         self._health_task: asyncio.Task | None = None
@@ -161,7 +162,9 @@ class Orchestrator:
         """How many groups may be buffered + in flight now (see the module docstring)."""
         lag = self.batches_out - self.version
         ahead = 1 + self.cfg.async_steps - lag
-        return max(0, min(ahead * self.cfg.batch_groups, self.cfg.max_in_flight + len(self._buffer)))
+        # Groups already taken into the batch being assembled count too: otherwise the synchronous
+        # loop would start the next batch's groups under the old policy while finishing this one.
+        return max(0, min(ahead * self.cfg.batch_groups - self._taken, self.cfg.max_in_flight + len(self._buffer)))
 
     def _pick_server(self) -> int | None:
         n = len(self.servers)
@@ -283,6 +286,8 @@ class Orchestrator:
                 continue
             groups.append(g)
             samples.extend(ss)
+            self._taken = len(groups)
+        self._taken = 0
         self.batches_out += 1
         self._wake.set()
         return Batch(samples, groups, self._batch_metrics(groups, samples, all_rewards, time.perf_counter() - t0))
