@@ -337,16 +337,13 @@ async def _project_detail(request: Request, owner: str | None, project: str) -> 
     return _respond(request, page, mime, page.private)
 
 
-@router.api_route(
-    "/simple/", methods=["GET", "HEAD"], tags=["index"], summary="All projects (PEP 503 / PEP 691)"
-)
+@router.get("/simple/", tags=["index"], summary="All projects (PEP 503 / PEP 691)")
 async def simple_root(request: Request) -> Response:
     return await _project_list(request, None)
 
 
-@router.api_route(
+@router.get(
     "/simple/{project}/",
-    methods=["GET", "HEAD"],
     tags=["index"],
     summary="Files of one project (PEP 503 / 691 / 700)",
 )
@@ -359,14 +356,13 @@ async def simple_project_noslash(request: Request, project: str) -> Response:
     return RedirectResponse(f"{request.scope.get('root_path', '')}/simple/{canonicalize_name(project)}/", 301)
 
 
-@router.api_route("/{owner}/simple/", methods=["GET", "HEAD"], tags=["index"], summary="One owner's projects")
+@router.get("/{owner}/simple/", tags=["index"], summary="One owner's projects")
 async def owner_simple_root(request: Request, owner: str) -> Response:
     return await _project_list(request, owner)
 
 
-@router.api_route(
+@router.get(
     "/{owner}/simple/{project}/",
-    methods=["GET", "HEAD"],
     tags=["index"],
     summary="Files of one owner's project",
 )
@@ -380,9 +376,8 @@ async def owner_simple_project_noslash(request: Request, owner: str, project: st
     return RedirectResponse(f"{root}/{canonicalize_name(owner)}/simple/{canonicalize_name(project)}/", 301)
 
 
-@router.api_route(
+@router.get(
     "/files/{prefix}/{sha256}/{filename}",
-    methods=["GET", "HEAD"],
     tags=["index"],
     summary="Download a file (content addressed)",
 )
@@ -436,3 +431,15 @@ def download_file(request: Request, prefix: str, sha256: str, filename: str) -> 
         yield from chunks
 
     return StreamingResponse(body(), media_type=media, headers=headers)
+
+
+# HEAD answers like GET without a body (and without counting a download); kept out of the OpenAPI
+# document so each operation has one id.
+for _path, _endpoint in (
+    ("/simple/", simple_root),
+    ("/simple/{project}/", simple_project),
+    ("/{owner}/simple/", owner_simple_root),
+    ("/{owner}/simple/{project}/", owner_simple_project),
+    ("/files/{prefix}/{sha256}/{filename}", download_file),
+):
+    router.add_api_route(_path, _endpoint, methods=["HEAD"], include_in_schema=False)
