@@ -103,6 +103,7 @@ def test_environment_page(hub: HubClient, packages: PackageFactory) -> None:
         "pip install --index-url http://testserver/simple/" in p.ids["install"]
         and "web-env" in p.ids["install"]
     )
+    assert p.ids["install-uv"].startswith("uv pip install --index-url")
     assert p.ids["shown-version"] == "1.1.0"
     assert "1.0.0" in p.ids["versions"] and "yanked" in p.ids["versions"]
     assert "web_env-1.1.0-py3-none-any.whl" in p.ids["files"]
