@@ -369,7 +369,8 @@ class ScriptedServer:
         app.router.add_post("/v1/completions", self._handle)
         app.router.add_get("/v1/models", self._handle_models)
         app.router.add_get("/health", self._handle_health)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # stop() should not wait for handlers still sleeping on a scripted delay
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.2)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, backlog=1024)
         await site.start()
