@@ -30,8 +30,9 @@ from tests.support.envpkg import build_env_package
 
 pytestmark = pytest.mark.slow
 
-# Examples per operation and run; 37 operations x 2 runs stays well under two minutes on 2 cores.
-MAX_EXAMPLES = int(os.environ.get("VF_FUZZ_EXAMPLES", "12"))
+# Examples per operation and run (VF_FUZZ_EXAMPLES overrides): ~37 operations x 2 runs take ~12 s on
+# 2 idle cores and stay under two minutes on a heavily loaded machine.
+MAX_EXAMPLES = int(os.environ.get("VF_FUZZ_EXAMPLES", "30"))
 
 FUZZ_SETTINGS = settings(
     max_examples=MAX_EXAMPLES,
@@ -154,7 +155,7 @@ def test_authenticated_requests_never_get_5xx(hub_schema: schemathesis.BaseSchem
     assert not failures, "\n\n".join(failures)
     assert sum(statuses.values()) >= 30 * MAX_EXAMPLES // 2
     # The real-path cases reached real handlers: successes beyond the list/health endpoints.
-    assert sum(n for code, n in statuses.items() if 200 <= code < 300) >= 3 * MAX_EXAMPLES
+    assert sum(n for code, n in statuses.items() if 200 <= code < 300) >= 40  # anonymous runs get ~10
 
 
 def test_the_hub_is_healthy_after_fuzzing(live: Live) -> None:
