@@ -30,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     BENCH_DIR,
     OUR_PYTHON,
+    PEER_VENV,
+    REPO,
     add_priority_argument,
     ensure_peer_venv,
     fast_server,
@@ -68,6 +70,13 @@ def measure(python: str, kind: str, srv, rollouts: int, concurrency: int) -> dic
                 f"raw loop: expected {rollouts} requests, got {result['requests']} / server {sent}"
             )
         return result
+    # each side must really have run its own library: the peer from its venv, ours from this repo
+    module = Path(result["module"]).resolve()
+    expected_root = PEER_VENV if result["library"] == "original" else REPO / "verifiers"
+    if expected_root.resolve() not in module.parents or (python == str(OUR_PYTHON)) != (
+        result["library"] == "ours"
+    ):
+        raise RuntimeError(f"{python} ran {result['library']} from {module}")
     expected = rollouts * REQUESTS_PER_ROLLOUT[kind]
     if result["rollouts"] != rollouts or sent != expected or result["avg_reward"] != 1.0:
         raise RuntimeError(
