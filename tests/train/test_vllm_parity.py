@@ -35,5 +35,7 @@ async def test_trainer_logprobs_match_vllm(vllm_server):
     assert len(diffs) >= 40
     mean = sum(diffs) / len(diffs)
     print(f"trainer vs vLLM logprobs: mean abs diff {mean:.2e}, max {max(diffs):.2e} over {len(diffs)} tokens")
-    assert mean < 2e-3, f"mean |trainer - vLLM| logprob = {mean}"
-    assert max(diffs) < 5e-2
+    # Measured here: mean 1.4e-7, max 9.5e-7 (fp32 on both sides); the bounds leave room for other
+    # CPUs' kernels while still catching any misalignment (an off-by-one shift is ~1e0).
+    assert mean < 1e-4, f"mean |trainer - vLLM| logprob = {mean}"
+    assert max(diffs) < 1e-3
