@@ -48,7 +48,11 @@ def plot_metrics(records: list[dict[str, Any]], out_png: str | Path) -> Path:
     ncols = 3 if sft else 2
     fig, axes = plt.subplots(1, ncols, figsize=(5 * ncols, 3.6))
     steps = [r["step"] for r in rl]
-    axes[0].plot(steps, [r.get("reward/mean") for r in rl], label="reward/mean")
+    axes[0].plot(steps, [r.get("reward/mean") for r in rl], label="RL reward/mean")
+    for r, color in zip([r for r in records if r.get("stage") == "eval"], ["tab:gray", "tab:green", "tab:olive"],
+                        strict=False):
+        axes[0].axhline(r["reward/mean"], ls="--", lw=1, color=color, label=f"{r.get('label')}: {r['reward/mean']:.2f}")
+    axes[0].legend(loc="lower right", fontsize=8)
     axes[0].set_xlabel("RL step")
     axes[0].set_ylabel("mean reward")
     axes[0].set_ylim(-0.02, 1.02)
