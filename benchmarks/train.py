@@ -96,7 +96,8 @@ def sft_checkpoint(model_dir: Path, out: Path, steps: int = 20) -> Path:
 
 
 def ours(label: str, start: Path, server: Any, env_id: str, *, async_steps: int, max_tokens: int,
-         steps: int, target: float | None, out: Path, env_args: dict | None = None) -> dict[str, Any]:
+         steps: int, target: float | None, out: Path, env_args: dict | None = None,
+         seq_len: int = 128) -> dict[str, Any]:
     """One RL run of our loop against the given vLLM server (reloaded to ``start`` first)."""
     from verifiers.train.config import TrainConfig
     from verifiers.train.inference import InferenceServer
@@ -110,7 +111,7 @@ def ours(label: str, start: Path, server: Any, env_id: str, *, async_steps: int,
         "orchestrator": {"batch_groups": GROUPS, "group_size": GROUP_SIZE, "max_in_flight": 2 * GROUPS,
                          "async_steps": async_steps, "max_off_policy": max(async_steps, 0) + 1,
                          "drop_no_signal": False, "max_seq_len": 128},
-        "trainer": {"seq_len": 128, "micro_batch_rows": 32, "optim": {"lr": LR}},
+        "trainer": {"seq_len": seq_len, "micro_batch_rows": 32, "optim": {"lr": LR}},
         "run": {"steps": steps, "output": str(out), "target_reward": target, "checkpoint_every": 0},
     })
     t0 = time.perf_counter()
@@ -206,78 +207,90 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller step budgets (smoke run)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--skip-generation", action="store_true", help="only the trivial workload")
+    ap.add_argument("--skip-trivial", action="store_true", help="only the generation-dominated workload")
     a = ap.parse_args()
-    import torch
-
-    torch.set_num_threads(max(1, (os.cpu_count() or 2)))
-    from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
-    from verifiers.serving.vllm import VLLMServer
-
     max_steps = 40 if a.quick else 100
     gen_steps = 3 if a.quick else 8
     work = Path(tempfile.mkdtemp(prefix="vf-bench-train-"))
     results: dict[str, Any] = {"machine": f"{os.cpu_count()} CPUs", "target_reward": TARGET}
     try:
         # ---- trivial workload ------------------------------------------------------------------
-        tiny = write_tiny_model(work / "tiny", TinyModelSpec(seed=0))
-        start = sft_checkpoint(tiny, work / "tiny-sft")
-        rows = [dict(r) for r in __import__("verifiers.train.loop", fromlist=["env_rows"]).env_rows(digit_copy_env())]
-        env_path = str(REPO / "examples" / "envs" / "digit_copy.py")
-        log("starting vLLM for the tiny model")
-        with VLLMServer(start, dev_mode=True, max_model_len=256, served_model_name="policy") as srv:
-            trivial = [
-                ours("ours async (async_steps=1)", start, srv, env_path, async_steps=1, max_tokens=2,
-                     steps=max_steps, target=TARGET, out=work / "a1"),
-                ours("ours sync (async_steps=0)", start, srv, env_path, async_steps=0, max_tokens=2,
-                     steps=max_steps, target=TARGET, out=work / "a0"),
-            ]
-        log("TRL GRPOTrainer (CPU, transformers generation) on the trivial workload")
-        trivial.append(trl_run("TRL GRPOTrainer", start, rows, copy_text_reward, max_tokens=2, steps=max_steps,
-                               target=TARGET, out=work / "trl1"))
-        results["trivial"] = trivial
-        print("\n## Trivial workload: digit copy, 2-token completions, 0.37 M params, from one SFT checkpoint\n")
-        print(table(trivial))
-        a1, a0, t1 = trivial
-        print(f"\nasync vs sync: tokens/s {ratio(a1['tokens_per_s'], a0['tokens_per_s'])}, "
-              f"time to target {ratio(a0['time_to_target_s'], a1['time_to_target_s'])} faster")
-        print(f"ours (async) vs TRL: time to target {ratio(a1['time_to_target_s'], t1['time_to_target_s'])} of TRL's")
-
+        if not a.skip_trivial:
+            trivial_workload(work, max_steps, results)
         # ---- generation-dominated workload -----------------------------------------------------
         if not a.skip_generation:
-            big = write_tiny_model(work / "small", TinyModelSpec(hidden=256, layers=4, heads=4,
-                                                                 intermediate=1024, seed=0))
-            n_params = sum(p.numel() for p in __import__("transformers").AutoModelForCausalLM
-                           .from_pretrained(str(big)).parameters())
-            env_file = work / "digit_repeat.py"
-            env_file.write_text(
-                f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom benchmarks.train import digit_repeat_env\n"
-                "def load_environment(**kw):\n    return digit_repeat_env()\n")
-            rep_rows = [dict(r) for r in __import__("verifiers.train.loop", fromlist=["env_rows"]).env_rows(
-                digit_repeat_env())]
-            log(f"starting vLLM for the {n_params / 1e6:.1f} M-parameter model")
-            with VLLMServer(big, dev_mode=True, max_model_len=256, served_model_name="policy",
-                            extra_args=["--max-num-seqs", "256"]) as srv:
-                gen = [
-                    ours("ours async (async_steps=1)", big, srv, str(env_file), async_steps=1, max_tokens=64,
-                         steps=gen_steps, target=None, out=work / "g1"),
-                    ours("ours sync (async_steps=0)", big, srv, str(env_file), async_steps=0, max_tokens=64,
-                         steps=gen_steps, target=None, out=work / "g0"),
-                ]
-            log("TRL GRPOTrainer on the generation-dominated workload")
-            gen.append(trl_run("TRL GRPOTrainer", big, rep_rows, repeat_fraction, max_tokens=64,
-                               steps=gen_steps, target=None, out=work / "trl2"))
-            results["generation"] = gen
-            results["generation_params"] = n_params
-            print(f"\n## Generation-dominated workload: 64-token completions, {n_params / 1e6:.1f} M params, "
-                  f"{gen_steps} steps of 128 rollouts\n")
-            print(table(gen))
-            g1, g0, t2 = gen
-            print(f"\nasync vs sync: tokens/s {ratio(g1['tokens_per_s'], g0['tokens_per_s'])}; "
-                  f"ours (async) s/step vs TRL: {ratio(g1['s_per_step'], t2['s_per_step'])} of TRL's")
+            generation_workload(work, gen_steps, results)
         if a.json:
             a.json.write_text(json.dumps(results, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def trivial_workload(work: Path, max_steps: int, results: dict[str, Any]) -> None:
+    """Digit copy from one SFT checkpoint: time to the target reward, ours (async, sync) vs TRL."""
+    from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
+    from verifiers.serving.vllm import VLLMServer
+    from verifiers.train.loop import env_rows
+
+    tiny = write_tiny_model(work / "tiny", TinyModelSpec(seed=0))
+    start = sft_checkpoint(tiny, work / "tiny-sft")
+    rows = [dict(r) for r in env_rows(digit_copy_env())]
+    env_path = str(REPO / "examples" / "envs" / "digit_copy.py")
+    log("starting vLLM for the tiny model")
+    with VLLMServer(start, dev_mode=True, max_model_len=256, served_model_name="policy") as srv:
+        trivial = [
+            ours("ours async (async_steps=1)", start, srv, env_path, async_steps=1, max_tokens=2,
+                 steps=max_steps, target=TARGET, out=work / "a1"),
+            ours("ours sync (async_steps=0)", start, srv, env_path, async_steps=0, max_tokens=2,
+                 steps=max_steps, target=TARGET, out=work / "a0"),
+        ]
+    log("TRL GRPOTrainer (CPU, transformers generation) on the trivial workload")
+    trivial.append(trl_run("TRL GRPOTrainer", start, rows, copy_text_reward, max_tokens=2, steps=max_steps,
+                           target=TARGET, out=work / "trl1"))
+    results["trivial"] = trivial
+    print("\n## Trivial workload: digit copy, 2-token completions, 0.37 M params, from one SFT checkpoint\n")
+    print(table(trivial))
+    a1, a0, t1 = trivial
+    print(f"\nasync vs sync: tokens/s {ratio(a1['tokens_per_s'], a0['tokens_per_s'])}, "
+          f"time to target {ratio(a0['time_to_target_s'], a1['time_to_target_s'])} faster")
+    print(f"ours (async) vs TRL: time to target {ratio(a1['time_to_target_s'], t1['time_to_target_s'])} of TRL's")
+
+
+def generation_workload(work: Path, gen_steps: int, results: dict[str, Any]) -> None:
+    """64-token completions from a ~4 M-parameter model: time per step, ours (async, sync) vs TRL."""
+    from transformers import AutoModelForCausalLM
+
+    from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
+    from verifiers.serving.vllm import VLLMServer
+    from verifiers.train.loop import env_rows
+
+    big = write_tiny_model(work / "small", TinyModelSpec(hidden=256, layers=4, heads=4, intermediate=1024, seed=0))
+    n_params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(str(big)).parameters())
+    env_file = work / "digit_repeat.py"
+    env_file.write_text(
+        f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom benchmarks.train import digit_repeat_env\n"
+        "def load_environment(**kw):\n    return digit_repeat_env()\n")
+    rep_rows = [dict(r) for r in env_rows(digit_repeat_env())]
+    log(f"starting vLLM for the {n_params / 1e6:.1f} M-parameter model")
+    with VLLMServer(big, dev_mode=True, max_model_len=256, served_model_name="policy",
+                    extra_args=["--max-num-seqs", "256"]) as srv:
+        gen = [
+            ours("ours async (async_steps=1)", big, srv, str(env_file), async_steps=1, max_tokens=64,
+                 steps=gen_steps, target=None, out=work / "g1", seq_len=256),
+            ours("ours sync (async_steps=0)", big, srv, str(env_file), async_steps=0, max_tokens=64,
+                 steps=gen_steps, target=None, out=work / "g0", seq_len=256),
+        ]
+    log("TRL GRPOTrainer on the generation-dominated workload")
+    gen.append(trl_run("TRL GRPOTrainer", big, rep_rows, repeat_fraction, max_tokens=64,
+                       steps=gen_steps, target=None, out=work / "trl2"))
+    results["generation"] = gen
+    results["generation_params"] = n_params
+    print(f"\n## Generation-dominated workload: 64-token completions, {n_params / 1e6:.1f} M params, "
+          f"{gen_steps} steps of 128 rollouts\n")
+    print(table(gen))
+    g1, g0, t2 = gen
+    print(f"\nasync vs sync: tokens/s {ratio(g1['tokens_per_s'], g0['tokens_per_s'])}; "
+          f"ours (async) s/step vs TRL: {ratio(g1['s_per_step'], t2['s_per_step'])} of TRL's")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -105,6 +106,12 @@ class Run:
             self.model_path = ensure_model(cfg, self.console)
         barrier(self.dist)
         self.model_path = Path(cfg.model.path)
+        if cfg.trainer.cpu_threads is None:
+            # Synchronous: generation and training alternate, so training may use every core;
+            # asynchronous: the co-located servers keep generating, so it takes half.
+            cores = os.cpu_count() or 2
+            threads = cores if cfg.orchestrator.async_steps == 0 else max(1, cores // 2)
+            cfg.trainer.cpu_threads = threads
         self.trainer = Trainer(self.model_path, cfg.trainer, cfg.loss, total_steps=cfg.run.steps,
                                dist_info=self.dist, seed=cfg.run.seed)
         self.start_step = 0
