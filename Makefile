@@ -32,6 +32,7 @@ lint: venv
 bench: venv
 	$(BIN)/python benchmarks/rollouts.py
 	$(BIN)/python benchmarks/import_time.py
+	$(BIN)/python benchmarks/memory.py
 	$(BIN)/python benchmarks/sandbox.py
 	$(BIN)/python benchmarks/hub.py
 	$(BIN)/python benchmarks/train.py
