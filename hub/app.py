@@ -161,7 +161,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "or HTTP Basic with the token as password."
         ),
         lifespan=lifespan,
-        docs_url="/docs",
+        # /docs is served below with Swagger UI's files from the `swagger-ui-py` wheel, so the API
+        # reference works offline (FastAPI's default page loads them from a CDN).
+        docs_url=None,
         redoc_url=None,
     )
     app.state.hub = hub
@@ -215,6 +217,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     from hub import api, index, legacy, web
 
+    _add_docs(app)
     app.include_router(api.router)
     app.include_router(legacy.router)
     app.include_router(index.router)
@@ -227,3 +230,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 def create_app_from_env() -> FastAPI:
     """Factory for ``uvicorn --factory hub.app:create_app_from_env`` (settings from VF_HUB_* variables)."""
     return create_app(Settings())
+
+
+def _add_docs(app: FastAPI) -> None:
+    """OpenAPI docs at ``/docs`` with locally served Swagger UI assets (no CDN, works offline)."""
+    import importlib.util
+
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    # The `swagger-ui-py` wheel ships Swagger UI 5 (OpenAPI 3.1, which FastAPI emits) as static files;
+    # only its folder is used, its framework glue is not imported.
+    spec = importlib.util.find_spec("swagger_ui")
+    assert spec is not None and spec.origin is not None, "swagger-ui-py is a dependency of the hub extra"
+    assets = Path(spec.origin).parent / "static"
+    app.mount("/_docs-assets", StaticFiles(directory=str(assets)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs(request: Request) -> Response:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - API",
+            swagger_js_url=f"{root}/_docs-assets/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}/_docs-assets/swagger-ui.css",
+            swagger_favicon_url=f"{root}/_docs-assets/favicon-32x32.png",
+        )

@@ -240,3 +240,16 @@ def test_owner_page_lists_public_environments(site: Site, page: Page, tmp_path: 
     assert sorted(_listed(page)) == ["alice/vfweb-arith-drills", "alice/vfweb-unit-tests"]
     page.screenshot(path=str(tmp_path / "owner.png"))  # rendering works end to end (fonts, CSS)
     assert (tmp_path / "owner.png").stat().st_size > 1000
+
+
+def test_api_docs_render_offline(site: Site, page: Page) -> None:
+    """/docs renders Swagger UI from files the hub serves itself (this machine has no CDN access),
+    listing the API's operations from /openapi.json."""
+    external: list[str] = []
+    page.on("request", lambda req: external.append(req.url) if not req.url.startswith(site.hub.url) else None)
+    page.goto(f"{site.hub.url}/docs")
+    expect(page.locator(".swagger-ui .title")).to_contain_text("Environments Hub")
+    expect(page.locator(".opblock-summary-path").first).to_be_visible()
+    paths = page.locator(".opblock-summary-path").all_inner_texts()
+    assert any("/api/v1/environments" in p for p in paths), paths
+    assert external == [], external
