@@ -226,10 +226,20 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def policy_server(model: Path, extra_args: list[str] | None = None) -> Any:
+    """The vLLM server our runs talk to, started with the same arguments ``vf train`` would use."""
+    from verifiers.serving.vllm import VLLMServer
+    from verifiers.train.inference import single_process_args
+
+    srv = VLLMServer(model, dev_mode=True, max_model_len=256, served_model_name="policy",
+                     extra_args=extra_args or [])
+    srv.extra_args = single_process_args(srv.extra_args, srv.variant)
+    return srv
+
+
 def trivial_workload(work: Path, max_steps: int, results: dict[str, Any]) -> None:
     """Digit copy from one SFT checkpoint: time to the target reward, ours (async, sync) vs TRL."""
     from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
-    from verifiers.serving.vllm import VLLMServer
     from verifiers.train.loop import env_rows
 
     tiny = write_tiny_model(work / "tiny", TinyModelSpec(seed=0))
@@ -237,7 +247,7 @@ def trivial_workload(work: Path, max_steps: int, results: dict[str, Any]) -> Non
     rows = [dict(r) for r in env_rows(digit_copy_env())]
     env_path = str(REPO / "examples" / "envs" / "digit_copy.py")
     log("starting vLLM for the tiny model")
-    with VLLMServer(start, dev_mode=True, max_model_len=256, served_model_name="policy") as srv:
+    with policy_server(start) as srv:
         trivial = [
             ours("ours async (async_steps=1)", start, srv, env_path, async_steps=1, max_tokens=2,
                  steps=max_steps, target=TARGET, out=work / "a1"),
@@ -261,7 +271,6 @@ def generation_workload(work: Path, gen_steps: int, results: dict[str, Any]) -> 
     from transformers import AutoModelForCausalLM
 
     from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
-    from verifiers.serving.vllm import VLLMServer
     from verifiers.train.loop import env_rows
 
     big = write_tiny_model(work / "small", TinyModelSpec(hidden=256, layers=4, heads=4, intermediate=1024, seed=0))
@@ -272,8 +281,7 @@ def generation_workload(work: Path, gen_steps: int, results: dict[str, Any]) -> 
         "def load_environment(**kw):\n    return digit_repeat_env()\n")
     rep_rows = [dict(r) for r in env_rows(digit_repeat_env())]
     log(f"starting vLLM for the {n_params / 1e6:.1f} M-parameter model")
-    with VLLMServer(big, dev_mode=True, max_model_len=256, served_model_name="policy",
-                    extra_args=["--max-num-seqs", "256"]) as srv:
+    with policy_server(big, ["--max-num-seqs", "256"]) as srv:
         gen = [
             ours("ours async (async_steps=1)", big, srv, str(env_file), async_steps=1, max_tokens=64,
                  steps=gen_steps, target=None, out=work / "g1", seq_len=256),

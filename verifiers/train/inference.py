@@ -74,6 +74,23 @@ class InferenceServer:
             self.process.stop()
 
 
+def single_process_args(extra_args: Sequence[str], variant: str) -> list[str]:
+    """``extra_args`` plus ``--distributed-executor-backend uni`` for the CPU build, unless the user chose.
+
+    Why: on CPU vLLM runs its model in a separate worker process fed through a shared-memory queue,
+    and that worker busy-polls the queue for a second after every request. A training loop sends
+    requests every step, so the worker never goes idle and burns a whole core while the trainer
+    trains (measured on 2 cores: ~100 % CPU for ``VLLM::Worker`` all run long). ``uni`` runs the model
+    inside the engine process instead: same model, same sampling, no spinning process.
+    """
+    args = list(extra_args)
+    chosen = ("--distributed-executor-backend", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size",
+              "-pp", "--data-parallel-size", "-dp")
+    if variant != "cpu" or any(a.split("=")[0] in chosen for a in args):
+        return args
+    return [*args, "--distributed-executor-backend", "uni"]
+
+
 def launch_vllm_servers(model_dir: str | Path, count: int, *, max_model_len: int = 256,
                         extra_args: Sequence[str] = (), log_dir: str | Path | None = None,
                         log: Any = None) -> list[InferenceServer]:
@@ -87,6 +104,7 @@ def launch_vllm_servers(model_dir: str | Path, count: int, *, max_model_len: int
         srv = VLLMServer(model_dir, max_model_len=max_model_len, dev_mode=True,
                          served_model_name="policy", extra_args=list(extra_args), log_file=log_file,
                          **({"log": log} if log else {}))
+        srv.extra_args = single_process_args(srv.extra_args, srv.variant)
         srv.start()
         return InferenceServer(srv.base_url, srv.model, process=srv)
 
