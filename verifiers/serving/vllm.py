@@ -230,6 +230,23 @@ def _http_json(method: str, url: str, body: Any | None = None, timeout: float = 
         return status, text
 
 
+def single_process_args(extra_args: Sequence[str], variant: str) -> list[str]:
+    """``extra_args`` plus ``--distributed-executor-backend uni`` for the CPU build, unless the user chose.
+
+    Why: on CPU vLLM runs its model in a separate worker process fed through a shared-memory queue,
+    and that worker busy-polls the queue for a second after every request. A client that sends
+    requests steadily (a training loop, an evaluation) keeps it spinning, burning a whole core that
+    the client and the trainer need (measured on 2 cores: ~100 % CPU for ``VLLM::Worker`` all run
+    long). ``uni`` runs the model inside the engine process instead: same model, same sampling.
+    """
+    args = list(extra_args)
+    chosen = ("--distributed-executor-backend", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size",
+              "-pp", "--data-parallel-size", "-dp")
+    if variant != "cpu" or any(a.split("=")[0] in chosen for a in args):
+        return args
+    return [*args, "--distributed-executor-backend", "uni"]
+
+
 class VLLMServer:
     """A vLLM OpenAI-compatible server process for one model folder.
 
@@ -318,7 +335,7 @@ class VLLMServer:
         ]  # fmt: skip
         if self.gpu_memory_utilization is not None:
             cmd += ["--gpu-memory-utilization", str(self.gpu_memory_utilization)]
-        return cmd + self.extra_args
+        return cmd + single_process_args(self.extra_args, self.variant)
 
     def environment(self) -> dict[str, str]:
         """Environment variables for the server process."""

@@ -75,20 +75,10 @@ class InferenceServer:
 
 
 def single_process_args(extra_args: Sequence[str], variant: str) -> list[str]:
-    """``extra_args`` plus ``--distributed-executor-backend uni`` for the CPU build, unless the user chose.
+    """See :func:`verifiers.serving.vllm.single_process_args` (the server applies it itself too)."""
+    from verifiers.serving.vllm import single_process_args as _single_process_args
 
-    Why: on CPU vLLM runs its model in a separate worker process fed through a shared-memory queue,
-    and that worker busy-polls the queue for a second after every request. A training loop sends
-    requests every step, so the worker never goes idle and burns a whole core while the trainer
-    trains (measured on 2 cores: ~100 % CPU for ``VLLM::Worker`` all run long). ``uni`` runs the model
-    inside the engine process instead: same model, same sampling, no spinning process.
-    """
-    args = list(extra_args)
-    chosen = ("--distributed-executor-backend", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size",
-              "-pp", "--data-parallel-size", "-dp")
-    if variant != "cpu" or any(a.split("=")[0] in chosen for a in args):
-        return args
-    return [*args, "--distributed-executor-backend", "uni"]
+    return _single_process_args(extra_args, variant)
 
 
 def launch_vllm_servers(model_dir: str | Path, count: int, *, max_model_len: int = 256,
