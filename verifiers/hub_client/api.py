@@ -246,14 +246,14 @@ class HubClient:
         import hashlib
 
         absolute = httpx.URL(self.config.url).join(url)
-        same_host = absolute.host == httpx.URL(self.config.url).host and absolute.port == httpx.URL(
-            self.config.url
-        ).port
-        headers = {} if same_host else {"Authorization": ""}
+        hub = httpx.URL(self.config.url)
+        same_host = (absolute.scheme, absolute.host, absolute.port) == (hub.scheme, hub.host, hub.port)
+        # Another host (a mirror, a CDN) gets a client that never held the token.
+        http = self._http if same_host else httpx.Client(timeout=self._http.timeout, follow_redirects=False)
         h = hashlib.sha256()
         tmp = dest.with_name(dest.name + ".part")
         try:
-            with self._http.stream("GET", absolute, headers=headers) as resp:
+            with http.stream("GET", absolute) as resp:
                 if resp.status_code != 200:
                     resp.read()
                     self._raise(resp)
@@ -267,6 +267,9 @@ class HubClient:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+        finally:
+            if http is not self._http:
+                http.close()
         digest = h.hexdigest()
         if expected_sha256 and digest != expected_sha256.lower():
             tmp.unlink(missing_ok=True)
