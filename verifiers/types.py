@@ -280,6 +280,18 @@ class State(dict):
 _COLUMNS = ("prompt", "completion", "answer", "task", "info", "reward", "example_id", "error")
 
 
+class _Column:
+    """A read-only attribute listing one field of every output record (the OLD result shape)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return obj._column(self.key)
+
+
 class GenerateOutputs(dict):
     """The result of ``evaluate`` / ``generate``: both result shapes of the classic API.
 
@@ -317,37 +329,15 @@ class GenerateOutputs(dict):
     def _column(self, key: str) -> list[Any]:
         return [rec.get(key) for rec in self["outputs"]]
 
-    @property
-    def prompt(self) -> list[Any]:
-        return self._column("prompt")
-
-    @property
-    def completion(self) -> list[Any]:
-        return self._column("completion")
-
-    @property
-    def answer(self) -> list[Any]:
-        return self._column("answer")
-
-    @property
-    def task(self) -> list[Any]:
-        return self._column("task")
-
-    @property
-    def info(self) -> list[Any]:
-        return self._column("info")
-
-    @property
-    def reward(self) -> list[float]:
-        return self._column("reward")
-
-    @property
-    def example_id(self) -> list[Any]:
-        return self._column("example_id")
-
-    @property
-    def error(self) -> list[Any]:
-        return self._column("error")
+    # OLD column-oriented attributes: ``out.reward`` is ``[rec["reward"] for rec in out["outputs"]]``.
+    prompt = _Column("prompt")
+    completion = _Column("completion")
+    answer = _Column("answer")
+    task = _Column("task")
+    info = _Column("info")
+    reward = _Column("reward")
+    example_id = _Column("example_id")
+    error = _Column("error")
 
     @property
     def state(self) -> list[Any]:
