@@ -113,3 +113,34 @@ def test_start_failure_quotes_the_server_log(tmp_path):
         server.start()
     assert "No module named" in str(exc.value)
     assert not server.is_running()
+
+
+def test_cpu_server_runs_the_model_in_the_engine_process(tmp_path, monkeypatch):
+    """``uni`` alone is turned back into ``mp`` by vLLM's CPU platform: the environment must say so too."""
+    model = make_tiny_model(tmp_path / "m")
+    for var in ("VLLM_ENABLE_V1_MULTIPROCESSING", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(serving.os, "cpu_count", lambda: 8)
+    server = serving.VLLMServer(model, 4321, variant="cpu")
+    assert " --distributed-executor-backend uni" in " ".join(server.command("p"))
+    env = server.environment()
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert env["OMP_NUM_THREADS"] == "7"  # every core but one, like vLLM's own pinning
+
+    # The caller's own choices win: an explicit backend, parallelism, or the variables themselves.
+    for args in (["--distributed-executor-backend", "mp"], ["--distributed-executor-backend=mp"],
+                 ["--tensor-parallel-size", "2"]):
+        chosen = serving.VLLMServer(model, 4321, variant="cpu", extra_args=args)
+        assert "uni" not in chosen.command("p")
+        assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in chosen.environment()
+        assert "OMP_NUM_THREADS" not in chosen.environment()
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert serving.VLLMServer(model, 4321, variant="cpu").environment()["OMP_NUM_THREADS"] == "3"
+    own = serving.VLLMServer(model, 4321, variant="cpu", env={"VLLM_ENABLE_V1_MULTIPROCESSING": "1"})
+    assert own.environment()["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+    # GPU servers are left alone.
+    gpu = serving.VLLMServer(model, 4321, variant="cuda")
+    assert "uni" not in gpu.command("p") and "VLLM_ENABLE_V1_MULTIPROCESSING" not in gpu.environment()
+    monkeypatch.setattr(serving.os, "cpu_count", lambda: 1)
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert serving.VLLMServer(model, 4321, variant="cpu").environment()["OMP_NUM_THREADS"] == "1"

@@ -48,6 +48,39 @@ def _group_gone(pgid: int, within: float) -> bool:
     return False
 
 
+def _group_members(pgid: int) -> dict[int, tuple[str, float]]:
+    """pid -> (command line, CPU seconds used so far) for every live process of group ``pgid``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+            cmdline = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid:  # field 5 of stat: the process group
+            out[int(entry)] = (cmdline, (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def test_cpu_server_has_no_spinning_worker(vllm_server):
+    """The CPU server runs the model in its engine process (no ``VLLM::Worker`` busy-polling a queue)
+    and goes quiet once a request is answered: a training loop needs those cores back."""
+    pgid = vllm_server.process.pid  # started with start_new_session: its pid is the group id
+    _greedy_ids(vllm_server)
+    members = _group_members(pgid)
+    assert members, "the server's process group is empty"
+    assert not [c for c, _ in members.values() if "Worker" in c], members
+    before = sum(cpu for _, cpu in _group_members(pgid).values())
+    time.sleep(2.0)
+    used = sum(cpu for _, cpu in _group_members(pgid).values()) - before
+    # A spinning worker burns ~1 CPU-second in the 2 s after each request (measured); idle is ~0.02.
+    assert used < 0.5, f"the idle server used {used:.2f} CPU-seconds in 2 s"
+
+
 def test_reload_weights_changes_the_policy_in_place(vllm_server, tiny_model_dir, tmp_path):
     before = _greedy_ids(vllm_server)
     assert _greedy_ids(vllm_server) == before  # greedy decoding is deterministic

@@ -230,6 +230,10 @@ def _http_json(method: str, url: str, body: Any | None = None, timeout: float = 
         return status, text
 
 
+_PARALLEL_FLAGS = ("--distributed-executor-backend", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size",
+                   "-pp", "--data-parallel-size", "-dp")
+
+
 def single_process_args(extra_args: Sequence[str], variant: str) -> list[str]:
     """``extra_args`` plus ``--distributed-executor-backend uni`` for the CPU build, unless the user chose.
 
@@ -238,13 +242,48 @@ def single_process_args(extra_args: Sequence[str], variant: str) -> list[str]:
     requests steadily (a training loop, an evaluation) keeps it spinning, burning a whole core that
     the client and the trainer need (measured on 2 cores: ~100 % CPU for ``VLLM::Worker`` all run
     long). ``uni`` runs the model inside the engine process instead: same model, same sampling.
+    vLLM's CPU platform turns ``uni`` back into ``mp`` unless ``VLLM_ENABLE_V1_MULTIPROCESSING=0``
+    is set, which :func:`single_process_env` adds.
     """
     args = list(extra_args)
-    chosen = ("--distributed-executor-backend", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size",
-              "-pp", "--data-parallel-size", "-dp")
-    if variant != "cpu" or any(a.split("=")[0] in chosen for a in args):
+    if variant != "cpu" or any(a.split("=")[0] in _PARALLEL_FLAGS for a in args):
         return args
     return [*args, "--distributed-executor-backend", "uni"]
+
+
+def single_process_env(args: Sequence[str], variant: str, env: Mapping[str, str]) -> dict[str, str]:
+    """Environment variables that make a CPU server run as :func:`single_process_args` asks.
+
+    - ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: without it vLLM 0.32's CPU platform silently replaces
+      ``uni`` by ``mp`` (the spinning worker process). The engine core still runs in its own
+      process beside the API server; only the model moves into it.
+    - ``OMP_NUM_THREADS``: with ``mp`` vLLM pins its worker to all cores but one and leaves the
+      last to the API server; in-process it does no pinning, and torch's OpenMP team (one thread per
+      core, spin-waiting between kernels) took ~2 cores to generate what one thread generates as
+      fast (measured on 2 cores: 2.2 vs 1.35 CPU-seconds for the same 128 rollouts, same wall time).
+      The same rule as vLLM's own: every core but one, at least one.
+
+    Neither is set when the caller's arguments chose a backend or parallelism, nor over a value the
+    caller's environment already holds.
+    """
+    out: dict[str, str] = {}
+    if variant != "cpu" or "uni" not in _backend_choice(args):
+        return out
+    if "VLLM_ENABLE_V1_MULTIPROCESSING" not in env:
+        out["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    if "OMP_NUM_THREADS" not in env:
+        out["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) - 1))
+    return out
+
+
+def _backend_choice(args: Sequence[str]) -> str:
+    args = list(args)
+    for i, a in enumerate(args):
+        if a.startswith("--distributed-executor-backend="):
+            return a.split("=", 1)[1]
+        if a == "--distributed-executor-backend" and i + 1 < len(args):
+            return args[i + 1]
+    return ""
 
 
 class VLLMServer:
@@ -301,6 +340,7 @@ class VLLMServer:
         self.startup_timeout = startup_timeout
         self.inherit_output = inherit_output and log_file is None
         self.log_path: Path | None = Path(log_file) if log_file else None
+        self._temp_log = False
         self._log = log or _stderr
         self.process: subprocess.Popen[bytes] | None = None
         self._log_handle: Any = None
@@ -346,6 +386,8 @@ class VLLMServer:
         if self.dev_mode:
             # Exposes /pause, /resume, /collective_rpc ... (weight reloads for training).
             extra["VLLM_SERVER_DEV_MODE"] = "1"
+        extra.update(single_process_env(single_process_args(self.extra_args, self.variant), self.variant,
+                                        {**os.environ, **self.extra_env}))
         extra.update(self.extra_env)
         return _clean_env(extra)
 
@@ -362,6 +404,7 @@ class VLLMServer:
                 fd, name = tempfile.mkstemp(prefix="vllm-", suffix=".log")
                 os.close(fd)
                 self.log_path = Path(name)
+                self._temp_log = True
             self._log_handle = open(self.log_path, "ab")  # closed in stop()
             stdout = self._log_handle
         self.process = subprocess.Popen(
@@ -376,6 +419,7 @@ class VLLMServer:
         try:
             self.wait_until_ready(self.startup_timeout)
         except BaseException:
+            self._temp_log = False  # keep the log of a failed start: the error names it
             self.stop()
             raise
         return self
@@ -435,6 +479,12 @@ class VLLMServer:
         if self._log_handle is not None:
             self._log_handle.close()
             self._log_handle = None
+        if self._temp_log and self.log_path is not None:
+            # A temporary log of a server that started and was stopped: nobody asked to keep it.
+            with contextlib.suppress(OSError):
+                self.log_path.unlink()
+            self.log_path = None
+            self._temp_log = False
 
     def __enter__(self) -> VLLMServer:
         return self.start()

@@ -90,6 +90,7 @@ class Run:
         self.servers: list[Any] = list(servers or [])
         self._own_servers = not servers
         self.orch: Orchestrator | None = None
+        self.launched_servers = False
         self.nccl: NCCLWeightSync | None = None
 
     def log(self, msg: str) -> None:
@@ -106,14 +107,9 @@ class Run:
             self.model_path = ensure_model(cfg, self.console)
         barrier(self.dist)
         self.model_path = Path(cfg.model.path)
-        if cfg.trainer.cpu_threads is None:
-            # Synchronous: generation and training alternate, so training may use every core;
-            # asynchronous: the co-located servers keep generating, so it takes half.
-            cores = os.cpu_count() or 2
-            threads = cores if cfg.orchestrator.async_steps == 0 else max(1, cores // 2)
-            cfg.trainer.cpu_threads = threads
         self.trainer = Trainer(self.model_path, cfg.trainer, cfg.loss, total_steps=cfg.run.steps,
                                dist_info=self.dist, seed=cfg.run.seed)
+        self.trainer.threads_fn = self._trainer_threads
         self.start_step = 0
         ckpt = latest_checkpoint(self.out) if self.resume else None
         self.ckpt = load_checkpoint(ckpt) if ckpt else None
@@ -158,6 +154,29 @@ class Run:
         if self.ckpt:
             self.orch.load_state_dict(self.ckpt["orchestrator"])
             set_rng_state(self.ckpt["rng"])
+
+    def _trainer_threads(self) -> int:
+        """CPU threads for the next forward or backward pass (``trainer.cpu_threads`` unset).
+
+        Every core while nothing is being generated on this machine (the synchronous loop's training
+        phase, or the asynchronous loop once the next batch is complete); half of them while a
+        co-located server is generating, so that vLLM's engine keeps its cores.
+        """
+        cores = self.trainer.cpu_share()
+        orch = self.orch
+        if cores > 1 and orch is not None and orch.generating and self._colocated:
+            return max(1, cores // 2)
+        return cores
+
+    @property
+    def _colocated(self) -> bool:
+        """Whether some inference server runs on this machine (started here, or a loopback URL)."""
+        if self.launched_servers:
+            return True
+        from urllib.parse import urlparse
+
+        hosts = {urlparse(str(getattr(s, "base_url", ""))).hostname for s in self.servers}
+        return bool(hosts & {"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
     # -- weights -----------------------------------------------------------------------------------
     async def publish(self, step: int) -> float:

@@ -139,6 +139,11 @@ class Orchestrator:
         self._last_error: BaseException | None = None
         self._consecutive_errors = 0
 
+    @property
+    def generating(self) -> bool:
+        """Whether rollout groups are running now (read from the trainer's thread, too)."""
+        return bool(self._inflight)
+
     # -- data position -----------------------------------------------------------------------------
     def _shuffled(self, env_i: int, epoch: int) -> list[int]:
         idx = list(range(len(self.envs[env_i].rows)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +46,10 @@ class TrainerConfig(BaseModel):
     dtype: str = "auto"              # auto (bf16 autocast on GPU, fp32 on CPU) | float32 | bfloat16
     temperature: float = 1.0         # sampling temperature: logits are divided by it, like the sampler
     device: str = "auto"
-    # CPU threads for the trainer; None: half the cores, so that co-located vLLM keeps the other half
-    # (on 2 cores, two trainer threads fighting vLLM were measured 2-4x slower than one).
+    # CPU threads for the trainer. None: elastic, chosen before every forward and backward pass by
+    # the run: every core while no rollout is being generated on this machine, half of them while a
+    # co-located vLLM server is generating (vLLM's CPU build pins its engine to the other cores; on
+    # 2 cores, two trainer threads fighting a generating vLLM were measured 2-4x slower than one).
     cpu_threads: int | None = None
     optim: OptimConfig = OptimConfig()
 
@@ -111,8 +113,10 @@ class Trainer:
         self.device = pick_device(cfg.device)
         if self.dist.enabled and self.device.type == "cuda":
             self.device = torch.device("cuda", self.dist.local_rank)
-        if self.device.type == "cpu":
-            torch.set_num_threads(cfg.cpu_threads or max(1, (os.cpu_count() or 2) // 2))
+        # Threads for CPU training: fixed by the config, or asked of ``threads_fn`` before every
+        # forward and backward pass (set by the run; see ``TrainerConfig.cpu_threads``). Set in the
+        # thread that computes: torch's intra-op thread count is per calling thread.
+        self.threads_fn: Callable[[], int] | None = None
         torch.manual_seed(seed)
         self.model_path = Path(model_path)
         model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
@@ -147,12 +151,30 @@ class Trainer:
     def _my_rows(self, batch: PackedBatch) -> PackedBatch:
         return batch.rows(slice(self.dist.rank, None, self.dist.world_size))
 
+    def cpu_share(self) -> int:
+        """This process's share of the machine's cores: ``OMP_NUM_THREADS`` when set, else all the
+        cores, or 1/Nth of them for each of N ``torchrun`` processes on this machine."""
+        omp = os.environ.get("OMP_NUM_THREADS", "")
+        if omp.strip().isdigit() and int(omp) > 0:
+            return int(omp)
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", self.dist.world_size if self.dist.enabled else 1))
+        return max(1, (os.cpu_count() or 1) // max(1, local))
+
+    def _threads(self) -> None:
+        if self.device.type != "cpu":
+            return
+        n = self.cfg.cpu_threads or (self.threads_fn() if self.threads_fn else self.cpu_share())
+        n = max(1, n)
+        if n != torch.get_num_threads():
+            torch.set_num_threads(n)
+
     def _pack(self, samples: Sequence[Sample]) -> PackedBatch:
-        mb, w = self.cfg.micro_batch_rows, self.dist.world_size
+        w = self.dist.world_size
         batch = pack(samples, self.cfg.seq_len)
-        # Every rank must run the same number of micro-batches (FSDP collectives), so round up.
+        # Every rank must run the same number of micro-batches (FSDP collectives): give every rank
+        # the same number of rows, padding with empty rows (never a row count rounded up to whole
+        # micro-batches: that was up to half the step spent on padding).
         per_rank = math.ceil(batch.num_rows / w)
-        per_rank = math.ceil(per_rank / mb) * mb if per_rank > mb else per_rank
         if batch.num_rows < per_rank * w:
             batch = pack(samples, self.cfg.seq_len, min_rows=per_rank * w)
         return batch
@@ -161,6 +183,7 @@ class Trainer:
     def logprobs(self, samples: Sequence[Sample]) -> list[list[float]]:
         """Trainer log-probabilities of every token of each sample (index 0 is 0.0). Single process."""
         batch = self._to_device(pack(samples, self.cfg.seq_len))
+        self._threads()
         self.model.eval()
         with self._autocast():
             lp, _ = token_logprobs(self.model, batch, self.cfg.temperature)
@@ -187,6 +210,7 @@ class Trainer:
         scale = float(self.dist.world_size)  # FSDP averages gradients over ranks; we want the sum.
         for start in range(0, mine.num_rows, mb):
             micro = self._to_device(mine.rows(slice(start, start + mb)))
+            self._threads()
             with self._autocast():
                 lp, ent = token_logprobs(self.model, micro, self.cfg.temperature, with_entropy=True)
                 ref = None
@@ -197,9 +221,11 @@ class Trainer:
                 logprobs=lp, inference_logprobs=micro.inference_logprobs, advantages=micro.advantages,
                 loss_mask=micro.loss_mask, sample_ids=micro.sample_ids,
                 num_loss_tokens=total_loss_tokens, entropy=ent, ref_logprobs=ref), self.loss_cfg)
+            self._threads()
             (out.loss * scale).backward()
             for k, v in out.stats.items():
                 sums[k] = sums.get(k, 0.0) + v
+        self._threads()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.max_grad_norm)
         if hasattr(grad_norm, "full_tensor"):
             grad_norm = grad_norm.full_tensor()
@@ -238,6 +264,7 @@ class Trainer:
         total = 0.0
         for start in range(0, mine.num_rows, self.cfg.micro_batch_rows):
             micro = self._to_device(mine.rows(slice(start, start + self.cfg.micro_batch_rows)))
+            self._threads()
             with self._autocast():
                 lp, _ = token_logprobs(self.model, micro, 1.0)
             loss = -(lp * micro.loss_mask).sum() / n
