@@ -97,7 +97,7 @@ def sft_checkpoint(model_dir: Path, out: Path, steps: int = 20) -> Path:
 
 def ours(label: str, start: Path, server: Any, env_id: str, *, async_steps: int, max_tokens: int,
          steps: int, target: float | None, out: Path, env_args: dict | None = None,
-         seq_len: int = 128) -> dict[str, Any]:
+         seq_len: int = 128, dtype: str = "float32") -> dict[str, Any]:
     """One RL run of our loop against the given vLLM server (reloaded to ``start`` first)."""
     from verifiers.train.config import TrainConfig
     from verifiers.train.inference import InferenceServer
@@ -111,7 +111,7 @@ def ours(label: str, start: Path, server: Any, env_id: str, *, async_steps: int,
         "orchestrator": {"batch_groups": GROUPS, "group_size": GROUP_SIZE, "max_in_flight": 2 * GROUPS,
                          "async_steps": async_steps, "max_off_policy": max(async_steps, 0) + 1,
                          "drop_no_signal": False, "max_seq_len": 128},
-        "trainer": {"seq_len": seq_len, "micro_batch_rows": 32, "optim": {"lr": LR}},
+        "trainer": {"seq_len": seq_len, "micro_batch_rows": 32, "dtype": dtype, "optim": {"lr": LR}},
         "run": {"steps": steps, "output": str(out), "target_reward": target, "checkpoint_every": 0},
     })
     t0 = time.perf_counter()
@@ -144,7 +144,7 @@ def summarise(label: str, steps: list[tuple[int, float, float, float]], target: 
 
 
 def trl_run(label: str, start: Path, rows: list[dict], reward_text, *, max_tokens: int, steps: int,
-            target: float | None, out: Path) -> dict[str, Any]:
+            target: float | None, out: Path, bf16: bool = False) -> dict[str, Any]:
     """TRL GRPOTrainer on CPU (transformers generation), same hyper-parameters."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
@@ -177,7 +177,7 @@ def trl_run(label: str, start: Path, rows: list[dict], reward_text, *, max_token
         output_dir=str(out), per_device_train_batch_size=GROUPS * GROUP_SIZE, num_generations=GROUP_SIZE,
         gradient_accumulation_steps=1, max_completion_length=max_tokens, learning_rate=LR, beta=0.0,
         temperature=1.0, scale_rewards="none", lr_scheduler_type="constant", warmup_steps=0,
-        max_steps=steps, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, bf16=False,
+        max_steps=steps, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, bf16=bf16,
         seed=0, disable_tqdm=True, max_grad_norm=1.0, weight_decay=0.0, adam_beta2=0.99,
         gradient_checkpointing=False,  # TRL turns it on by default; it only costs time on a tiny model
     )
