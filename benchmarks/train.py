@@ -6,14 +6,18 @@
 (2) Time to the target reward against TRL's ``GRPOTrainer`` (CPU, no vLLM: it generates with
     transformers) on the same model, environment and hyper-parameters:
       - trivial workload: digit copy (2-token completions) with the 0.37 M-parameter tiny model,
-        all runs starting from the same SFT warm-start checkpoint;
-      - generation-dominated workload: 64-token completions from a ~4 M-parameter model
-        (reward: fraction of the completion that repeats the prompt's digit), a fixed step budget.
+        all runs starting from the same SFT warm-start checkpoint, fp32;
+      - generation-dominated workload: 64-token completions from a 4.2 M-parameter model (reward:
+        the fraction of the completion that repeats the prompt's digit), all runs starting from the
+        same short SFT warm start (reward ~0.3), in bf16 (TRL's default precision; our trainer
+        autocasts to bf16 and vLLM serves bf16) and in fp32 (everything fp32).
 
-Every run uses 16 prompts x 8 rollouts per step, lr 1e-3, temperature 1, no KL, advantages
-``reward - group mean``. Ours talks to one real vLLM (CPU build) server started here.
+Every run uses 16 prompts x 8 rollouts per step, lr 1e-3 (1e-4 on the generation-dominated
+workload, where 1e-3 collapses both ours and TRL), temperature 1, no KL, advantages
+``reward - group mean``; the target counts as reached when the mean reward of 5 consecutive steps
+is at or above it. Ours talks to one real vLLM (CPU build) server started here.
 
-    python benchmarks/train.py [--quick] [--json OUT.json]
+    python benchmarks/train.py [--quick] [--precision bf16|fp32|both] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -32,7 +36,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-TARGET = 0.8
+TARGET = 0.8          # trivial workload
+GEN_TARGET = 0.5      # generation-dominated workload (from ~0.3 after its short warm start)
+GEN_TOKENS = 64
+GEN_LR = 1e-4         # at 1e-3 both ours and TRL collapse on it (entropy -> 0, reward -> ~0.05)
 GROUPS, GROUP_SIZE, LR = 16, 8, 1e-3
 
 
@@ -74,8 +81,12 @@ def log(msg: str) -> None:
     print(f"[bench-train] {msg}", file=sys.stderr, flush=True)
 
 
-def sft_checkpoint(model_dir: Path, out: Path, steps: int = 20) -> Path:
-    """The shared starting point of the trivial workload: our SFT warm start, saved with tokenizer."""
+def sft_checkpoint(model_dir: Path, out: Path, steps: int = 20, *, lr: float = 3e-3, batch: int = 64,
+                   seq_len: int = 64, demos=None) -> Path:
+    """A shared starting point: our SFT warm start on demonstrations, saved with the tokenizer.
+
+    ``demos(tokenizer, n, offset)`` gives the samples of one step (default: the digit-copy env's).
+    """
     import torch
     from transformers import AutoTokenizer
 
@@ -84,10 +95,15 @@ def sft_checkpoint(model_dir: Path, out: Path, steps: int = 20) -> Path:
 
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(str(model_dir))
-    rows = env_rows(digit_copy_env())
-    tr = Trainer(model_dir, TrainerConfig(seq_len=64, micro_batch_rows=64, optim=OptimConfig(lr=3e-3)))
+    if demos is None:
+        rows = env_rows(digit_copy_env())
+
+        def demos(tok, n, offset):
+            return demonstration_samples(rows, tok, n, offset)
+
+    tr = Trainer(model_dir, TrainerConfig(seq_len=seq_len, micro_batch_rows=64, optim=OptimConfig(lr=lr)))
     for s in range(steps):
-        tr.sft_step(demonstration_samples(rows, tok, 64, s * 64))
+        tr.sft_step(demos(tok, batch, s * batch))
     tr.save_weights(out)
     for f in model_dir.iterdir():
         if f.name not in ("model.safetensors", "config.json"):
@@ -95,9 +111,23 @@ def sft_checkpoint(model_dir: Path, out: Path, steps: int = 20) -> Path:
     return out
 
 
+def repeat_demos(tok, n: int, offset: int):
+    """Demonstrations for the generation workload: the prompt's digit written 64 times, then EOS."""
+    from verifiers.train.samples import Sample
+
+    out = []
+    for k in range(n):
+        d = str((offset + 7 * k) % 10)
+        enc = tok.apply_chat_template([{"role": "user", "content": d}], add_generation_prompt=True, tokenize=True)
+        prompt = list(enc["input_ids"] if hasattr(enc, "keys") else enc)
+        comp = [*tok.encode(d * GEN_TOKENS, add_special_tokens=False), tok.eos_token_id]
+        out.append(Sample(prompt + comp, [0] * len(prompt) + [1] * len(comp), [0.0] * (len(prompt) + len(comp))))
+    return out
+
+
 def ours(label: str, start: Path, server: Any, env_id: str, *, async_steps: int, max_tokens: int,
          steps: int, target: float | None, out: Path, env_args: dict | None = None,
-         seq_len: int = 128, dtype: str = "float32") -> dict[str, Any]:
+         seq_len: int = 128, dtype: str = "float32", lr: float = LR) -> dict[str, Any]:
     """One RL run of our loop against the given vLLM server (reloaded to ``start`` first)."""
     from verifiers.train.config import TrainConfig
     from verifiers.train.inference import InferenceServer
@@ -111,7 +141,7 @@ def ours(label: str, start: Path, server: Any, env_id: str, *, async_steps: int,
         "orchestrator": {"batch_groups": GROUPS, "group_size": GROUP_SIZE, "max_in_flight": 2 * GROUPS,
                          "async_steps": async_steps, "max_off_policy": max(async_steps, 0) + 1,
                          "drop_no_signal": False, "max_seq_len": 128},
-        "trainer": {"seq_len": seq_len, "micro_batch_rows": 32, "dtype": dtype, "optim": {"lr": LR}},
+        "trainer": {"seq_len": seq_len, "micro_batch_rows": 8, "dtype": dtype, "optim": {"lr": lr}},
         "run": {"steps": steps, "output": str(out), "target_reward": target, "checkpoint_every": 0},
     })
     t0 = time.perf_counter()
@@ -144,7 +174,7 @@ def summarise(label: str, steps: list[tuple[int, float, float, float]], target: 
 
 
 def trl_run(label: str, start: Path, rows: list[dict], reward_text, *, max_tokens: int, steps: int,
-            target: float | None, out: Path, bf16: bool = False) -> dict[str, Any]:
+            target: float | None, out: Path, bf16: bool = False, lr: float = LR) -> dict[str, Any]:
     """TRL GRPOTrainer on CPU (transformers generation), same hyper-parameters."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
@@ -175,7 +205,7 @@ def trl_run(label: str, start: Path, rows: list[dict], reward_text, *, max_token
 
     args = GRPOConfig(
         output_dir=str(out), per_device_train_batch_size=GROUPS * GROUP_SIZE, num_generations=GROUP_SIZE,
-        gradient_accumulation_steps=1, max_completion_length=max_tokens, learning_rate=LR, beta=0.0,
+        gradient_accumulation_steps=1, max_completion_length=max_tokens, learning_rate=lr, beta=0.0,
         temperature=1.0, scale_rewards="none", lr_scheduler_type="constant", warmup_steps=0,
         max_steps=steps, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, bf16=bf16,
         seed=0, disable_tqdm=True, max_grad_norm=1.0, weight_decay=0.0, adam_beta2=0.99,
@@ -183,6 +213,9 @@ def trl_run(label: str, start: Path, rows: list[dict], reward_text, *, max_token
     )
     trainer = GRPOTrainer(model=str(start), reward_funcs=[reward], train_dataset=ds, args=args,
                           callbacks=[Track()])
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # one printed dict per step would bury the tables
     t0 = time.perf_counter()
     trainer.train()
     return summarise(label, trace, target, time.perf_counter() - t0)
@@ -208,18 +241,20 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--skip-generation", action="store_true", help="only the trivial workload")
     ap.add_argument("--skip-trivial", action="store_true", help="only the generation-dominated workload")
+    ap.add_argument("--precision", choices=["bf16", "fp32", "both"], default="both",
+                    help="precision(s) of the generation-dominated workload")
     a = ap.parse_args()
     max_steps = 40 if a.quick else 100
-    gen_steps = 3 if a.quick else 8
+    gen_steps = 15 if a.quick else 60
     work = Path(tempfile.mkdtemp(prefix="vf-bench-train-"))
-    results: dict[str, Any] = {"machine": f"{os.cpu_count()} CPUs", "target_reward": TARGET}
+    results: dict[str, Any] = {"machine": f"{os.cpu_count()} CPUs", "target_reward": TARGET,
+                               "generation_target_reward": GEN_TARGET}
     try:
-        # ---- trivial workload ------------------------------------------------------------------
         if not a.skip_trivial:
             trivial_workload(work, max_steps, results)
-        # ---- generation-dominated workload -----------------------------------------------------
         if not a.skip_generation:
-            generation_workload(work, gen_steps, results)
+            precisions = ["bf16", "fp32"] if a.precision == "both" else [a.precision]
+            generation_workload(work, gen_steps, results, precisions)
         if a.json:
             a.json.write_text(json.dumps(results, indent=2))
     finally:
@@ -235,6 +270,17 @@ def policy_server(model: Path, extra_args: list[str] | None = None) -> Any:
                      extra_args=extra_args or [])
     srv.extra_args = single_process_args(srv.extra_args, srv.variant)
     return srv
+
+
+def report(title: str, rows: list[dict[str, Any]]) -> None:
+    """The table, then async vs sync and ours vs TRL (rows: ours async, ours sync, TRL)."""
+    a1, a0, trl = rows
+    print(f"\n## {title}\n")
+    print(table(rows))
+    print(f"\nasync vs sync: tokens/s {ratio(a1['tokens_per_s'], a0['tokens_per_s'])}, "
+          f"time to target {ratio(a0['time_to_target_s'], a1['time_to_target_s'])} faster")
+    print(f"ours (async) vs TRL: time to target {ratio(a1['time_to_target_s'], trl['time_to_target_s'])} of TRL's, "
+          f"time per step {ratio(a1['s_per_step'], trl['s_per_step'])} of TRL's", flush=True)
 
 
 def trivial_workload(work: Path, max_steps: int, results: dict[str, Any]) -> None:
@@ -258,16 +304,12 @@ def trivial_workload(work: Path, max_steps: int, results: dict[str, Any]) -> Non
     trivial.append(trl_run("TRL GRPOTrainer", start, rows, copy_text_reward, max_tokens=2, steps=max_steps,
                            target=TARGET, out=work / "trl1"))
     results["trivial"] = trivial
-    print("\n## Trivial workload: digit copy, 2-token completions, 0.37 M params, from one SFT checkpoint\n")
-    print(table(trivial))
-    a1, a0, t1 = trivial
-    print(f"\nasync vs sync: tokens/s {ratio(a1['tokens_per_s'], a0['tokens_per_s'])}, "
-          f"time to target {ratio(a0['time_to_target_s'], a1['time_to_target_s'])} faster")
-    print(f"ours (async) vs TRL: time to target {ratio(a1['time_to_target_s'], t1['time_to_target_s'])} of TRL's")
+    report("Trivial workload: digit copy, 2-token completions, 0.37 M params, fp32, from one SFT checkpoint",
+           trivial)
 
 
-def generation_workload(work: Path, gen_steps: int, results: dict[str, Any]) -> None:
-    """64-token completions from a ~4 M-parameter model: time per step, ours (async, sync) vs TRL."""
+def generation_workload(work: Path, max_steps: int, results: dict[str, Any], precisions: list[str]) -> None:
+    """64-token completions from a ~4 M-parameter model: time to the target reward, ours vs TRL."""
     from transformers import AutoModelForCausalLM
 
     from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
@@ -275,30 +317,34 @@ def generation_workload(work: Path, gen_steps: int, results: dict[str, Any]) -> 
 
     big = write_tiny_model(work / "small", TinyModelSpec(hidden=256, layers=4, heads=4, intermediate=1024, seed=0))
     n_params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(str(big)).parameters())
+    # A short warm start (reward ~0.3) shared by every run, so that RL has signal from the start.
+    start = sft_checkpoint(big, work / "small-sft", steps=6, lr=1e-3, batch=32, seq_len=128, demos=repeat_demos)
     env_file = work / "digit_repeat.py"
     env_file.write_text(
         f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom benchmarks.train import digit_repeat_env\n"
         "def load_environment(**kw):\n    return digit_repeat_env()\n")
     rep_rows = [dict(r) for r in env_rows(digit_repeat_env())]
-    log(f"starting vLLM for the {n_params / 1e6:.1f} M-parameter model")
-    with policy_server(big, ["--max-num-seqs", "256"]) as srv:
-        gen = [
-            ours("ours async (async_steps=1)", big, srv, str(env_file), async_steps=1, max_tokens=64,
-                 steps=gen_steps, target=None, out=work / "g1", seq_len=256),
-            ours("ours sync (async_steps=0)", big, srv, str(env_file), async_steps=0, max_tokens=64,
-                 steps=gen_steps, target=None, out=work / "g0", seq_len=256),
-        ]
-    log("TRL GRPOTrainer on the generation-dominated workload")
-    gen.append(trl_run("TRL GRPOTrainer", big, rep_rows, repeat_fraction, max_tokens=64,
-                       steps=gen_steps, target=None, out=work / "trl2"))
-    results["generation"] = gen
     results["generation_params"] = n_params
-    print(f"\n## Generation-dominated workload: 64-token completions, {n_params / 1e6:.1f} M params, "
-          f"{gen_steps} steps of 128 rollouts\n")
-    print(table(gen))
-    g1, g0, t2 = gen
-    print(f"\nasync vs sync: tokens/s {ratio(g1['tokens_per_s'], g0['tokens_per_s'])}; "
-          f"ours (async) s/step vs TRL: {ratio(g1['s_per_step'], t2['s_per_step'])} of TRL's")
+    for precision in precisions:
+        bf16 = precision == "bf16"
+        dtype = "bfloat16" if bf16 else "float32"
+        log(f"starting vLLM ({dtype}) for the {n_params / 1e6:.1f} M-parameter model")
+        with policy_server(start, ["--max-num-seqs", "256", "--dtype", dtype]) as srv:
+            gen = [
+                ours("ours async (async_steps=1)", start, srv, str(env_file), async_steps=1,
+                     max_tokens=GEN_TOKENS, steps=max_steps, target=GEN_TARGET, out=work / f"g1-{precision}",
+                     seq_len=256, dtype=dtype, lr=GEN_LR),
+                ours("ours sync (async_steps=0)", start, srv, str(env_file), async_steps=0,
+                     max_tokens=GEN_TOKENS, steps=max_steps, target=GEN_TARGET, out=work / f"g0-{precision}",
+                     seq_len=256, dtype=dtype, lr=GEN_LR),
+            ]
+        log(f"TRL GRPOTrainer ({precision}) on the generation-dominated workload")
+        gen.append(trl_run("TRL GRPOTrainer", start, rep_rows, repeat_fraction, max_tokens=GEN_TOKENS,
+                           steps=max_steps, target=GEN_TARGET, out=work / f"trl2-{precision}", bf16=bf16,
+                           lr=GEN_LR))
+        results[f"generation_{precision}"] = gen
+        report(f"Generation-dominated workload: {GEN_TOKENS}-token completions, {n_params / 1e6:.1f} M params, "
+               f"{precision}, from one SFT checkpoint", gen)
 
 
 if __name__ == "__main__":

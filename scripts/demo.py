@@ -101,7 +101,7 @@ def main() -> int:
 
         # 2. hub ---------------------------------------------------------------------------------
         say(f"an Environments Hub on {HUB_URL} (SQLite + local files in {DEMO / 'hub'})")
-        hub_log = open(DEMO / "hub.log", "ab")  # noqa: SIM115 - closed at exit
+        hub_log = open(DEMO / "hub.log", "ab")  # closed at exit
         hub = subprocess.Popen([*VF, "hub", "serve", "--data", str(DEMO / "hub"), "--port", str(HUB_PORT)],
                                cwd=ROOT, env=env_vars(), stdout=hub_log, stderr=subprocess.STDOUT,
                                start_new_session=True)

@@ -146,3 +146,23 @@ def test_vf_serve_runs_vllm_and_stops_cleanly_on_sigint(tiny_model_dir, tmp_path
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+async def test_coalesced_samples_from_real_vllm(vllm_server):
+    """A group's identical requests as one ``n`` request to vLLM: every caller gets its own sample,
+    with its own token ids and logprobs, over the shared prompt ids."""
+    import asyncio
+
+    from verifiers.clients import ModelClient
+
+    args = {"max_tokens": 8, "temperature": 1.0, "logprobs": True, "extra_body": {"return_token_ids": True}}
+    msgs = [{"role": "user", "content": "Hello there"}]
+    async with ModelClient(base_url=vllm_server.base_url, coalesce_samples=True) as client:
+        out = await asyncio.gather(*(client.chat(model=vllm_server.model, messages=msgs, sampling_args=args)
+                                     for _ in range(8)))
+    assert len({tuple(r.completion_token_ids) for r in out}) > 1  # independent samples, not one copied
+    for r in out:
+        assert r.prompt_token_ids == out[0].prompt_token_ids and r.prompt_token_ids
+        assert 0 < len(r.completion_token_ids) <= 8
+        assert len(r.completion_logprobs) == len(r.completion_token_ids)
+        assert r.usage["completion_tokens"] == len(r.completion_token_ids)

@@ -164,6 +164,8 @@ class ModelClient:
         self._http: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
+        self._pending: dict[tuple[str, bytes, str], _SampleBatch] = {}
+        self._pending_loop: asyncio.AbstractEventLoop | None = None
         self._connection_errors: tuple[type[BaseException], ...] = (OSError,)
         self._stale_errors: tuple[type[BaseException], ...] = ()
 
@@ -209,9 +211,12 @@ class ModelClient:
         base: dict[str, Any] = {"model": model, "messages": messages}
         if tools:
             base["tools"] = tools
-        body = await self.request_json(
-            "/chat/completions", build_body(base, sampling_args), **request_options(sampling_args)
-        )
+        if self.config.coalesce_samples and _mergeable(sampling_args):
+            body = await self._coalesced("/chat/completions", build_body(base, sampling_args), sampling_args)
+        else:
+            body = await self.request_json(
+                "/chat/completions", build_body(base, sampling_args), **request_options(sampling_args)
+            )
         try:
             return parse_chat_response(body)
         except MalformedResponse as exc:
@@ -221,11 +226,11 @@ class ModelClient:
         self, *, model: str, prompt: str, sampling_args: Mapping[str, Any] | None = None
     ) -> ModelResponse:
         """POST ``/completions`` (base models) and parse choice 0."""
-        body = await self.request_json(
-            "/completions",
-            build_body({"model": model, "prompt": prompt}, sampling_args),
-            **request_options(sampling_args),
-        )
+        request = build_body({"model": model, "prompt": prompt}, sampling_args)
+        if self.config.coalesce_samples and _mergeable(sampling_args):
+            body = await self._coalesced("/completions", request, sampling_args)
+        else:
+            body = await self.request_json("/completions", request, **request_options(sampling_args))
         try:
             return parse_completion_response(body)
         except MalformedResponse as exc:
@@ -276,6 +281,44 @@ class ModelClient:
 
     def __repr__(self) -> str:
         return f"ModelClient(base_url={self.base_url!r})"
+
+    # ----- coalescing identical samples ---------------------------------------------------------
+
+    async def _coalesced(self, path: str, body: dict[str, Any], sampling_args: Mapping[str, Any] | None) -> Any:
+        """Join (or open) the batch of identical requests of this event-loop turn; returns the
+        response body cut down to this caller's choice (see ``ClientConfig.coalesce_samples``)."""
+        options = request_options(sampling_args)
+        key = (path, encode_body(body), repr(sorted(options.items())))
+        loop = asyncio.get_running_loop()
+        pending = self._pending if self._pending_loop is loop else None
+        if pending is None:
+            pending = self._pending = {}
+            self._pending_loop = loop
+        batch = pending.get(key)
+        if batch is None:
+            batch = pending[key] = _SampleBatch(path, body, options)
+            # Runs after every task already scheduled for this turn: a group's rollouts, started
+            # together by gather(), all reach their first model call before the batch goes out.
+            loop.call_soon(self._send_batch, key, batch)
+        fut: asyncio.Future[Any] = loop.create_future()
+        batch.waiters.append(fut)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            batch.cancel_if_abandoned()
+            raise
+
+    def _send_batch(self, key: tuple[str, bytes, str], batch: _SampleBatch) -> None:
+        if self._pending.get(key) is batch:
+            del self._pending[key]
+        waiters = [w for w in batch.waiters if not w.done()]
+        if not waiters:
+            return
+        body = dict(batch.body)
+        if len(waiters) > 1:
+            body["n"] = len(waiters)
+        batch.task = asyncio.get_running_loop().create_task(self.request_json(batch.path, body, **batch.options))
+        batch.task.add_done_callback(lambda task: _hand_out(task, waiters))
 
     # ----- transport ----------------------------------------------------------------------------
 
@@ -393,6 +436,66 @@ class ModelClient:
             asyncio.Semaphore(cfg.max_concurrent_requests) if cfg.max_concurrent_requests else None
         )
         return self._session
+
+
+def _mergeable(sampling_args: Mapping[str, Any] | None) -> bool:
+    """Whether a request may share one ``n``-sample request with identical ones."""
+    if not sampling_args:
+        return True
+    extra = sampling_args.get("extra_body") or {}
+    return not any(k in sampling_args or k in extra for k in ("n", "seed", "stream"))
+
+
+@dataclasses.dataclass
+class _SampleBatch:
+    """Identical requests of one event-loop turn, sent once with ``n`` = their number."""
+
+    path: str
+    body: dict[str, Any]
+    options: dict[str, Any]
+    waiters: list[asyncio.Future[Any]] = dataclasses.field(default_factory=list)
+    task: asyncio.Task[Any] | None = None
+
+    def cancel_if_abandoned(self) -> None:
+        """Every caller gave up (cancelled): stop the shared request too."""
+        if self.task is not None and not self.task.done() and all(w.cancelled() for w in self.waiters):
+            self.task.cancel()
+
+
+def _hand_out(task: asyncio.Task[Any], waiters: list[asyncio.Future[Any]]) -> None:
+    """Give each waiter the response body with only its own choice (and its own usage)."""
+    if task.cancelled():
+        for w in waiters:
+            if not w.done():
+                w.cancel()
+        return
+    exc = task.exception()
+    if exc is not None:
+        for w in waiters:
+            if not w.done():
+                w.set_exception(exc)
+        return
+    body = task.result()
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or len(choices) < len(waiters):
+        got = len(choices) if isinstance(choices, list) else 0
+        err = ModelError(200, f"asked for {len(waiters)} samples in one request (n), got {got} choices", False)
+        for w in waiters:
+            if not w.done():
+                w.set_exception(err)
+        return
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else None
+    for i, w in enumerate(waiters):
+        if w.done():
+            continue
+        choice = choices[i]
+        one = {**body, "choices": [{**choice, "index": 0}]}
+        if usage is not None:
+            ids = choice.get("token_ids") if isinstance(choice, dict) else None
+            completion = len(ids) if isinstance(ids, list) else (usage.get("completion_tokens") or 0) // len(choices)
+            one["usage"] = {**usage, "completion_tokens": completion,
+                            "total_tokens": (usage.get("prompt_tokens") or 0) + completion}
+        w.set_result(one)
 
 
 def _abandon(session: aiohttp.ClientSession) -> None:

@@ -16,6 +16,15 @@ class ClientConfig(BaseModel):
     through this client (``None``: unbounded). Retries use exponential backoff with full jitter:
     attempt ``n`` waits ``uniform(0, min(backoff_max, backoff_initial * 2**n))`` seconds unless the
     server sent ``Retry-After``.
+
+    ``coalesce_samples``: identical chat/completion requests started in the same event-loop turn (the
+    rollouts of one group asking the same first question) go out as one request with ``n`` set to
+    their number, and each caller gets one of the choices. The samples are independent draws from
+    the same distribution, so nothing changes for the environment, but the server parses, templates,
+    tokenises and schedules the prompt once instead of ``n`` times. Requests carrying ``seed`` or
+    ``n`` are never merged (a fixed seed means identical answers; ``n`` is the caller's). Off by
+    default: for servers that implement ``n`` (vLLM, OpenAI); ``vf train`` turns it on for its vLLM
+    servers.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -30,6 +39,7 @@ class ClientConfig(BaseModel):
     headers: dict[str, str] = {}
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
+    coalesce_samples: bool = False
 
     def resolve_api_key(self) -> str | None:
         """The literal key if set, else the value of ``api_key_var`` in the environment, else None."""

@@ -13,8 +13,9 @@ A *script* decides each reply:
   (``exhausted="error"`` answers 400 instead).
 
 Replies may carry tool calls (also with malformed argument JSON), an HTTP error status with headers
-(``Retry-After``), a delay, a raw body, or a dropped connection. Token ids and sampled logprobs come in
-vLLM's shapes from a fake tokenizer with one token per character (token id = code point).
+(``Retry-After``), a delay, a raw body, or a dropped connection. A request with ``n`` > 1 gets ``n``
+choices, the script being asked once per choice. Token ids and sampled logprobs come in vLLM's shapes
+from a fake tokenizer with one token per character (token id = code point).
 """
 
 from __future__ import annotations
@@ -445,8 +446,14 @@ class ScriptedServer:
             self.requests.append(req)
             if body.get("stream"):
                 return _error_response(400, "ScriptedServer does not stream")
+            n = body.get("n", 1)
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                return _error_response(400, "n must be a positive integer")
             try:
                 rep = await self._decide(req)
+                # ``n`` samples: the script is asked once per choice (an error or disconnect in
+                # the first decides the whole response, like a server that fails the request).
+                extra = [await self._decide(req) for _ in range(n - 1)]
             except Exception as exc:  # a broken script is a test bug: make it loud
                 return _error_response(500, f"script raised {type(exc).__name__}: {exc}")
             wait = self.delay + rep.delay
@@ -465,10 +472,15 @@ class ScriptedServer:
                 return web.json_response(rep.body, status=rep.status, headers=headers)
             if rep.status != 200:
                 return _error_response(rep.status, rep.error or f"scripted error {rep.status}", headers)
-            if request.path.endswith("/chat/completions"):
-                payload = self._chat_body(req, rep)
-            else:
-                payload = self._completion_body(req, rep)
+            make = self._chat_body if request.path.endswith("/chat/completions") else self._completion_body
+            payload = make(req, rep)
+            for i, more in enumerate(extra, start=1):
+                other = make(req, more)
+                payload["choices"].append({**other["choices"][0], "index": i})
+                usage = payload["usage"] = dict(payload["usage"])
+                more_tokens = other["usage"].get("completion_tokens", 0)
+                usage["completion_tokens"] = usage.get("completion_tokens", 0) + more_tokens
+                usage["total_tokens"] = usage.get("total_tokens", 0) + more_tokens
             return web.json_response(payload, headers=headers, dumps=_dumps)
         finally:
             with self._lock:

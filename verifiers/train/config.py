@@ -59,6 +59,9 @@ class InferenceSection(BaseModel):
     weight_update: str = "filesystem"   # filesystem (checkpoint + reload_weights) | nccl (GPU) | none
     nccl_master_address: str = "127.0.0.1"
     nccl_master_port: int = 29555
+    # Send the identical first requests of a group as one request with n = group size (each rollout
+    # gets one choice; see verifiers.clients.ClientConfig.coalesce_samples). For servers with `n`.
+    coalesce_samples: bool = True
 
 
 class SamplingSection(BaseModel):

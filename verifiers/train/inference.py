@@ -26,14 +26,17 @@ import httpx
 class InferenceServer:
     """One OpenAI-compatible server: its URL, a model client for rollouts, health and weight reloads."""
 
-    def __init__(self, base_url: str, model: str, *, process: Any = None, timeout: float = 600.0) -> None:
+    def __init__(self, base_url: str, model: str, *, process: Any = None, timeout: float = 600.0,
+                 coalesce_samples: bool = True) -> None:
         from verifiers.clients import ModelClient
 
         self.base_url = base_url.rstrip("/")
         self.root_url = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
         self.model = model
         self.process = process  # a verifiers.serving.vllm.VLLMServer when the loop started it
-        self.client = ModelClient(base_url=self.base_url, timeout=timeout, max_retries=2)
+        # vLLM implements `n`: the identical first requests of a group go out as one (see ClientConfig).
+        self.client = ModelClient(base_url=self.base_url, timeout=timeout, max_retries=2,
+                                  coalesce_samples=coalesce_samples)
         self.healthy = True
         self.last_reload_s = 0.0
         self._http: httpx.AsyncClient | None = None
@@ -83,7 +86,7 @@ def single_process_args(extra_args: Sequence[str], variant: str) -> list[str]:
 
 def launch_vllm_servers(model_dir: str | Path, count: int, *, max_model_len: int = 256,
                         extra_args: Sequence[str] = (), log_dir: str | Path | None = None,
-                        log: Any = None) -> list[InferenceServer]:
+                        log: Any = None, coalesce_samples: bool = True) -> list[InferenceServer]:
     """Start ``count`` vLLM servers (installing vLLM on first use) in dev mode, all in parallel."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -96,7 +99,7 @@ def launch_vllm_servers(model_dir: str | Path, count: int, *, max_model_len: int
                          **({"log": log} if log else {}))
         srv.extra_args = single_process_args(srv.extra_args, srv.variant)
         srv.start()
-        return InferenceServer(srv.base_url, srv.model, process=srv)
+        return InferenceServer(srv.base_url, srv.model, process=srv, coalesce_samples=coalesce_samples)
 
     if log_dir:
         Path(log_dir).mkdir(parents=True, exist_ok=True)

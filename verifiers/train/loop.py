@@ -132,7 +132,9 @@ class Run:
         self.launched_servers = False
         if not self.servers:
             if cfg.inference.urls:
-                self.servers = [InferenceServer(u, cfg.inference.model) for u in cfg.inference.urls]
+                self.servers = [InferenceServer(u, cfg.inference.model,
+                                                coalesce_samples=cfg.inference.coalesce_samples)
+                                for u in cfg.inference.urls]
             else:
                 self.log(f"starting {cfg.inference.num_servers} vLLM server(s) for {weights}")
                 t0 = time.perf_counter()
@@ -140,7 +142,8 @@ class Run:
                 self.servers = launch_vllm_servers(weights, cfg.inference.num_servers,
                                                    max_model_len=cfg.inference.max_model_len,
                                                    extra_args=cfg.inference.extra_args,
-                                                   log_dir=self.out / "logs")
+                                                   log_dir=self.out / "logs",
+                                                   coalesce_samples=cfg.inference.coalesce_samples)
                 self.log(f"vLLM ready in {time.perf_counter() - t0:.0f} s: "
                          + ", ".join(s.base_url for s in self.servers))
         if cfg.inference.weight_update == "nccl":
