@@ -186,3 +186,33 @@ async def test_synchronous_loop_is_strictly_on_policy():
         assert not o._inflight
         await o.update_weights(None, v)
     await o.stop()
+
+
+@pytest.mark.parametrize("seed", range(6, 10))
+@pytest.mark.parametrize("async_steps", [0, 1])
+async def test_next_batch_never_sleeps_through_a_finished_group(async_steps, seed):
+    """Every finished group wakes next_batch. Groups here finish after a random number of event-loop
+    turns, so completions interleave with next_batch and the admission loop (these seeds made a
+    shared wake-up event lose wake-ups: 1 s stalls in real runs). With the safety-net poll made an
+    hour long, a lost wake-up hangs the 20 steps past the timeout."""
+    import random
+
+    rng = random.Random(seed)
+
+    class Staggered(Recorder):
+        async def __call__(self, entry, row, n, client, model, sampling_args):
+            for _ in range(rng.randint(0, 6)):
+                await asyncio.sleep(0)
+            return await super().__call__(entry, row, n, client, model, sampling_args)
+
+    o = orch(Staggered(), async_steps=async_steps, batch_groups=4, max_in_flight=8)
+    o.poll_s = 3600.0
+
+    async def steps():
+        for v in range(1, 21):
+            await o.next_batch()
+            await asyncio.sleep(0)  # the trainer's turn
+            await o.update_weights(None, v)
+
+    await asyncio.wait_for(steps(), timeout=30)
+    await o.stop()

@@ -107,6 +107,10 @@ class EnvMixer:
 
 
 class Orchestrator:
+    #: next_batch re-checks errors and its own timeout this often while no group finishes (it is woken
+    #: at once by every finished group; this is only a safety net).
+    poll_s: float = 1.0
+
     def __init__(self, envs: Sequence[EnvEntry], servers: Sequence[Any], cfg: OrchestratorConfig,
                  sampling_args: dict[str, Any], *, rollout_fn: RolloutGroupFn = env_rollout_group,
                  health_check: bool = True) -> None:
@@ -132,7 +136,11 @@ class Orchestrator:
         self._inflight: dict[asyncio.Task, tuple[int, int, int]] = {}  # task -> (env, example, version)
         self._buffer: deque[GroupResult] = deque()
         self._taken = 0  # groups accepted into the batch under construction
-        self._wake = asyncio.Event()
+        # Two events, one per waiter (the admission loop, next_batch): each clears only its own. One
+        # shared event lost wake-ups: the admission loop could clear it before next_batch's waiter
+        # had started, leaving next_batch to sleep until its 1 s timeout (seen as 1.0 s stalls).
+        self._wake_admit = asyncio.Event()
+        self._wake_batch = asyncio.Event()
         self._admit_task: asyncio.Task | None = None
         self._health_task: asyncio.Task | None = None
         self.counters = {"dropped_off_policy": 0, "cancelled": 0, "filtered_no_signal": 0, "errors": 0}
@@ -212,20 +220,25 @@ class Orchestrator:
         else:
             self._consecutive_errors = 0
             self._buffer.append(task.result())
-        self._wake.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Something changed (a group finished, a batch was taken, new weights, health): tell both."""
+        self._wake_admit.set()
+        self._wake_batch.set()
 
     async def _admit_loop(self) -> None:
         while True:
+            self._wake_admit.clear()
             self._admit()
-            self._wake.clear()
-            await self._wake.wait()
+            await self._wake_admit.wait()
 
     async def _health_loop(self) -> None:
         while True:
             await asyncio.sleep(self.cfg.health_interval_s)
             await asyncio.gather(*(s.check_health() for s in self.servers if hasattr(s, "check_health")),
                                  return_exceptions=True)
-            self._wake.set()
+            self._wake()
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -272,14 +285,14 @@ class Orchestrator:
             while not self._buffer:
                 if self._consecutive_errors >= 3 * max(1, len(self.servers)) and self._last_error is not None:
                     raise RuntimeError(f"rollouts keep failing: {self._last_error!r}") from self._last_error
-                self._wake.clear()
+                self._wake_batch.clear()
                 self._admit()
                 if timeout is not None and time.perf_counter() - t0 > timeout:
                     raise TimeoutError("no rollout group finished in time")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+                    await asyncio.wait_for(self._wake_batch.wait(), timeout=self.poll_s)
             g = self._buffer.popleft()
-            self._wake.set()
+            self._wake()
             if self.version - g.policy_version > self.cfg.max_off_policy:
                 self.counters["dropped_off_policy"] += 1
                 self.retry.append((self.envs_index(g.env), g.example_index))
@@ -294,7 +307,7 @@ class Orchestrator:
             self._taken = len(groups)
         self._taken = 0
         self.batches_out += 1
-        self._wake.set()
+        self._wake()
         return Batch(samples, groups, self._batch_metrics(groups, samples, all_rewards, time.perf_counter() - t0))
 
     def envs_index(self, name: str) -> int:
@@ -345,7 +358,7 @@ class Orchestrator:
                 task.cancel()
                 self.counters["cancelled"] += 1
                 self.retry.append((env_i, ex))
-        self._wake.set()
+        self._wake()
         return time.perf_counter() - t0
 
     # -- resume ------------------------------------------------------------------------------------
