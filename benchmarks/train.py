@@ -156,6 +156,7 @@ def ours_run(label: str, start: Path, base_url: str, model: str, env_id: str, *,
         "model": {"path": str(start)},
         "env": [{"id": env_id, "ratio": 1.0, "args": env_args or {}}],
         "sampling": {"max_tokens": max_tokens, "temperature": 1.0},
+        "inference": {"weights_dtype": dtype},  # what the server runs: it reloads the files as they are
         "orchestrator": {"batch_groups": GROUPS, "group_size": GROUP_SIZE, "max_in_flight": 2 * GROUPS,
                          "async_steps": async_steps, "max_off_policy": max(async_steps, 0) + 1,
                          "drop_no_signal": False, "max_seq_len": 128},

@@ -69,3 +69,34 @@ def test_cli_rejects_a_bad_config_without_traceback(tmp_path):
     res = CliRunner().invoke(app, [str(bad)])
     assert res.exit_code == 2
     assert "invalid config" in res.output and "Traceback" not in res.output
+
+
+def test_reload_weights_dtype_follows_the_server_dtype(tmp_path):
+    from verifiers.train.config import InferenceSection
+
+    assert InferenceSection().reload_dtype() is None                          # as trained
+    assert InferenceSection(extra_args=["--dtype", "bfloat16"]).reload_dtype() == "bfloat16"
+    assert InferenceSection(extra_args=["--dtype=float16"]).reload_dtype() == "float16"
+    assert InferenceSection(extra_args=["--dtype", "auto"]).reload_dtype() is None
+    assert InferenceSection(extra_args=["--dtype", "bfloat16"], weights_dtype="float32").reload_dtype() == "float32"
+    with pytest.raises(ValueError, match="weights_dtype"):
+        InferenceSection(weights_dtype="int8")
+
+
+def test_save_weights_in_another_dtype(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from verifiers.serving.tiny_model import write_tiny_model
+    from verifiers.train.trainer import Trainer, TrainerConfig
+
+    model = write_tiny_model(tmp_path / "m")
+    tr = Trainer(model, TrainerConfig(seq_len=32, cpu_threads=1))
+    full = load_file(str(tr.save_weights(tmp_path / "f32") / "model.safetensors"))
+    half = load_file(str(tr.save_weights(tmp_path / "bf16", dtype="bfloat16") / "model.safetensors"))
+    assert full.keys() == half.keys()
+    for k in full:
+        assert full[k].dtype == torch.float32 and half[k].dtype == torch.bfloat16
+        assert torch.equal(half[k], full[k].to(torch.bfloat16))
+    with pytest.raises(ValueError, match="unknown dtype"):
+        tr.save_weights(tmp_path / "x", dtype="int8")

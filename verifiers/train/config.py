@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from verifiers.train.loss import LossConfig
@@ -62,6 +62,31 @@ class InferenceSection(BaseModel):
     # Send the identical first requests of a group as one request with n = group size (each rollout
     # gets one choice; see verifiers.clients.ClientConfig.coalesce_samples). For servers with `n`.
     coalesce_samples: bool = True
+    # dtype of the weight files the servers reload after each step: "auto" = the `--dtype` given in
+    # extra_args (bf16 servers reload bf16 files: half the bytes, no cast warnings), else as trained.
+    weights_dtype: str = "auto"
+
+    @field_validator("weights_dtype")
+    @classmethod
+    def _known_dtype(cls, v: str) -> str:
+        if v not in ("auto", "bfloat16", "float16", "float32"):
+            raise ValueError(f"weights_dtype must be auto, bfloat16, float16 or float32, not {v!r}")
+        return v
+
+    def reload_dtype(self) -> str | None:
+        """The dtype to save reloaded weights in (None: as trained)."""
+        if self.weights_dtype != "auto":
+            return self.weights_dtype
+        args = list(self.extra_args)
+        for i, a in enumerate(args):
+            if a.startswith("--dtype="):
+                value = a.split("=", 1)[1]
+            elif a == "--dtype" and i + 1 < len(args):
+                value = args[i + 1]
+            else:
+                continue
+            return None if value == "auto" else value
+        return None
 
 
 class SamplingSection(BaseModel):

@@ -211,7 +211,8 @@ class Run:
             return t
         path = None
         if mode == "filesystem":
-            path = await self.trainer_call(self.trainer.save_weights, self.out / "weights" / f"step_{step}")
+            path = await self.trainer_call(self.trainer.save_weights, self.out / "weights" / f"step_{step}",
+                                           self.cfg.inference.reload_dtype())
         if not self.dist.is_main:
             return 0.0
         assert self.orch is not None
