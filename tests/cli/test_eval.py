@@ -367,3 +367,20 @@ def test_control_characters_in_replies_are_escaped_when_shown(env_file, tmp_path
     assert result.exit_code == 0, result.output
     assert "\x1b[2J" not in result.output and "\x07" not in result.output
     assert "evil \\x1b[2J\\x07 bell" in result.output
+
+
+def test_coalesce_samples_sends_one_request_per_example(env_file, tmp_path):
+    """`--coalesce-samples`: an example's rollouts ask once with n = -r, and each keeps its own answer."""
+    import itertools
+
+    counter = itertools.count()
+    with ScriptedServer(lambda req: reply(f"sample {next(counter)}"), model="scripted-model") as srv:
+        result = _invoke("eval", str(env_file), "-b", srv.base_url, "-n", "3", "-r", "4", "-t", "16",
+                         "--coalesce-samples", "-o", str(tmp_path / "out"))
+        assert result.exit_code == 0, result.output
+        chats = [r for r in srv.requests if r.path.endswith("/chat/completions")]
+    assert sorted(r.body.get("n") for r in chats) == [4, 4, 4]
+    records = [json.loads(line) for line in (_only_run(tmp_path / "out") / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 12
+    answers = [r["completion"][-1]["content"] for r in records]
+    assert sorted(answers) == sorted(f"sample {i}" for i in range(12))  # every rollout its own sample

@@ -40,6 +40,7 @@ class EvalOptions:
     rollouts_per_example: int | None = None
     max_concurrent: int | None = None
     max_concurrent_requests: int | None = None
+    coalesce_samples: bool = False
     max_tokens: int | None = None
     temperature: float | None = None
     sampling_args_json: str | None = None
@@ -77,6 +78,7 @@ class EvalPlan:
     max_concurrent: int
     max_concurrent_requests: int | None
     timeout_per_rollout: float | None
+    coalesce_samples: bool
     headers: dict[str, str]
     results_path: Path | None
     resume: bool
@@ -232,6 +234,7 @@ def plan_eval(opts: EvalOptions) -> EvalPlan:
         max_concurrent=max_concurrent,
         max_concurrent_requests=pick("max_concurrent_requests", opts.max_concurrent_requests),
         timeout_per_rollout=pick("timeout_per_rollout", opts.timeout_per_rollout),
+        coalesce_samples=opts.coalesce_samples,
         headers=headers,
         results_path=results_path,
         resume=resume,
@@ -246,6 +249,7 @@ def _make_client(plan: EvalPlan) -> Any:
         api_key=plan.api_key,
         headers=plan.headers,
         max_concurrent_requests=plan.max_concurrent_requests,
+        coalesce_samples=plan.coalesce_samples,
     )
     return ModelClient(config)
 

@@ -92,6 +92,14 @@ def eval_command(
     max_concurrent_requests: Annotated[
         int | None, typer.Option("--max-concurrent-requests", help="Model requests in flight.")
     ] = None,
+    coalesce_samples: Annotated[
+        bool,
+        typer.Option(
+            "--coalesce-samples",
+            help="Send the identical first requests of an example's rollouts as one request with n "
+            "(servers that implement n: vLLM, OpenAI).",
+        ),
+    ] = False,
     max_tokens: Annotated[
         int | None, typer.Option("--max-tokens", "-t", help="Max tokens per model reply.")
     ] = None,
@@ -150,6 +158,7 @@ def eval_command(
         rollouts_per_example=rollouts_per_example,
         max_concurrent=max_concurrent,
         max_concurrent_requests=max_concurrent_requests,
+        coalesce_samples=coalesce_samples,
         max_tokens=max_tokens,
         temperature=temperature,
         sampling_args_json=sampling_args,
