@@ -267,7 +267,7 @@ def single_process_env(args: Sequence[str], variant: str, env: Mapping[str, str]
     caller's environment already holds.
     """
     out: dict[str, str] = {}
-    if variant != "cpu" or "uni" not in _backend_choice(args):
+    if variant != "cpu" or flag_value(args, "--distributed-executor-backend") != "uni":
         return out
     if "VLLM_ENABLE_V1_MULTIPROCESSING" not in env:
         out["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -276,14 +276,15 @@ def single_process_env(args: Sequence[str], variant: str, env: Mapping[str, str]
     return out
 
 
-def _backend_choice(args: Sequence[str]) -> str:
+def flag_value(args: Sequence[str], flag: str) -> str | None:
+    """The value given to ``flag`` in a vLLM argument list (``--flag v`` or ``--flag=v``), else None."""
     args = list(args)
     for i, a in enumerate(args):
-        if a.startswith("--distributed-executor-backend="):
+        if a.startswith(flag + "="):
             return a.split("=", 1)[1]
-        if a == "--distributed-executor-backend" and i + 1 < len(args):
+        if a == flag and i + 1 < len(args):
             return args[i + 1]
-    return ""
+    return None
 
 
 class VLLMServer:

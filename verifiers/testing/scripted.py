@@ -474,10 +474,11 @@ class ScriptedServer:
                 return _error_response(rep.status, rep.error or f"scripted error {rep.status}", headers)
             make = self._chat_body if request.path.endswith("/chat/completions") else self._completion_body
             payload = make(req, rep)
+            if extra:
+                usage = payload["usage"] = dict(payload["usage"])  # never the script's own dict
             for i, more in enumerate(extra, start=1):
                 other = make(req, more)
                 payload["choices"].append({**other["choices"][0], "index": i})
-                usage = payload["usage"] = dict(payload["usage"])
                 more_tokens = other["usage"].get("completion_tokens", 0)
                 usage["completion_tokens"] = usage.get("completion_tokens", 0) + more_tokens
                 usage["total_tokens"] = usage.get("total_tokens", 0) + more_tokens

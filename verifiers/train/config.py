@@ -77,16 +77,10 @@ class InferenceSection(BaseModel):
         """The dtype to save reloaded weights in (None: as trained)."""
         if self.weights_dtype != "auto":
             return self.weights_dtype
-        args = list(self.extra_args)
-        for i, a in enumerate(args):
-            if a.startswith("--dtype="):
-                value = a.split("=", 1)[1]
-            elif a == "--dtype" and i + 1 < len(args):
-                value = args[i + 1]
-            else:
-                continue
-            return None if value == "auto" else value
-        return None
+        from verifiers.serving.vllm import flag_value
+
+        value = flag_value(self.extra_args, "--dtype")
+        return None if value in (None, "auto") else value
 
 
 class SamplingSection(BaseModel):

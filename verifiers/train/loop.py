@@ -94,6 +94,7 @@ class Run:
         self.orch: Orchestrator | None = None
         self._torch_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vf-trainer")
         self.launched_servers = False
+        self.colocated = False  # some inference server on this machine (decided in setup)
         self.nccl: NCCLWeightSync | None = None
 
     # -- the trainer's thread ------------------------------------------------------------------------
@@ -169,6 +170,7 @@ class Run:
             self.nccl = NCCLWeightSync(self.servers, self.trainer.model,
                                        master_address=cfg.inference.nccl_master_address,
                                        master_port=cfg.inference.nccl_master_port)
+        self.colocated = self._is_colocated()
         self.orch = Orchestrator(self.envs, self.servers, cfg.orchestrator, cfg.sampling.to_args(),
                                  rollout_fn=self.rollout_fn,
                                  health_check=bool(cfg.inference.urls) or self._own_servers)
@@ -185,12 +187,11 @@ class Run:
         """
         cores = self.trainer.cpu_share()
         orch = self.orch
-        if cores > 1 and orch is not None and orch.generating and self._colocated:
+        if cores > 1 and orch is not None and orch.generating and self.colocated:
             return max(1, cores // 2)
         return cores
 
-    @property
-    def _colocated(self) -> bool:
+    def _is_colocated(self) -> bool:
         """Whether some inference server runs on this machine (started here, or a loopback URL)."""
         if self.launched_servers:
             return True

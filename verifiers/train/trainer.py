@@ -70,8 +70,7 @@ def lr_lambda(cfg: OptimConfig, total_steps: int):
     return f
 
 
-_DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
-           "half": torch.float16, "float32": torch.float32, "fp32": torch.float32, "float": torch.float32}
+_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
 def _torch_dtype(name: str | None) -> torch.dtype | None:
