@@ -1,0 +1,204 @@
+"""Running hooks: arguments injected by name, sync hooks off the event loop, every failure recorded.
+
+A hook names what it needs: ``trace``, ``task`` (the task's data), ``runtime``, ``state``,
+``config``, ``request``, ``response`` (also matched by annotation: a parameter annotated
+``Request`` gets the request whatever its name). Async hooks run on the loop; sync hooks run in
+a bounded thread pool, so one slow hook stalls neither the loop nor the other hooks. Each call
+has its own time limit.
+
+Scoring never turns a failure into a score: a hook that raises, times out or returns something
+that is not a finite number leaves its key unscored (None), and the trace carries an error
+naming the hook, so the run's summary counts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import os
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from numbers import Real
+from typing import TYPE_CHECKING, Any, get_origin, get_type_hints
+
+if TYPE_CHECKING:
+    from verifiers.v1.task import Task
+    from verifiers.v1.trace import Trace
+
+DEFAULT_HOOK_TIMEOUT = 300.0
+"""Seconds one scoring hook may take when the task sets no ``timeout.scoring``."""
+
+# the names a hook may ask for (0.4.0's, plus state/config which tasks reach through self)
+INJECTABLE = ("trace", "task", "runtime", "state", "config", "request", "response")
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def hook_pool() -> ThreadPoolExecutor:
+    """The one bounded pool sync hooks run in (created on first use)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="vf-hook")
+        return _pool
+
+
+class HookError(Exception):
+    """A hook that failed: raised, timed out, asked for an unknown argument or returned a non-number."""
+
+    def __init__(self, kind: str, name: str, message: str, *, cause_type: str | None = None) -> None:
+        super().__init__(f"{kind} {name!r}: {message}")
+        self.kind, self.name, self.cause_type = kind, name, cause_type
+
+
+class HookTimeout(HookError):
+    pass
+
+
+class InvalidScore(HookError):
+    pass
+
+
+def hook_arguments(fn: Callable[..., Any], available: Mapping[Any, Any]) -> dict[str, Any]:
+    """The keyword arguments ``fn`` asks for, by parameter name, then by annotated type for the
+    type keys of ``available``. A required parameter nothing provides is a ``TypeError``."""
+    params = inspect.signature(fn).parameters
+    kwargs: dict[str, Any] = {}
+    by_type = {k: v for k, v in available.items() if isinstance(k, type)}
+    hints: dict[str, Any] = {}
+    if by_type:
+        try:
+            hints = get_type_hints(fn)
+        except Exception:  # unresolvable annotations: injection by name still works
+            hints = {}
+    for name, param in params.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if name in available:
+            kwargs[name] = available[name]
+            continue
+        hint = hints.get(name)
+        hint = get_origin(hint) or hint
+        if hint in by_type:
+            kwargs[name] = by_type[hint]
+        elif param.default is param.empty:
+            offered = ", ".join(sorted(str(k) for k in available if isinstance(k, str)))
+            raise TypeError(f"needs the argument {name!r}, which a hook cannot be given (it can ask for: {offered})")
+    return kwargs
+
+
+async def call_hook(
+    fn: Callable[..., Any], available: Mapping[Any, Any], *, kind: str, timeout: float | None
+) -> Any:
+    """Call one hook with the arguments it names, under ``timeout``; any failure is a ``HookError``."""
+    name = getattr(fn, "__name__", repr(fn))
+    try:
+        kwargs = hook_arguments(fn, available)
+    except (TypeError, ValueError) as exc:
+        raise HookError(kind, name, str(exc), cause_type="TypeError") from exc
+
+    async def run() -> Any:
+        if inspect.iscoroutinefunction(fn):
+            result = await fn(**kwargs)
+        else:
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(hook_pool(), lambda: fn(**kwargs))
+        if inspect.isawaitable(result):  # a sync wrapper around an async function
+            result = await result
+        return result
+
+    try:
+        return await asyncio.wait_for(run(), timeout)
+    except TimeoutError as exc:
+        # a sync hook's thread cannot be stopped; it finishes in the pool and its result is dropped
+        raise HookTimeout(kind, name, f"did not finish within {timeout:g} s", cause_type="TimeoutError") from exc
+    except asyncio.CancelledError:
+        raise
+    except HookError:
+        raise
+    except Exception as exc:
+        raise HookError(kind, name, f"raised {type(exc).__name__}: {exc}", cause_type=type(exc).__name__) from exc
+
+
+def check_score(kind: str, name: str, value: Any) -> dict[str, float] | float:
+    """A hook's result as a float (or ``{key: float}``); anything else is an ``InvalidScore``.
+    Booleans count as 1.0 / 0.0 (a reward that returns ``answer == expected`` is common)."""
+
+    def number(key: str, v: Any) -> float:
+        if not isinstance(v, Real):
+            raise InvalidScore(kind, key, f"returned {type(v).__name__} {v!r:.80}, not a number")
+        f = float(v)
+        if not math.isfinite(f):
+            raise InvalidScore(kind, key, f"returned {f}, not a finite number")
+        return f
+
+    if isinstance(value, Mapping):
+        if not value:
+            raise InvalidScore(kind, name, "returned an empty mapping")
+        out = {}
+        for key, v in value.items():
+            if not isinstance(key, str):
+                raise InvalidScore(kind, name, f"returned a mapping with the non-string key {key!r}")
+            out[key] = number(key, v)
+        return out
+    return number(name, value)
+
+
+async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: float | None = None) -> None:
+    """Run ``task``'s metrics and rewards on ``trace`` and record them (all concurrently).
+
+    Every expected key is first set to None (unscored), so a trace shows what should have run
+    even when a hook fails. A hook that needs ``runtime`` is skipped (left None, no error) when
+    none is given, as when re-scoring saved traces offline."""
+    from verifiers.v1.errors import TaskError
+
+    if timeout is None:
+        timeout = task.data.timeout.scoring or DEFAULT_HOOK_TIMEOUT
+    available: dict[Any, Any] = {"task": task.data, "trace": trace, "state": trace.state, "config": task.config}
+    if runtime is not None:
+        available["runtime"] = runtime
+
+    def wants_runtime(fn: Callable[..., Any]) -> bool:
+        p = inspect.signature(fn).parameters.get("runtime")
+        return p is not None and p.default is p.empty
+
+    hooks = [("metric", fn) for fn in task.hooks("metric")] + [("reward", fn) for fn in task.hooks("reward")]
+    if runtime is None:
+        hooks = [(k, fn) for k, fn in hooks if not wants_runtime(fn)]
+    for kind, fn in hooks:
+        (trace.metrics if kind == "metric" else trace.rewards).setdefault(fn.__name__, None)
+        (trace.metrics if kind == "metric" else trace.rewards)[fn.__name__] = None
+    errors: list[HookError] = []
+    if task.config.judges:
+        errors.append(HookError("judge", task.config.judges[0].id, "judges are not available in this version yet"))
+
+    async def one(kind: str, fn: Callable[..., Any]) -> None:
+        name = fn.__name__
+        try:
+            value = check_score(kind, name, await call_hook(fn, available, kind=kind, timeout=timeout))
+        except HookError as exc:
+            errors.append(exc)
+            return
+        if kind == "metric":
+            if isinstance(value, dict):
+                if trace.metrics.get(name) is None:
+                    trace.metrics.pop(name, None)
+                trace.record_metrics(value)
+            else:
+                trace.record_metric(name, value)
+        else:
+            weight = getattr(fn, "reward_weight", 1.0)
+            if isinstance(value, dict):
+                if trace.rewards.get(name) is None:
+                    trace.rewards.pop(name, None)
+                for key, v in value.items():
+                    trace.record_reward(key, v, weight)
+            else:
+                trace.record_reward(name, value, weight)
+
+    await asyncio.gather(*(one(kind, fn) for kind, fn in hooks))
+    for exc in errors:
+        trace.record_error(TaskError(str(exc)), error_type=type(exc).__name__, cause=exc.cause_type)
