@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ConfigDict, SerializeAsAny, ValidationError, model_validator
 
 from verifiers.v1.configs import BaseConfig, TaskConfig, TasksetConfig
-from verifiers.v1.plugins import PluginError, import_plugin, narrow_field, plugin_class, register_resolver
+from verifiers.v1.plugins import PluginError, import_plugin, narrow_field, plugin_class, register_resolver, validation_message
 from verifiers.v1.task import Task
 from verifiers.v1.taskset import Taskset
 
@@ -47,7 +47,10 @@ def _narrowed_config(cls: type[Taskset], data: dict[str, Any]) -> TasksetConfig:
     task_cfg = cls.task_type().config_type()
     declared = config_cls.model_fields["task"].annotation
     if isinstance(data.get("task"), dict) and task_cfg is not TaskConfig and not _is_subclass(declared, task_cfg):
-        data["task"] = task_cfg.model_validate(data["task"])
+        try:
+            data["task"] = task_cfg.model_validate(data["task"])
+        except ValidationError as exc:
+            raise PluginError(validation_message(exc, "task")) from None
     return config_cls.model_validate(data)
 
 
@@ -82,12 +85,10 @@ def load_taskset(config: TasksetConfig | dict[str, Any] | str) -> Taskset:
         try:
             config = _narrowed_config(cls, config)
         except ValidationError as exc:
-            raise PluginError(f"taskset {cls.__name__} config: {_errors(exc)}") from None
+            raise PluginError(f"taskset {cls.__name__} config: {validation_message(exc)}") from None
+        except PluginError as exc:
+            raise PluginError(f"taskset {cls.__name__} config: {exc}") from None
     return cls(config)
-
-
-def _errors(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors())
 
 
 class EnvConfig(BaseConfig):
@@ -118,7 +119,7 @@ def resolve_env_config(data: dict[str, Any] | EnvConfig | None) -> EnvConfig:
     try:
         return EnvConfig.model_validate(dict(data or {}))
     except ValidationError as exc:
-        raise PluginError(f"env config: {_errors(exc)}") from None
+        raise PluginError(f"env config: {validation_message(exc)}") from None
 
 
 def v1_taskset_class(module: ModuleType) -> type[Taskset] | None:

@@ -165,8 +165,15 @@ def narrow_field(data: Any, field: str, kind: str, *, key: str = "id", default: 
     try:
         data[field] = cls.model_validate({**raw, key: ident})
     except ValidationError as exc:
-        raise PluginError(f"{field} ({kind} {ident!r}): {_errors(exc)}") from None
+        raise PluginError(f"{field} ({kind} {ident!r}): {validation_message(exc)}") from None
 
 
-def _errors(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors())
+def validation_message(exc: ValidationError, prefix: str = "") -> str:
+    """One line for a validation error: ``loc: message`` per error; an error our own validators
+    raised (a nested plugin's) keeps its message without pydantic's "Value error, " prefix."""
+    parts = []
+    for e in exc.errors():
+        loc = ".".join(str(p) for p in (prefix.split(".") if prefix else []) + list(e["loc"]))
+        msg = e["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
