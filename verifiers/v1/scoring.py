@@ -201,4 +201,7 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
 
     await asyncio.gather(*(one(kind, fn) for kind, fn in hooks))
     for exc in errors:
-        trace.record_error(TaskError(str(exc)), error_type=type(exc).__name__, cause=exc.cause_type)
+        # recorded as a task error (stop condition `task_error`) that keeps the hook's own traceback
+        error = TaskError(str(exc))
+        error.__cause__, error.__traceback__ = exc, exc.__traceback__
+        trace.record_error(error, error_type=type(exc).__name__)

@@ -321,7 +321,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         self.is_timeout = True
         self.stop(f"{stage}_timeout", override=True)
 
-    def record_error(self, error: BaseException, *, error_type: str | None = None, cause: str | None = None) -> None:
+    def record_error(self, error: BaseException, *, error_type: str | None = None) -> None:
         """Record ``error`` and stop the trace as failed (``<boundary>_error``)."""
         tb = None
         if not isinstance(error, ProviderError) and error.__traceback__ is not None:
