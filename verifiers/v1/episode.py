@@ -125,7 +125,7 @@ class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
 
     def to_record(self, float_decimals: int | None = RECORD_FLOAT_DECIMALS) -> dict[str, Any]:
         return self.model_dump(
-            mode="json", exclude={"traces": {"__all__": EXCLUDE_FIELDS}}, exclude_none=True, context={"float_decimals": float_decimals}
+            mode="json", exclude={"traces": {"__all__": EXCLUDE_FIELDS}}, exclude_none=True, serialize_as_any=True, context={"float_decimals": float_decimals}
         )
 
 

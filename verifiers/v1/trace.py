@@ -515,7 +515,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
 
     def to_record(self, float_decimals: int | None = RECORD_FLOAT_DECIMALS) -> dict[str, Any]:
         """The JSON record (``traces.jsonl``): no raw tensors, per-token floats rounded."""
-        return self.model_dump(mode="json", exclude=EXCLUDE_FIELDS, context={"float_decimals": float_decimals})
+        return self.model_dump(mode="json", exclude=EXCLUDE_FIELDS, serialize_as_any=True, context={"float_decimals": float_decimals})
 
 
 def _as_message(m: Any) -> Message:

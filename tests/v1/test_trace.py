@@ -1,0 +1,114 @@
+"""Traces: the message graph and its token data, the views environments read, episodes and deltas."""
+
+from __future__ import annotations
+
+import asyncio
+
+import verifiers.v1 as vf
+from verifiers.v1.wire import DeltaStreamer, EpisodeAssembly, TraceSummary, dump, pack, unpack
+
+
+def _reply(content: str, prompt_ids: list[int], completion_ids: list[int], **kw) -> vf.Response:
+    return vf.Response(
+        id="r", created=0, model="tiny", message=vf.AssistantMessage(content=content, **kw), finish_reason="stop",
+        usage=vf.Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(completion_ids)),
+        tokens=vf.TurnTokens(prompt_ids=prompt_ids, completion_ids=completion_ids, completion_logprobs=[-0.5] * len(completion_ids)),
+    )  # fmt: skip
+
+
+def build_trace() -> vf.Trace:
+    """Two turns with a tool call, then a rewritten history (a second branch)."""
+    task = vf.Task(vf.WireTaskData(prompt="what is 2+2?", answer="4"))
+    trace = vf.Trace.for_task(task)
+    tools = [vf.Tool(name="calc", description="adds", parameters={"type": "object"})]
+    system, user = vf.SystemMessage(content="be brief"), vf.UserMessage(content="what is 2+2?")
+    call = vf.ToolCall(id="c1", name="calc", arguments='{"a": 2}')
+    trace.commit_turn([system, user], _reply("", [1, 2, 3], [4, 5], tool_calls=[call]), tools=tools)
+    tool = vf.ToolMessage(tool_call_id="c1", content="4", name="calc")
+    first = trace.nodes[2].message
+    trace.commit_turn([system, user, first, tool], _reply("4 done", [1, 2, 3, 4, 5, 6, 7], [8, 9]), tools=tools)
+    # a compacted history: its tokens do not extend the first branch, so it is its own path
+    trace.commit_turn([vf.UserMessage(content="summary: 4")], _reply("4", [20, 21], [22]))
+    trace.record_reward("correct", 1.0, weight=2.0)
+    trace.record_metric("turns", trace.num_turns)
+    trace.info["note"] = "ok"
+    trace.ok = True
+    trace.stop("agent_completed")
+    return trace
+
+
+def test_the_graph_keeps_each_message_once_and_tokens_per_branch() -> None:
+    trace = build_trace()
+    assert [n.parent for n in trace.nodes] == [None, 0, 1, 2, 3, None, 5]
+    first, second = trace.branches
+    assert first.token_ids == [1, 2, 3, 4, 5, 6, 7, 8, 9]  # exactly prompt_ids + completion_ids of its last call
+    assert first.sampled_mask == [False] * 3 + [True] * 2 + [False] * 2 + [True] * 2
+    assert first.logprobs == [0.0] * 3 + [-0.5] * 2 + [0.0] * 2 + [-0.5] * 2
+    assert second.token_ids == [20, 21, 22] and [c.node for c in first.calls] == [2, 4]
+    assert trace.nodes[0].tools[0].name == "calc" and trace.nodes[1].tools == [] and trace.tools[0].name == "calc"
+    assert trace.num_turns == 3 and trace.num_branches == 2
+
+
+def test_the_views_environments_read() -> None:
+    trace = build_trace()
+    assert trace.last_reply == "4"
+    assert [m.content for m in trace.assistant_messages] == ["", "4 done", "4"]
+    assert [m.content for m in trace.tool_messages] == ["4"]
+    assert trace.reward == 2.0 and trace.metrics == {"turns": 3.0} and trace.stop_condition == "agent_completed"
+    assert trace.transcript == "[user]\nsummary: 4\n\n[assistant]\n4"
+    whole = vf.Trace(task=trace.task, nodes=trace.nodes[:5])
+    assert whole.transcript == (
+        "[system]\nbe brief\n\n[user]\nwhat is 2+2?\n\n[assistant]\n[tool_call calc({\"a\": 2})]\n\n[tool calc]\n\n[assistant]\n4 done"
+    )
+    assert trace.num_output_tokens == 5 and trace.usage.prompt_tokens == 12
+    trace.stop("later")  # the first stop condition stays
+    assert trace.stop_condition == "agent_completed"
+
+
+def test_a_record_reads_back_as_the_same_trace() -> None:
+    trace = build_trace()
+    record = trace.to_record()
+    again = vf.WireTrace.model_validate(record)
+    assert again.task.data.model_extra == {"answer": "4"} and again.rewards == trace.rewards
+    assert again.to_record() == record
+    assert unpack(pack(vf.WireTrace.model_validate(unpack(pack(trace.model_dump(mode="python")))).model_dump(mode="python")))["id"] == trace.id
+
+
+def test_an_episode_is_its_traces_and_their_totals() -> None:
+    trace = build_trace()
+    episode = vf.Episode(task=trace.task, traces=[trace, build_trace()], ok=True)
+    assert episode.num_turns == 6 and episode.num_output_tokens == 10
+    wire = vf.WireEpisode.model_validate(episode.to_record())
+    assert [t.id for t in wire.traces] == [t.id for t in episode.traces]
+
+
+def test_deltas_rebuild_the_trace_the_worker_holds() -> None:
+    trace_a, trace_b = build_trace(), build_trace()
+    live = [trace_a]
+    assembly = EpisodeAssembly()
+    sent: list[dict] = []
+
+    async def send(delta: dict) -> None:
+        delta = unpack(pack(delta))  # as it crosses the wire
+        sent.append(delta)
+        assembly.apply(delta)
+
+    async def go() -> None:
+        async with DeltaStreamer(lambda: live, send) as streamer:
+            streamer.watch(trace_a)
+            await streamer.flush()
+            trace_a.commit_turn([vf.UserMessage(content="again")], _reply("x", [30], [31]))
+            trace_a.nodes[4].semantic_parents.append(vf.ParentLink(node=0, type="subagent_return"))
+            trace_a.record_reward("extra", 0.5)
+            live.append(trace_b)
+            streamer.watch(trace_b)
+
+    asyncio.run(go())
+    assert "open" in sent[0] and "open" not in sent[1] and sent[1]["nodes"][0]["message"]["content"] == "again"
+    assert set(sent[1]) <= {"trace", "nodes", "calls", "links", "set"}  # only what changed
+    head = vf.Episode(task=trace_a.task).model_dump(mode="python", exclude={"traces"})
+    record = assembly.finish(head, [TraceSummary(id=t.id, nodes=len(t.nodes), calls=len(t.calls)) for t in live])
+    episode = vf.WireEpisode.model_validate(record)
+    assert episode.traces[0].to_record() == vf.WireTrace.model_validate(dump(trace_a)).to_record()
+    assert episode.traces[0].nodes[4].semantic_parents[0].type == "subagent_return"
+    assert episode.traces[1].rewards == trace_b.rewards
