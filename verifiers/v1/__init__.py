@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from verifiers.v1.types import ID, AssistantMessage, ContentPart, ImageUrlContentPart, ImageUrlSource, Message, MessageContent, Messages, Request, Response, Sampling, SamplingConfig, SamplingMask, SystemMessage, TextContentPart, Tool, ToolCall, ToolMessage, TurnTokens, Usage, UserMessage
     from verifiers.v1.state import State, StateT
-    from verifiers.v1.task import Task, TaskData, WireTaskData, TaskResources, TaskTimeout
+    from verifiers.v1.task import Artifact, Task, TaskData, TaskResources, TaskTimeout, WireTaskData
     from verifiers.v1.taskset import Taskset
-    from verifiers.v1.graph import MessageNode, ParentLink
+    from verifiers.v1.graph import ACP_SEMANTIC_EDGES_METADATA_KEY, MessageNode, ParentLink, SemanticEdge, SemanticEdgeSet
     from verifiers.v1.trace import TRACE_VERSION, ACPInfo, AgentInfo, AgentSpan, Branch, Error, InterceptRecord, ModelCall, PolicyEvent, Reward, TimeSpan, TimeSplit, Timing, Trace, TraceTask, VersionInfo, WireTrace
     from verifiers.v1.episode import EnvInfo, Episode, EvalRunInfo, EvalWorkInfo, GroupInfo, PolicySpan, RunInfo, TrainRunInfo, TrainWorkInfo, WireEpisode, WorkInfo
     from verifiers.v1.decorators import intercept, metric, reward, stop, tool
@@ -56,9 +56,13 @@ _LAZY: dict[str, str] = {
     "WireTaskData": "verifiers.v1.task:WireTaskData",
     "TaskResources": "verifiers.v1.task:TaskResources",
     "TaskTimeout": "verifiers.v1.task:TaskTimeout",
+    "Artifact": "verifiers.v1.task:Artifact",
     "Taskset": "verifiers.v1.taskset:Taskset",
     "MessageNode": "verifiers.v1.graph:MessageNode",
     "ParentLink": "verifiers.v1.graph:ParentLink",
+    "SemanticEdge": "verifiers.v1.graph:SemanticEdge",
+    "SemanticEdgeSet": "verifiers.v1.graph:SemanticEdgeSet",
+    "ACP_SEMANTIC_EDGES_METADATA_KEY": "verifiers.v1.graph:ACP_SEMANTIC_EDGES_METADATA_KEY",
     "TRACE_VERSION": "verifiers.v1.trace:TRACE_VERSION",
     "ACPInfo": "verifiers.v1.trace:ACPInfo",
     "AgentInfo": "verifiers.v1.trace:AgentInfo",

@@ -15,10 +15,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, FieldSerializationInfo, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, FieldSerializationInfo, field_serializer, model_validator
 
 from verifiers.v1.types import Message, Tool
 
+_EDGE_TYPE = r"^[A-Za-z][A-Za-z0-9._:-]{0,127}$"
 RECORD_FLOAT_DECIMALS = 4
 """Digits kept for per-token float streams in JSON records (the msgpack wire keeps all)."""
 
@@ -29,7 +30,46 @@ class ParentLink(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     node: int = Field(ge=0)
-    type: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9._:-]{0,127}$")
+    type: str = Field(pattern=_EDGE_TYPE)
+
+
+ACP_SEMANTIC_EDGES_METADATA_KEY = "ai.prime.acp/semantic-edges-v1"
+"""Where an ACP harness publishes its semantic edges in its metadata."""
+_REQUEST_ID = r"^[A-Za-z0-9._:-]{1,128}$"
+
+
+class SemanticEdge(BaseModel):
+    """A harness-declared link between two model requests, by their wire request ids."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    source_request_id: str = Field(pattern=_REQUEST_ID)
+    target_request_id: str = Field(pattern=_REQUEST_ID)
+    type: str = Field(pattern=_EDGE_TYPE)
+
+    @model_validator(mode="after")
+    def _not_a_loop(self) -> SemanticEdge:
+        if self.source_request_id == self.target_request_id:
+            raise ValueError("semantic edge cannot link a request to itself")
+        return self
+
+
+class SemanticEdgeSet(BaseModel):
+    """Typed edges between requests (they may form loops; unknown types are kept)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    edges: list[SemanticEdge]
+
+    @model_validator(mode="after")
+    def _unique(self) -> SemanticEdgeSet:
+        seen: set[tuple[str, str, str]] = set()
+        for e in self.edges:
+            key = (e.source_request_id, e.target_request_id, e.type)
+            if key in seen:
+                raise ValueError(f"duplicate semantic edge: {key!r}")
+            seen.add(key)
+        return self
 
 
 class MessageNode(BaseModel):
@@ -42,6 +82,8 @@ class MessageNode(BaseModel):
     """True when a model call produced this message (False for prompt-supplied ones)."""
     timestamp: float = Field(default_factory=time.time)
     token_ids: list[int] = Field(default_factory=list)
+    renderer_token_ids: list[int] | None = Field(default=None, exclude=True)
+    """The renderer's own tokens while a live rollout extends this node (None: same as ``token_ids``)."""
     mask: list[bool] = Field(default_factory=list)
     """Per token: True for the model-sampled ones (trained), False for scaffold and input."""
     is_content: list[bool] = Field(default_factory=list)
@@ -54,6 +96,10 @@ class MessageNode(BaseModel):
     loss_weights: dict[str, list[float]] | None = None
     routed_experts: dict[str, Any] | None = None
     sampling_mask: dict[str, Any] | None = None
+
+    @property
+    def logical_ids(self) -> list[int]:
+        return self.token_ids if self.renderer_token_ids is None else self.renderer_token_ids
 
     @field_serializer("logprobs", "advantages", "reference_logprobs", "trainer_logprobs", "entropies", when_used="json")
     def _round(self, values: list[float] | None, info: FieldSerializationInfo) -> list[float] | None:

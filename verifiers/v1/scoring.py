@@ -204,4 +204,5 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         # recorded as a task error (stop condition `task_error`) that keeps the hook's own traceback
         error = TaskError(str(exc))
         error.__cause__, error.__traceback__ = exc, exc.__traceback__
-        trace.record_error(error, error_type=type(exc).__name__)
+        trace.record_error(error)
+        trace.errors[-1].type = type(exc).__name__  # what failed: HookTimeout, InvalidScore, HookError

@@ -186,10 +186,11 @@ class Task(Generic[DataT, StateT, ConfigT]):
 
         return concrete_type(cls, State) or State
 
-    def hooks(self, kind: str) -> list[Callable[..., Any]]:
+    def hooks(self, attr: str) -> list[Callable[..., Any]]:
         """The ``@vf.<kind>`` methods merged with the functions plugged from config: a plugged
         entry replaces the method of its name (an entry without ``fn`` only changes its
         priority or weight). Highest priority first, then by name."""
+        kind = attr
         plugged: dict[str, DecoratedFunctionConfig] = {"stop": self.config.stops, "metric": self.config.metrics, "reward": self.config.rewards}[kind]
         merged = {fn.__name__: fn for fn in discover_decorated(self, kind)}
         for name, spec in plugged.items():

@@ -19,7 +19,7 @@ from typing_extensions import TypeVar
 from verifiers.v1 import graph
 from verifiers.v1.configs import WireAgentConfig
 from verifiers.v1.errors import ProviderError, stop_condition
-from verifiers.v1.graph import RECORD_FLOAT_DECIMALS, MessageNode
+from verifiers.v1.graph import RECORD_FLOAT_DECIMALS, MessageNode, SemanticEdgeSet
 from verifiers.v1.state import State, StateT
 from verifiers.v1.task import DataT, WireTaskData
 from verifiers.v1.types import (
@@ -207,14 +207,90 @@ class Branch(BaseModel):
             return None
         return self.spread(lambda n: n.advantages)
 
+    def _optional(self, read: Callable[[MessageNode], list[float] | None]) -> list[float] | None:
+        # None (never assigned) is not the same as zeros (assigned, no credit)
+        if all(read(n) is None for n in self.nodes):
+            return None
+        return self.spread(read)
+
+    @property
+    def reference_logprobs(self) -> list[float] | None:
+        return self._optional(lambda n: n.reference_logprobs)
+
+    @property
+    def trainer_logprobs(self) -> list[float] | None:
+        return self._optional(lambda n: n.trainer_logprobs)
+
+    @property
+    def entropies(self) -> list[float] | None:
+        return self._optional(lambda n: n.entropies)
+
+    def loss_weights(self, name: str) -> list[float] | None:
+        """The loss-weight stream ``name`` aligned to ``token_ids`` (each node's covers its tokens)."""
+        if all(n.loss_weights is None or name not in n.loss_weights for n in self.nodes):
+            return None
+        out: list[float] = []
+        for n in self.nodes:
+            weights = (n.loss_weights or {}).get(name)
+            if weights is None:
+                out.extend([0.0] * len(n.token_ids))
+            elif len(weights) != len(n.token_ids):
+                raise ValueError(f"loss weight stream {name!r} has {len(weights)} values for {len(n.token_ids)} tokens")
+            else:
+                out.extend(weights)
+        return out
+
+    @property
+    def mm_token_type_ids(self) -> list[int] | None:
+        if not self.mm_token_type_id_map:
+            return None
+        types = [self.mm_token_type_id_map.get(t, 0) for t in self.token_ids]
+        return types if any(types) else None
+
+    @property
+    def routed_experts(self) -> Any:
+        """uint8 ``[tokens, layers, top_k]`` (numpy) when every node with tokens carries its slice."""
+        nodes = [n for n in self.nodes if n.token_ids]
+        if not nodes or any(n.routed_experts is None for n in nodes):
+            return None
+        import numpy as np
+
+        merged = np.concatenate([graph.decode_ndarray(n.routed_experts) for n in nodes], axis=0)
+        return merged if merged.shape[0] == len(self.token_ids) else None
+
+    @property
+    def sampling_mask(self) -> Any:
+        """The sampling masks of the branch's sampled tokens (a ``SamplingMask`` of numpy arrays)."""
+        if all(n.sampling_mask is None for n in self.nodes):
+            return None
+        import numpy as np
+
+        from verifiers.v1.types import SamplingMask
+
+        ids, counts = [], []
+        for n in self.nodes:
+            c = np.zeros(len(n.mask), dtype=np.int32)
+            if n.sampling_mask is not None:
+                node_counts = graph.decode_ndarray(n.sampling_mask["counts"])
+                if len(node_counts):
+                    c[np.nonzero(n.mask)[0]] = node_counts
+                    ids.append(graph.decode_ndarray(n.sampling_mask["ids"]))
+            counts.append(c)
+        flat = np.concatenate(ids).astype(np.int32, copy=False) if ids else np.zeros(0, dtype=np.int32)
+        return SamplingMask(ids=flat, counts=np.concatenate(counts))
+
     @property
     def usage(self) -> Usage | None:
         return Usage.aggregate(c.usage for c in self.calls if c.usage is not None)
 
+    @property
+    def last_usage(self) -> Usage | None:
+        return next((c.usage for c in reversed(self.calls) if c.usage is not None), None)
+
     @computed_field
     @property
     def num_total_tokens(self) -> int:
-        last = next((c.usage for c in reversed(self.calls) if c.usage is not None), None)
+        last = self.last_usage
         return last.total_tokens if last is not None else 0
 
     @computed_field
@@ -321,13 +397,13 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         self.is_timeout = True
         self.stop(f"{stage}_timeout", override=True)
 
-    def record_error(self, error: BaseException, *, error_type: str | None = None) -> None:
+    def record_error(self, error: BaseException) -> None:
         """Record ``error`` and stop the trace as failed (``<boundary>_error``)."""
         tb = None
         if not isinstance(error, ProviderError) and error.__traceback__ is not None:
             tb = "".join(traceback.format_exception(error))
         self.errors.append(
-            Error(type=error_type or type(error).__name__, message=str(error), status_code=getattr(error, "status_code", None), traceback=tb)
+            Error(type=type(error).__name__, message=str(error), status_code=getattr(error, "status_code", None), traceback=tb)
         )
         self.ok = False
         self.stop(stop_condition(error))
@@ -356,6 +432,38 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
                 )
             )
         return out
+
+    def add_semantic_edges(self, edge_set: SemanticEdgeSet) -> None:
+        """Link the nodes of the model calls an ACP harness names (by request id); replaying a
+        set already applied changes nothing."""
+        by_request: dict[str, int] = {}
+        for call in self.calls:
+            if call.acp is None or call.node is None:
+                continue
+            if not 0 <= call.node < len(self.nodes) or not self.nodes[call.node].sampled:
+                raise ValueError(f"model call points at node {call.node}, which is not a sampled message")
+            by_request[call.acp.request_id] = call.node  # a retried request: its last reply counts
+        additions = []
+        seen: set[tuple[int, int, str]] = set()
+        for edge in edge_set.edges:
+            ends = []
+            for request_id in (edge.source_request_id, edge.target_request_id):
+                if request_id not in by_request:
+                    raise ValueError(f"semantic edge request {request_id!r} has no committed message node")
+                ends.append(by_request[request_id])
+            source, target = ends
+            if source == target:
+                raise ValueError("semantic edge resolves to the same message node")
+            if (source, target, edge.type) in seen:
+                raise ValueError(f"duplicate resolved semantic edge: {(source, target, edge.type)!r}")
+            seen.add((source, target, edge.type))
+            link = graph.ParentLink(node=source, type=edge.type)
+            if link not in self.nodes[target].semantic_parents:
+                additions.append((target, link))
+        for target, link in additions:  # all or nothing
+            self.nodes[target].semantic_parents.append(link)
+        if additions:
+            self.notify()
 
     @property
     def num_branches(self) -> int:

@@ -122,6 +122,25 @@ class Usage(BaseModel):
         return self.input_tokens + self.completion_tokens
 
     @classmethod
+    def from_openai(cls, usage: Any | None) -> Usage | None:
+        """From an OpenAI-style usage object (or dict): cached prompt tokens are split out."""
+        if usage is None:
+            return None
+
+        def get(obj: Any, name: str) -> Any:
+            return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+        cached = get(get(usage, "prompt_tokens_details") or {}, "cached_tokens")
+        reasoning = get(get(usage, "completion_tokens_details") or {}, "reasoning_tokens")
+        return cls(
+            prompt_tokens=(get(usage, "prompt_tokens") or 0) - (cached or 0),
+            completion_tokens=get(usage, "completion_tokens") or 0,
+            cached_input_tokens=cached,
+            reasoning_tokens=reasoning,
+            cost=get(usage, "cost"),
+        )
+
+    @classmethod
     def aggregate(cls, usages: Iterable[Usage]) -> Usage | None:
         """The sum of ``usages`` (None when there are none); an optional count is None only when
         no call reported it, so one silent provider does not erase the others' figures."""

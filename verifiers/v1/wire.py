@@ -169,9 +169,13 @@ class DeltaStreamer:
         self._flushes.add(task)
         task.add_done_callback(self._flushes.discard)
 
+    def diff(self) -> list[tuple[str, dict[str, Any], _Cursor | None]]:
+        """The deltas a flush would send now (nothing is committed)."""
+        return trace_deltas(self.traces(), self.cursors)
+
     async def flush(self) -> None:
         async with self._lock:  # deltas leave in diff order
-            for trace_id, delta, cursor in trace_deltas(self.traces(), self.cursors):
+            for trace_id, delta, cursor in self.diff():
                 try:
                     await self.send(delta)
                 except Exception:
