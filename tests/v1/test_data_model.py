@@ -154,7 +154,7 @@ def test_bad_configs_get_one_clear_error() -> None:
         vf.load_taskset("vf-two")
     with pytest.raises(PluginError, match="has no __all__"):
         vf.load_taskset("vf-noall")
-    with pytest.raises(PluginError, match="taskset.id is empty"):
+    with pytest.raises(PluginError, match=r"taskset\.id is empty"):
         vf.load_taskset(vf.TasksetConfig())
     with pytest.raises(PluginError, match="invalid plugin id"):
         vf.load_taskset("a/b/c")

@@ -190,5 +190,5 @@ def test_functions_plugged_from_config_join_or_replace_the_decorated_ones(tmp_pa
     assert trace.rewards["always"] == vf.Reward(score=0.75, weight=2.0)
     assert trace.rewards["correct"] == vf.Reward(score=1.0, weight=3.0)
     assert trace.metrics == {"reply_length": 10.0} and trace.errors == []
-    with pytest.raises(ValueError, match="has no fn and the task has no @vf.reward method 'nope'"):
+    with pytest.raises(ValueError, match=r"has no fn and the task has no @vf\.reward method 'nope'"):
         ArithTask(task.data, ArithTaskConfig(rewards={"nope": {"weight": 1.0}})).hooks("reward")

@@ -14,17 +14,102 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from verifiers.v1.types import ID, AssistantMessage, ContentPart, ImageUrlContentPart, ImageUrlSource, Message, MessageContent, Messages, Request, Response, Sampling, SamplingConfig, SamplingMask, SystemMessage, TextContentPart, Tool, ToolCall, ToolMessage, TurnTokens, Usage, UserMessage
+    from verifiers.v1.configs import (
+        BaseConfig,
+        DecoratedFunctionConfig,
+        RewardFunctionConfig,
+        SelectCLIConfig,
+        SelectConfig,
+        SharedTasksetConfig,
+        TaskConfig,
+        TaskMatchConfig,
+        TasksetConfig,
+    )
+    from verifiers.v1.decorators import intercept, metric, reward, stop, tool
+    from verifiers.v1.episode import (
+        EnvInfo,
+        Episode,
+        EvalRunInfo,
+        EvalWorkInfo,
+        GroupInfo,
+        PolicySpan,
+        RunInfo,
+        TrainRunInfo,
+        TrainWorkInfo,
+        WireEpisode,
+        WorkInfo,
+    )
+    from verifiers.v1.errors import (
+        EnvError,
+        HarnessError,
+        InterceptionError,
+        ProviderError,
+        RolloutError,
+        SandboxError,
+        TaskError,
+        ToolsetError,
+        TunnelError,
+    )
+    from verifiers.v1.graph import (
+        ACP_SEMANTIC_EDGES_METADATA_KEY,
+        MessageNode,
+        ParentLink,
+        SemanticEdge,
+        SemanticEdgeSet,
+    )
+    from verifiers.v1.loading import (
+        EnvConfig,
+        import_taskset,
+        load_taskset,
+        resolve_env_config,
+        task_type,
+        taskset_config_type,
+    )
     from verifiers.v1.state import State, StateT
     from verifiers.v1.task import Artifact, Task, TaskData, TaskResources, TaskTimeout, WireTaskData
     from verifiers.v1.taskset import Taskset
-    from verifiers.v1.graph import ACP_SEMANTIC_EDGES_METADATA_KEY, MessageNode, ParentLink, SemanticEdge, SemanticEdgeSet
-    from verifiers.v1.trace import TRACE_VERSION, ACPInfo, AgentInfo, AgentSpan, Branch, Error, InterceptRecord, ModelCall, PolicyEvent, Reward, TimeSpan, TimeSplit, Timing, Trace, TraceTask, VersionInfo, WireTrace
-    from verifiers.v1.episode import EnvInfo, Episode, EvalRunInfo, EvalWorkInfo, GroupInfo, PolicySpan, RunInfo, TrainRunInfo, TrainWorkInfo, WireEpisode, WorkInfo
-    from verifiers.v1.decorators import intercept, metric, reward, stop, tool
-    from verifiers.v1.errors import EnvError, HarnessError, InterceptionError, ProviderError, RolloutError, SandboxError, TaskError, ToolsetError, TunnelError
-    from verifiers.v1.configs import BaseConfig, DecoratedFunctionConfig, RewardFunctionConfig, SelectCLIConfig, SelectConfig, SharedTasksetConfig, TaskConfig, TaskMatchConfig, TasksetConfig
-    from verifiers.v1.loading import EnvConfig, import_taskset, load_taskset, resolve_env_config, task_type, taskset_config_type
+    from verifiers.v1.trace import (
+        TRACE_VERSION,
+        ACPInfo,
+        AgentInfo,
+        AgentSpan,
+        Branch,
+        Error,
+        InterceptRecord,
+        ModelCall,
+        PolicyEvent,
+        Reward,
+        TimeSpan,
+        TimeSplit,
+        Timing,
+        Trace,
+        TraceTask,
+        VersionInfo,
+        WireTrace,
+    )
+    from verifiers.v1.types import (
+        ID,
+        AssistantMessage,
+        ContentPart,
+        ImageUrlContentPart,
+        ImageUrlSource,
+        Message,
+        MessageContent,
+        Messages,
+        Request,
+        Response,
+        Sampling,
+        SamplingConfig,
+        SamplingMask,
+        SystemMessage,
+        TextContentPart,
+        Tool,
+        ToolCall,
+        ToolMessage,
+        TurnTokens,
+        Usage,
+        UserMessage,
+    )
 
 # public name -> "module:attribute"
 _LAZY: dict[str, str] = {
@@ -122,7 +207,101 @@ _LAZY: dict[str, str] = {
     "taskset_config_type": "verifiers.v1.loading:taskset_config_type",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "ACP_SEMANTIC_EDGES_METADATA_KEY",
+    "ID",
+    "TRACE_VERSION",
+    "ACPInfo",
+    "AgentInfo",
+    "AgentSpan",
+    "Artifact",
+    "AssistantMessage",
+    "BaseConfig",
+    "Branch",
+    "ContentPart",
+    "DecoratedFunctionConfig",
+    "EnvConfig",
+    "EnvError",
+    "EnvInfo",
+    "Episode",
+    "Error",
+    "EvalRunInfo",
+    "EvalWorkInfo",
+    "GroupInfo",
+    "HarnessError",
+    "ImageUrlContentPart",
+    "ImageUrlSource",
+    "InterceptRecord",
+    "InterceptionError",
+    "Message",
+    "MessageContent",
+    "MessageNode",
+    "Messages",
+    "ModelCall",
+    "ParentLink",
+    "PolicyEvent",
+    "PolicySpan",
+    "ProviderError",
+    "Request",
+    "Response",
+    "Reward",
+    "RewardFunctionConfig",
+    "RolloutError",
+    "RunInfo",
+    "Sampling",
+    "SamplingConfig",
+    "SamplingMask",
+    "SandboxError",
+    "SelectCLIConfig",
+    "SelectConfig",
+    "SemanticEdge",
+    "SemanticEdgeSet",
+    "SharedTasksetConfig",
+    "State",
+    "StateT",
+    "SystemMessage",
+    "Task",
+    "TaskConfig",
+    "TaskData",
+    "TaskError",
+    "TaskMatchConfig",
+    "TaskResources",
+    "TaskTimeout",
+    "Taskset",
+    "TasksetConfig",
+    "TextContentPart",
+    "TimeSpan",
+    "TimeSplit",
+    "Timing",
+    "Tool",
+    "ToolCall",
+    "ToolMessage",
+    "ToolsetError",
+    "Trace",
+    "TraceTask",
+    "TrainRunInfo",
+    "TrainWorkInfo",
+    "TunnelError",
+    "TurnTokens",
+    "Usage",
+    "UserMessage",
+    "VersionInfo",
+    "WireEpisode",
+    "WireTaskData",
+    "WireTrace",
+    "WorkInfo",
+    "import_taskset",
+    "intercept",
+    "load_taskset",
+    "metric",
+    "resolve_env_config",
+    "reward",
+    "stop",
+    "task_type",
+    "taskset_config_type",
+    "tool",
+]
+assert set(_LAZY) == set(__all__), "keep __all__ and the table in step"
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, FiniteFloat, SerializeAsAny, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    SerializeAsAny,
+    field_validator,
+    model_validator,
+)
 
 from verifiers.v1.plugins import narrow_field, registered_ids
 from verifiers.v1.types import ID
@@ -142,7 +151,7 @@ class TaskMatchConfig(BaseConfig):
             if isinstance(item, int):
                 ranges.append(range(item, item + 1))
             else:
-                start, stop, step = (item.split(":") + [""])[:3]
+                start, stop, step = [*item.split(":"), ""][:3]
                 ranges.append(range(int(start or 0), int(stop or sys.maxsize), int(step or 1)))
         return ranges
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Generic, Literal
+from typing import Annotated, Any, Generic, Literal, Self
 
 from pydantic import BaseModel, Field, computed_field, model_validator
-from typing_extensions import Self
 
 from verifiers.v1.configs import WireAgentConfig
 from verifiers.v1.graph import RECORD_FLOAT_DECIMALS

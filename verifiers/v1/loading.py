@@ -14,7 +14,14 @@ from typing import Any
 from pydantic import ConfigDict, SerializeAsAny, ValidationError, model_validator
 
 from verifiers.v1.configs import BaseConfig, TaskConfig, TasksetConfig
-from verifiers.v1.plugins import PluginError, import_plugin, narrow_field, plugin_class, register_resolver, validation_message
+from verifiers.v1.plugins import (
+    PluginError,
+    import_plugin,
+    narrow_field,
+    plugin_class,
+    register_resolver,
+    validation_message,
+)
 from verifiers.v1.task import Task
 from verifiers.v1.taskset import Taskset
 

@@ -146,7 +146,7 @@ def config_class(kind: str, plugin_id: str) -> type[BaseModel]:
 def narrow_field(data: Any, field: str, kind: str, *, key: str = "id", default: str | None = None) -> None:
     """Validate ``data[field]`` (a dict, a TOML table or a config object) in place into the
     config class its ``key`` names. A field without ``key`` and without ``default`` is left alone."""
-    if not isinstance(data, dict) or field not in data and default is None:
+    if not isinstance(data, dict) or (field not in data and default is None):
         return
     raw = data.get(field)
     if raw is None and default is None:

@@ -14,10 +14,10 @@ import importlib.util
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self
 
 from pydantic import BaseModel, ConfigDict, Field
-from typing_extensions import Self, TypeVar
+from typing_extensions import TypeVar
 
 from verifiers.v1.configs import DecoratedFunctionConfig, RewardFunctionConfig, TaskConfig
 from verifiers.v1.decorators import discover_decorated

@@ -17,9 +17,9 @@ import logging
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic
+from typing import Any, Generic, Self
 
-from typing_extensions import Self, TypeVar
+from typing_extensions import TypeVar
 
 from verifiers.v1.configs import SelectConfig, TaskMatchConfig, TasksetConfig
 from verifiers.v1.plugins import concrete_type

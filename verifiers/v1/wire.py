@@ -206,9 +206,9 @@ class EpisodeAssembly:
         for index, links in (delta.get("links") or {}).items():
             trace["nodes"][int(index)]["semantic_parents"].extend(links)
         for index, row in (delta.get("routing_repairs") or {}).items():
-            from verifiers.v1.graph import decode_ndarray, encode_ndarray
-
             import numpy as np
+
+            from verifiers.v1.graph import decode_ndarray, encode_ndarray
 
             node = trace["nodes"][int(index)]
             node["routed_experts"] = encode_ndarray(np.concatenate([decode_ndarray(node["routed_experts"])[:-1], decode_ndarray(row)]))

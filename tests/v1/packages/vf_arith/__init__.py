@@ -42,4 +42,4 @@ class ArithTaskset(vf.Taskset[ArithTask, ArithConfig]):
             yield ArithTask(ArithData(prompt=f"{i} + {i}?", answer=2 * i, name=f"add-{i}", id=f"a{i}"), self.config.task)
 
 
-__all__ = ["ArithTaskset", "ArithTask", "ArithData"]
+__all__ = ["ArithData", "ArithTask", "ArithTaskset"]
