@@ -195,3 +195,45 @@ def test_a_plugin_config_can_be_registered_by_id() -> None:
         narrow_field({"runtime": {"type": "slow"}}, "runtime", "runtime", key="type")
     with pytest.raises(PluginError, match=r"runtime \(runtime 'fast'\): cores: Input should be a valid integer"):
         narrow_field({"runtime": {"type": "fast", "cores": "many"}}, "runtime", "runtime", key="type")
+
+
+def test_a_taskset_yields_its_own_task_type_and_applies_the_system_prompt_file(tmp_path) -> None:
+    from vf_arith import ArithData, ArithTask
+
+    class Wrong(vf.Taskset[ArithTask]):
+        def load(self):
+            yield ArithTask(ArithData(prompt="1", answer=1))
+            yield vf.Task(vf.TaskData(prompt="2"))
+
+    with pytest.raises(TypeError, match="yielded a Task at position 1; it declares ArithTask"):
+        list(Wrong())
+
+    class NotATask(vf.Taskset):
+        def load(self):
+            return [{"prompt": "x"}]
+
+    with pytest.raises(TypeError, match=r"load\(\) yielded dict at position 0, not a Task"):
+        list(NotATask())
+    prompt = tmp_path / "system.txt"
+    prompt.write_text("You add.")
+    ts = vf.load_taskset({"id": "vf-arith", "system_prompt": str(prompt), "n": 2})
+    assert [t.data.system_prompt for t in ts] == ["You add.", "You add."]
+    with pytest.raises(ValueError, match=r"system_prompt file .* cannot be read"):
+        vf.load_taskset({"id": "vf-arith", "system_prompt": str(tmp_path / "missing.txt")})
+
+
+def test_a_key_override_is_what_selection_matches() -> None:
+    from vf_arith import ArithTask, ArithTaskset
+
+    class Keyed(ArithTask):
+        @property
+        def key(self) -> str:
+            return f"arith/{self.data.id}"
+
+    class KeyedSet(ArithTaskset):
+        def load(self):
+            for task in super().load():
+                yield Keyed(task.data, task.config)
+
+    ts = KeyedSet(vf.load_taskset("vf-arith").config)
+    assert [t.data.name for t in ts.include(keys=["arith/a2"])] == ["add-2"]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pydantic
+import pytest
+
 import verifiers.v1 as vf
 from verifiers.v1.wire import DeltaStreamer, EpisodeAssembly, TraceSummary, dump, pack, unpack
 
@@ -112,3 +115,68 @@ def test_deltas_rebuild_the_trace_the_worker_holds() -> None:
     assert episode.traces[0].to_record() == vf.WireTrace.model_validate(dump(trace_a)).to_record()
     assert episode.traces[0].nodes[4].semantic_parents[0].type == "subagent_return"
     assert episode.traces[1].rewards == trace_b.rewards
+
+
+def test_semantic_edges_link_the_calls_an_acp_harness_names() -> None:
+    trace = build_trace()
+    trace.calls[0].acp = vf.ACPInfo(request_id="req-1")
+    trace.calls[2].acp = vf.ACPInfo(request_id="req-3")
+    edges = vf.SemanticEdgeSet(edges=[{"source_request_id": "req-3", "target_request_id": "req-1", "type": "subagent_return"}])
+    trace.add_semantic_edges(edges)
+    trace.add_semantic_edges(edges)  # a replay changes nothing
+    assert trace.nodes[2].semantic_parents == [vf.ParentLink(node=6, type="subagent_return")]
+    unknown = vf.SemanticEdgeSet(edges=[{"source_request_id": "req-9", "target_request_id": "req-1", "type": "x"}])
+    with pytest.raises(ValueError, match="'req-9' has no committed message node"):
+        trace.add_semantic_edges(unknown)
+    with pytest.raises(pydantic.ValidationError, match="cannot link a request to itself"):
+        vf.SemanticEdgeSet(edges=[{"source_request_id": "a", "target_request_id": "a", "type": "x"}])
+
+
+def test_hostile_records_get_one_clear_error() -> None:
+    record = build_trace().to_record()
+    record["nodes"][0]["parent"] = 4  # a cycle: refused, never walked
+    with pytest.raises(pydantic.ValidationError, match="node 0's parent 4 is not an earlier node"):
+        vf.WireTrace.model_validate(record)
+    with pytest.raises(pydantic.ValidationError, match="a model call points at node 99"):
+        vf.WireTrace.model_validate({**build_trace().to_record(), "calls": [{"node": 99}]})
+    with pytest.raises(pydantic.ValidationError):
+        vf.WireTrace.model_validate({**record, "nodes": "not a list"})
+    assembly = EpisodeAssembly()
+    with pytest.raises(ValueError, match="before its header"):
+        assembly.apply({"trace": "t1", "nodes": []})
+    assembly.apply({"trace": "t1", "open": {"id": "t1"}})
+    with pytest.raises(RuntimeError, match="assembled 0 nodes / 0 calls, server reports 2 / 1"):
+        assembly.finish({}, [TraceSummary(id="t1", nodes=2, calls=1)])
+    with pytest.raises(RuntimeError, match="missing trace t2"):
+        assembly.finish({}, [TraceSummary(id="t2", nodes=0, calls=0)])
+
+
+def test_a_failed_send_is_diffed_again_and_a_dropped_trace_discarded() -> None:
+    trace, other = build_trace(), build_trace()
+    live = [trace, other]
+    sent: list[dict] = []
+    fail = [True]
+
+    async def send(delta: dict) -> None:
+        if fail[0] and delta["trace"] == trace.id:
+            fail[0] = False
+            raise ConnectionError("peer gone for a moment")
+        sent.append(delta)
+
+    async def go() -> None:
+        streamer = DeltaStreamer(lambda: live, send)
+        await streamer.flush()  # trace's delta fails, other's goes
+        await streamer.flush()  # trace's whole delta again
+        live.remove(other)
+        await streamer.flush()
+
+    asyncio.run(go())
+    assert [d["trace"] for d in sent] == [other.id, trace.id, other.id]
+    assert "open" in sent[1] and len(sent[1]["nodes"]) == len(trace.nodes) and sent[2] == {"trace": other.id, "discard": True}
+
+
+def test_usage_from_an_openai_response() -> None:
+    usage = vf.Usage.from_openai({"prompt_tokens": 10, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}})
+    assert (usage.prompt_tokens, usage.cached_input_tokens, usage.input_tokens, usage.total_tokens) == (6, 4, 10, 13)
+    total = vf.Usage.aggregate([usage, vf.Usage(prompt_tokens=1, completion_tokens=1)])
+    assert (total.prompt_tokens, total.cached_input_tokens, total.reasoning_tokens) == (7, 4, None)

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic
 
-from pydantic import BaseModel, Field, PrivateAttr, computed_field, field_serializer
+from pydantic import BaseModel, Field, PrivateAttr, computed_field, field_serializer, model_validator
 from typing_extensions import TypeVar
 
 from verifiers.v1 import graph
@@ -333,6 +333,22 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
 
     _on_change: Callable[[Trace], None] | None = PrivateAttr(default=None)
     _pending: dict[int, list[Message]] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _graph_is_sound(self) -> Trace:
+        # the graph only grows, so a parent is always an earlier node: anything else (a cycle, an
+        # index out of range) is a broken record, refused here rather than mis-walked later
+        n = len(self.nodes)
+        for i, node in enumerate(self.nodes):
+            if node.parent is not None and not 0 <= node.parent < i:
+                raise ValueError(f"node {i}'s parent {node.parent} is not an earlier node")
+            for link in node.semantic_parents:
+                if link.node >= n:
+                    raise ValueError(f"node {i} links to node {link.node}, past the last node {n - 1}")
+        for call in self.calls:
+            if call.node is not None and not 0 <= call.node < n:
+                raise ValueError(f"a model call points at node {call.node}, past the last node {n - 1}")
+        return self
 
     @classmethod
     def for_task(cls, task: Any, **fields: Any) -> Trace:
