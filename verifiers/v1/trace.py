@@ -333,6 +333,8 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
 
     _on_change: Callable[[Trace], None] | None = PrivateAttr(default=None)
     _pending: dict[int, list[Message]] = PrivateAttr(default_factory=dict)
+    _last_path: list[int] = PrivateAttr(default_factory=list)
+    _reused_prefix_ids: list[int] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _graph_is_sound(self) -> Trace:
@@ -561,6 +563,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
             if not have or tokens.prompt_ids[: len(have)] != have:
                 prefix_ids = []  # a prefix break: this call's tokens do not extend that path
         parent = prefix_ids[-1] if prefix_ids else None
+        self._reused_prefix_ids, first_new = prefix_ids, len(self.nodes)
         offset = sum(len(self.nodes[n].token_ids) for n in prefix_ids) if tokens is not None else 0
         new_prompt_ids = list(tokens.prompt_ids[offset:]) if tokens is not None else []
         for i, message in enumerate(prompt[len(prefix_ids) :]):
@@ -582,6 +585,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         )
         self.nodes.append(reply)
         node_id = len(self.nodes) - 1
+        self._last_path = [*self._reused_prefix_ids, *range(first_new, node_id + 1)]
         self.calls.append(ModelCall(node=node_id, model=response.model, sampling=sampling, endpoint=endpoint, finish_reason=response.finish_reason, usage=response.usage))
         for tool in tools or []:
             self.tools = [t for t in self.tools if (t.namespace, t.name) != (tool.namespace, tool.name)] + [tool]
@@ -589,13 +593,24 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         return node_id
 
     def _reused_prefix(self, prompt: list[Message]) -> list[int]:
-        # the longest prefix of `prompt` that is a path of the graph, preferring the newest branch
+        """The longest prefix of ``prompt`` that is a path of the graph (newest branch first).
+
+        The path of the last reply is tried first: a prompt that extends it (every turn of a
+        plain conversation) needs no walk of the other branches."""
+
+        def matched(ids: list[int]) -> int:
+            k = 0
+            while k < len(ids) and k < len(prompt) and _same(self.nodes[ids[k]].message, prompt[k]):
+                k += 1
+            return k
+
+        last = self._last_path
+        if last and len(last) <= len(self.nodes) and matched(last) == len(last):
+            return list(last)
         best: list[int] = []
         for leaf in reversed(graph.leaves(self.nodes)):
             ids = graph.path_to(self.nodes, leaf)
-            k = 0
-            while k < len(ids) and k < len(prompt) and self.nodes[ids[k]].message == prompt[k]:
-                k += 1
+            k = matched(ids)
             if k > len(best):
                 best = ids[:k]
         return best
@@ -640,6 +655,12 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     def to_record(self, float_decimals: int | None = RECORD_FLOAT_DECIMALS) -> dict[str, Any]:
         """The JSON record (``traces.jsonl``): no raw tensors, per-token floats rounded."""
         return self.model_dump(mode="json", exclude=EXCLUDE_FIELDS, serialize_as_any=True, context={"float_decimals": float_decimals})
+
+
+def _same(a: BaseModel, b: BaseModel) -> bool:
+    # field values only (pydantic's __eq__ also compares private and extra state): the hot loop of
+    # matching a prompt against the graph
+    return type(a) is type(b) and a.__dict__ == b.__dict__
 
 
 def _as_message(m: Any) -> Message:
