@@ -192,3 +192,89 @@ def test_functions_plugged_from_config_join_or_replace_the_decorated_ones(tmp_pa
     assert trace.metrics == {"reply_length": 10.0} and trace.errors == []
     with pytest.raises(ValueError, match=r"has no fn and the task has no @vf\.reward method 'nope'"):
         ArithTask(task.data, ArithTaskConfig(rewards={"nope": {"weight": 1.0}})).hooks("reward")
+
+
+class Guarded(vf.Task):
+    @vf.stop(priority=1)
+    def too_long(self, trace: vf.Trace) -> bool:
+        return trace.num_turns >= 2
+
+    @vf.stop
+    def asked_to_quit(self, request: vf.Request) -> bool:
+        return any("quit" in str(m.content) for m in request.messages)
+
+    @vf.stop
+    def refused(self, response) -> bool:
+        return response.message.content == "no"
+
+    @vf.intercept
+    def redact(self, request: vf.Request):
+        if "secret" in str(request.messages[-1].content):
+            return vf.Request(messages=[*request.messages[:-1], vf.UserMessage(content="[redacted]")])
+        return None
+
+    @vf.intercept
+    def shout(self, response: vf.Response):
+        return response.model_copy(update={"message": vf.AssistantMessage(content=response.message.content.upper())})
+
+
+def test_stop_hooks_fire_per_boundary_and_name_the_stop_condition() -> None:
+    from verifiers.v1.scoring import first_stop
+
+    task = Guarded(vf.TaskData(prompt="p"))
+    stops = task.hooks("stop")
+
+    async def go() -> list:
+        trace = _trace(task, "fine")
+        out = [await first_stop(stops, trace, task=task)]  # one turn: nothing fires
+        out.append(await first_stop(stops, trace, vf.Request(messages=[{"role": "user", "content": "please quit"}]), task=task))
+        out.append(trace.stop_condition)
+        other = _trace(task, "x")
+        out.append(await first_stop(stops, other, vf.Response(id="r", created=0, model="m", message=vf.AssistantMessage(content="no"), finish_reason="stop")))
+        return out
+
+    assert asyncio.run(go()) == [None, "asked_to_quit", "asked_to_quit", "refused"]
+
+
+def test_a_broken_stop_hook_stops_the_trace_as_an_error() -> None:
+    from verifiers.v1.scoring import first_stop
+
+    class Broken(vf.Task):
+        @vf.stop
+        def maybe(self, trace) -> bool:
+            return None  # not a bool
+
+    task = Broken(vf.TaskData(prompt="p"))
+    trace = _trace(task)
+    assert asyncio.run(first_stop(task.hooks("stop"), trace, task=task)) == "task_error"
+    assert [(e.type, e.message) for e in trace.errors] == [("InvalidScore", "stop 'maybe': returned NoneType None, not a bool")]
+
+
+def test_intercepts_rewrite_requests_and_responses_and_are_recorded() -> None:
+    from verifiers.v1.scoring import apply_intercepts
+
+    task = Guarded(vf.TaskData(prompt="p"))
+    hooks = task.hooks("intercept")
+    trace = _trace(task)
+
+    async def go() -> tuple:
+        request = await apply_intercepts(hooks, trace, vf.Request(messages=[{"role": "user", "content": "my secret"}]), task=task)
+        same = await apply_intercepts(hooks, trace, vf.Request(messages=[{"role": "user", "content": "hello"}]), task=task)
+        response = await apply_intercepts(
+            hooks, trace, vf.Response(id="r", created=0, model="m", message=vf.AssistantMessage(content="ok"), finish_reason="stop")
+        )
+        return request, same, response
+
+    request, same, response = asyncio.run(go())
+    assert request.messages[-1].content == "[redacted]" and same.messages[-1].content == "hello"
+    assert response.message.content == "OK"
+    assert [r.handler for r in trace.request_rewrites] == ["redact"] and [r.handler for r in trace.response_rewrites] == ["shout"]
+
+    class Wrong(vf.Task):
+        @vf.intercept
+        def bad(self, request: vf.Request):
+            return "not a request"
+
+    with pytest.raises(vf.TaskError, match="intercept 'bad': returned str, not a Request or None"):
+        asyncio.run(apply_intercepts(Wrong(task.data).hooks("intercept"), trace, vf.Request(messages=[])))
+    assert trace.errors[-1].type == "InvalidScore"

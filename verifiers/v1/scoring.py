@@ -201,8 +201,108 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
 
     await asyncio.gather(*(one(kind, fn) for kind, fn in hooks))
     for exc in errors:
-        # recorded as a task error (stop condition `task_error`) that keeps the hook's own traceback
-        error = TaskError(str(exc))
-        error.__cause__, error.__traceback__ = exc, exc.__traceback__
-        trace.record_error(error)
-        trace.errors[-1].type = type(exc).__name__  # what failed: HookTimeout, InvalidScore, HookError
+        # a task error (stop condition `task_error`) that keeps the hook's own traceback; its type
+        # says what failed (HookTimeout, InvalidScore, HookError)
+        _record(trace, exc, TaskError)
+
+
+def hook_boundary(fn: Callable[..., Any]) -> type:
+    """What a ``@vf.stop`` / ``@vf.intercept`` hook looks at: ``Request``, ``Response`` or ``Trace``,
+    from its parameters (annotated type, else the names ``request`` / ``response``)."""
+    from verifiers.v1.trace import Trace
+    from verifiers.v1.types import Request, Response
+
+    try:
+        hints = get_type_hints(fn)
+    except Exception:
+        hints = {}
+    found = set()
+    for name in inspect.signature(fn).parameters:
+        hint = get_origin(hints.get(name)) or hints.get(name)
+        if hint in (Request, Response):
+            found.add(hint)
+        elif hint is None and name in ("request", "response"):
+            found.add(Request if name == "request" else Response)
+    if len(found) > 1:
+        raise TypeError(f"{getattr(fn, '__name__', fn)} looks at both a Request and a Response; a hook takes one")
+    return found.pop() if found else Trace
+
+
+def _boundary_available(trace: Trace, task: Task | None, runtime: Any, boundary: Any) -> dict[Any, Any]:
+    from verifiers.v1.trace import Trace as TraceCls
+    from verifiers.v1.types import Request, Response
+
+    available: dict[Any, Any] = {"trace": trace, "state": trace.state, TraceCls: trace}
+    if task is not None:
+        available |= {"task": task.data, "config": task.config}
+    if runtime is not None:
+        available["runtime"] = runtime
+    if isinstance(boundary, Request):
+        available |= {"request": boundary, Request: boundary}
+    elif isinstance(boundary, Response):
+        available |= {"response": boundary, Response: boundary}
+    return available
+
+
+async def first_stop(
+    hooks: list[Callable[..., Any]], trace: Trace, boundary: Any = None, *, task: Task | None = None,
+    runtime: Any = None, timeout: float | None = DEFAULT_HOOK_TIMEOUT,
+) -> str | None:  # fmt: skip
+    """The name of the first ``@vf.stop`` hook (by priority) that fires for ``boundary`` (a
+    ``Request``, a ``Response``, or None for the trace itself); it becomes the trace's stop
+    condition. A hook that fails or returns a non-bool is recorded and stops the trace as a
+    ``task_error``: a broken stop never lets a rollout run on unchecked."""
+    from verifiers.v1.errors import TaskError
+    from verifiers.v1.trace import Trace as TraceCls
+
+    kind = TraceCls if boundary is None else type(boundary)
+    available = _boundary_available(trace, task, runtime, boundary)
+    for fn in hooks:
+        if hook_boundary(fn) is not kind:
+            continue
+        try:
+            fired = await call_hook(fn, available, kind="stop", timeout=timeout)
+            if not isinstance(fired, bool):
+                raise InvalidScore("stop", fn.__name__, f"returned {type(fired).__name__} {fired!r:.80}, not a bool")
+        except HookError as exc:
+            _record(trace, exc, TaskError)
+            return trace.stop_condition
+        if fired:
+            trace.stop(fn.__name__)
+            return fn.__name__
+    return None
+
+
+async def apply_intercepts(
+    hooks: list[Callable[..., Any]], trace: Trace, value: Any, *, task: Task | None = None, runtime: Any = None,
+    timeout: float | None = DEFAULT_HOOK_TIMEOUT,
+) -> Any:  # fmt: skip
+    """``value`` (a ``Request`` or ``Response``) after the ``@vf.intercept`` hooks for its type, in
+    priority order: each returns a replacement of the same type or None (unchanged). Each rewrite
+    is recorded on the trace; a failing hook is recorded and raised as a ``TaskError``."""
+    from verifiers.v1.errors import TaskError
+    from verifiers.v1.trace import InterceptRecord
+    from verifiers.v1.types import Request
+
+    for fn in hooks:
+        if hook_boundary(fn) is not type(value):
+            continue
+        available = _boundary_available(trace, task, runtime, value)
+        try:
+            result = await call_hook(fn, available, kind="intercept", timeout=timeout)
+            if result is not None and not isinstance(result, type(value)):
+                raise InvalidScore("intercept", fn.__name__, f"returned {type(result).__name__}, not a {type(value).__name__} or None")
+        except HookError as exc:
+            raise _record(trace, exc, TaskError) from exc
+        if result is not None:
+            value = result
+            (trace.request_rewrites if isinstance(value, Request) else trace.response_rewrites).append(InterceptRecord(handler=fn.__name__))
+    return value
+
+
+def _record(trace: Trace, exc: HookError, error_cls: type[Exception]) -> Exception:
+    error = error_cls(str(exc))
+    error.__cause__, error.__traceback__ = exc, exc.__traceback__
+    trace.record_error(error)
+    trace.errors[-1].type = type(exc).__name__
+    return error

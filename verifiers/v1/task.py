@@ -191,7 +191,10 @@ class Task(Generic[DataT, StateT, ConfigT]):
         entry replaces the method of its name (an entry without ``fn`` only changes its
         priority or weight). Highest priority first, then by name."""
         kind = attr
-        plugged: dict[str, DecoratedFunctionConfig] = {"stop": self.config.stops, "metric": self.config.metrics, "reward": self.config.rewards}[kind]
+        # intercepts are not pluggable from config (0.4.0 has no such table)
+        plugged: dict[str, DecoratedFunctionConfig] = {
+            "stop": self.config.stops, "metric": self.config.metrics, "reward": self.config.rewards
+        }.get(kind, {})  # fmt: skip
         merged = {fn.__name__: fn for fn in discover_decorated(self, kind)}
         for name, spec in plugged.items():
             merged[name] = _plugged(name, spec, kind, merged.get(name))
