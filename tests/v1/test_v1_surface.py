@@ -81,6 +81,9 @@ SHAPES = [
     ("verifiers.v1.types", "AssistantMessage"), ("verifiers.v1.types", "ToolCall"), ("verifiers.v1.types", "ToolMessage"),
     ("verifiers.v1.types", "Tool"), ("verifiers.v1.types", "SamplingConfig"), ("verifiers.v1.serve.delta", "EpisodeAssembly"),
     ("verifiers.v1.serve.delta", "DeltaStreamer"), ("verifiers.v1.serve.delta", "TraceSummary"),
+    ("verifiers.v1.serve.types", "RunRequest"), ("verifiers.v1.serve.types", "RunResponse"),
+    ("verifiers.v1.serve.types", "CancelRequest"), ("verifiers.v1.serve.types", "CancelResponse"),
+    ("verifiers.v1.serve.types", "BaseResponse"),
 ]  # fmt: skip
 SHAPE_REASONS: dict[tuple[str, str], str] = {
     ("Task", "plugged_judges"): _JUDGE,
@@ -88,7 +91,10 @@ SHAPE_REASONS: dict[tuple[str, str], str] = {
     ("TurnTokens", "*"): "the renderer's transient token carriers (spans, placeholders) come with the renderer client",
     ("DeltaStreamer", "_maybe_add_routing_repairs"): "private",
 }
-OUR_CLASS = {"DeltaStreamer": "verifiers.v1.wire", "EpisodeAssembly": "verifiers.v1.wire", "TraceSummary": "verifiers.v1.wire"}
+OUR_CLASS = dict.fromkeys(
+    ("DeltaStreamer", "EpisodeAssembly", "TraceSummary", "RunRequest", "RunResponse", "CancelRequest", "CancelResponse", "BaseResponse"),
+    "verifiers.v1.wire",
+)
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import pytest
 
 import verifiers.v1 as vf
 from tests.v1.test_trace import _reply, build_trace
-from verifiers.v1.wire import DeltaStreamer, TraceSummary, dump, pack, unpack
+from verifiers.v1.wire import DeltaStreamer, RunResponse, TraceSummary, dump, pack, unpack
 
 RELEASE = "0.4.0"
 # what the original's record modules import (its package __init__ files are not run)
@@ -38,6 +38,7 @@ for name in ("verifiers", "verifiers.v1", "verifiers.v1.serve"):
 sys.modules["verifiers"].__version__ = "0.4.0"
 from verifiers.v1.episode import WireEpisode
 from verifiers.v1.serve.delta import EpisodeAssembly, TraceSummary, dump, pack, unpack
+from verifiers.v1.serve.types import RunResponse
 from verifiers.v1.trace import WireTrace
 
 payload = unpack(open(sys.argv[1], "rb").read())
@@ -66,7 +67,9 @@ theirs.traces[0].record_metric("m", 2)
 theirs.traces[0].stop("max_turns")
 # and a trace their code makes from nothing (their defaults: version, a hosted runtime)
 theirs.traces.append(WireTrace.model_validate({"task": payload["template"]["task"], "agent": {"config": {}}}))
+reply = RunResponse.model_validate(payload["reply"])
 out = {
+    "reply": dump(reply),
     "facts": facts,
     "redumped": dump(ours),
     "assembled": dump(assembled),
@@ -161,6 +164,7 @@ def test_our_records_load_in_the_original_and_theirs_here(original_python: Path,
         "head": head,
         "summaries": [TraceSummary(id=live.id, nodes=len(live.nodes), calls=len(live.calls)).model_dump()],
         "template": dump(template),
+        "reply": dump(RunResponse(head=head, traces=[TraceSummary(id=live.id, nodes=len(live.nodes), calls=len(live.calls))])),
     }
     (tmp_path / "in.msgpack").write_bytes(pack(payload))
     (tmp_path / "child.py").write_text(CHILD)
@@ -196,6 +200,10 @@ def test_our_records_load_in_the_original_and_theirs_here(original_python: Path,
     assembled = vf.WireEpisode.model_validate(out["assembled"]).traces[0]
     assert [n.token_ids for n in assembled.nodes] == [n.token_ids for n in live.nodes]
     assert assembled.rewards == live.rewards and assembled.stop_condition == live.stop_condition
+
+    # the run's closing reply means the same on both sides
+    assert RunResponse.model_validate(out["reply"]).traces[0].nodes == len(live.nodes)
+    assert out["reply"]["head"]["id"] == head["id"]
 
     # the original's own writes (msgpack wire and JSON record) load here
     theirs = vf.WireEpisode.model_validate(out["theirs"]).traces[0]

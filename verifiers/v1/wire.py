@@ -16,9 +16,11 @@ import asyncio
 import copy
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from verifiers.v1.types import SamplingConfig
 
 if TYPE_CHECKING:
     from verifiers.v1.trace import Trace
@@ -68,6 +70,56 @@ class TraceSummary(BaseModel):
     id: str
     nodes: int
     calls: int
+
+
+class BaseRequest(BaseModel):
+    """A request frame's payload; its ``method`` travels as its own route frame."""
+
+    method: ClassVar[str]
+
+
+class BaseResponse(BaseModel):
+    success: bool = True
+    error: str | None = None
+
+
+class HealthRequest(BaseRequest):
+    method: ClassVar[str] = "health"
+
+
+class HealthResponse(BaseResponse):
+    pass
+
+
+class CancelRequest(BaseRequest):
+    """Abort a run in flight by its wire ``request_id`` (a finished or unknown one: ``cancelled=False``)."""
+
+    method: ClassVar[str] = "cancel"
+    request_id: str
+
+
+class CancelResponse(BaseResponse):
+    cancelled: bool = False
+
+
+class RunRequest(BaseRequest):
+    """One rollout: the task's dumped data (the server validates it into the taskset's own
+    type), the client to call, the model and its sampling."""
+
+    method: ClassVar[str] = "run"
+    task_data: dict[str, Any]
+    client: dict[str, Any]
+    """The client config as the original sends it (typed by the client layer)."""
+    model: str
+    sampling: SamplingConfig = SamplingConfig()
+
+
+class RunResponse(BaseResponse):
+    """The end of a run whose traces already streamed as deltas."""
+
+    head: dict[str, Any] | None = None
+    """The episode without its traces (its id, env, errors)."""
+    traces: list[TraceSummary] = Field(default_factory=list)
 
 
 class _Cursor:
