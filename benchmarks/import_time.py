@@ -117,12 +117,28 @@ print(json.dumps({"import_s": t_import, "import_build_s": t_total, "rss_mb": rss
 """
 REPO = Path(__file__).resolve().parent.parent
 
+# the floor under the v1 case: pydantic itself (v1 task data are pydantic models by contract)
+PYDANTIC_PROBE = r"""
+import json, time
+t0 = time.perf_counter()
+from pydantic import BaseModel
+class Row(BaseModel):
+    prompt: str
+t = time.perf_counter() - t0
+rss = 0
+with open("/proc/self/status") as f:
+    for line in f:
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) / 1024
+print(json.dumps({"import_s": t, "import_build_s": t, "rss_mb": rss, "heavy_modules": []}))
+"""
 
-def v1_probe(python: str) -> dict:
+
+def v1_probe(python: str, code: str = V1_PROBE) -> dict:
     with tempfile.TemporaryDirectory(prefix="vf-import-v1-") as cwd:
         start = time.perf_counter()
         proc = subprocess.run(
-            [python, "-c", V1_PROBE, str(REPO)], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=300,
+            [python, "-c", code, str(REPO)], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=300,
             preexec_fn=_apply_priority,
         )  # fmt: skip
         wall = time.perf_counter() - start
@@ -135,25 +151,26 @@ def v1_probe(python: str) -> dict:
 
 
 def measure_v1(repeats: int) -> dict[str, dict]:
-    runs = []
-    for rep in range(repeats):
-        runs.append(v1_probe(str(OUR_PYTHON)))
+    cases = {"ours v1": V1_PROBE, "pydantic alone (import + 1 model)": PYDANTIC_PROBE}
+    runs: dict[str, list[dict]] = {name: [] for name in cases}
+    for rep in range(repeats):  # interleaved, so load changes hit both alike
+        for name, code in cases.items():
+            runs[name].append(v1_probe(str(OUR_PYTHON), code))
         log(f"v1: round {rep + 1}/{repeats} done")
-    row = {
-        "import_s": median([r["import_s"] for r in runs]),
-        "import_build_s": median([r["import_build_s"] for r in runs]),
-        "process_s": median([r["process_s"] for r in runs]),
-        "rss_mb": median([r["rss_mb"] for r in runs]),
-        "heavy_modules": runs[-1]["heavy_modules"],
-    }
+    summary, rows = {}, []
+    for name, rs in runs.items():
+        row = {
+            "import_s": median([r["import_s"] for r in rs]),
+            "import_build_s": median([r["import_build_s"] for r in rs]),
+            "process_s": median([r["process_s"] for r in rs]),
+            "rss_mb": median([r["rss_mb"] for r in rs]),
+            "heavy_modules": rs[-1]["heavy_modules"],
+        }
+        summary[name] = row
+        rows.append([name, row["import_s"], row["import_build_s"], row["process_s"], row["rss_mb"], ",".join(row["heavy_modules"]) or "-"])
     print(f"\nimport verifiers.v1 + build and iterate a 100-task taskset, median of {repeats} ({machine()})\n")
-    print(
-        table(
-            ["case", "import s", "import+build s", "process s", "RSS MB", "heavy modules loaded"],
-            [["ours v1", row["import_s"], row["import_build_s"], row["process_s"], row["rss_mb"], ",".join(row["heavy_modules"]) or "-"]],
-        )
-    )
-    return {"ours v1": row}
+    print(table(["case", "import s", "import+build s", "process s", "RSS MB", "heavy modules loaded"], rows))
+    return summary
 
 
 def probe(python: str, dataset: str) -> dict:

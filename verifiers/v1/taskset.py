@@ -95,6 +95,7 @@ class Taskset(ABC, Generic[TaskT, TasksetConfigT]):
         _count("take", num_tasks)
         view = self._view(lambda tasks: itertools.islice(tasks, num_tasks))
         view._bounded = True
+        view.INFINITE = False  # what 0.3.0 code reads on a head(n) view
         return view
 
     def head(self, num_tasks: int) -> Self:
