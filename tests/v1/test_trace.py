@@ -180,3 +180,21 @@ def test_usage_from_an_openai_response() -> None:
     assert (usage.prompt_tokens, usage.cached_input_tokens, usage.input_tokens, usage.total_tokens) == (6, 4, 10, 13)
     total = vf.Usage.aggregate([usage, vf.Usage(prompt_tokens=1, completion_tokens=1)])
     assert (total.prompt_tokens, total.cached_input_tokens, total.reasoning_tokens) == (7, 4, None)
+
+
+def test_a_trace_carries_the_state_class_its_task_declares_and_never_serializes_it() -> None:
+    class Counter(vf.State):
+        calls: int = 0
+
+    class Counted(vf.Task[vf.TaskData, Counter]):
+        @vf.metric
+        def seen(self, state: Counter) -> float:
+            state.calls += 1
+            return state.calls
+
+    task = Counted(vf.TaskData(prompt="p"))
+    trace = vf.Trace[vf.TaskData, Counter].for_task(task)
+    assert type(trace.state) is Counter
+    asyncio.run(task.score(trace))
+    assert trace.metrics == {"seen": 1.0} and trace.state.calls == 1
+    assert "state" not in trace.to_record()

@@ -354,7 +354,9 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
 
     @classmethod
     def for_task(cls, task: Any, **fields: Any) -> Trace:
-        """A fresh trace of ``task`` (a ``Task``): its type, data, key and hash recorded."""
+        """A fresh trace of ``task`` (a ``Task``): its type, data, key and hash recorded, and a
+        fresh state of the class the task declares (``Task[Data, MyState]``)."""
+        fields.setdefault("state", type(task).state_type()())
         return cls(task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash), **fields)
 
     @field_serializer("mm_token_type_id_map")
