@@ -237,3 +237,17 @@ def test_a_key_override_is_what_selection_matches() -> None:
 
     ts = KeyedSet(vf.load_taskset("vf-arith").config)
     assert [t.data.name for t in ts.include(keys=["arith/a2"])] == ["add-2"]
+
+
+def test_a_taskset_refuses_a_config_of_another_class_and_a_load_that_returns_nothing() -> None:
+    from vf_arith import ArithTaskset
+
+    with pytest.raises(TypeError, match=r"ArithTaskset takes a ArithConfig, not a TasksetConfig \(vf.load_taskset narrows"):
+        ArithTaskset(vf.TasksetConfig())
+
+    class Forgot(vf.Taskset):
+        def load(self):
+            [vf.Task(vf.TaskData())]  # no return
+
+    with pytest.raises(TypeError, match=r"Forgot.load\(\) returned None; return or yield its tasks"):
+        list(Forgot())

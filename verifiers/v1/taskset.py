@@ -40,8 +40,14 @@ class Taskset(ABC, Generic[TaskT, TasksetConfigT]):
     _ordered: bool = True
 
     def __init__(self, config: TasksetConfigT | None = None) -> None:
+        declared = self.config_type()
         if config is None:
-            config = self.config_type()()
+            config = declared()
+        elif not isinstance(config, declared):
+            raise TypeError(
+                f"{type(self).__name__} takes a {declared.__name__}, not a {type(config).__name__} "
+                "(vf.load_taskset narrows a config by its id)"
+            )
         self.config = config
         path = config.system_prompt
         if path is not None:
@@ -65,7 +71,10 @@ class Taskset(ABC, Generic[TaskT, TasksetConfigT]):
         task_type = self.task_type()
 
         def stream() -> Iterator[TaskT]:
-            for idx, task in enumerate(self.load()):
+            loaded = self.load()
+            if loaded is None:
+                raise TypeError(f"{type(self).__name__}.load() returned None; return or yield its tasks")
+            for idx, task in enumerate(loaded):
                 if not isinstance(task, Task):
                     raise TypeError(f"{type(self).__name__}.load() yielded {type(task).__name__} at position {idx}, not a Task")
                 if task_type is not Task and not isinstance(task, task_type):
