@@ -8,6 +8,7 @@ it collects the tagged methods (:func:`discover_decorated`) and the scoring runn
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -78,13 +79,18 @@ def tool(func: F | None = None, name: str | None = None) -> Any:
     return tag if func is None else tag(func)
 
 
+@functools.lru_cache(maxsize=4096)
+def _tagged_names(cls: type, kind: str) -> tuple[str, ...]:
+    # collected once per class: a rollout's scoring only binds them
+    return tuple(sorted({name for klass in cls.__mro__ for name, value in vars(klass).items() if getattr(value, kind, False) is True}))
+
+
 def discover_decorated(obj: object, kind: str) -> list[Callable[..., Any]]:
     """``obj``'s bound methods tagged ``kind``, highest priority first, then by name.
 
     The class dictionaries along the MRO are read (not ``getattr`` on every attribute, which
     would run properties), and each name is bound through ``getattr`` so the most derived
     definition wins: an undecorated override switches a decorated base method off."""
-    names = {name for klass in type(obj).__mro__ for name, value in vars(klass).items() if getattr(value, kind, False) is True}
-    methods = [m for name in names if getattr(m := getattr(obj, name), kind, False) is True]
+    methods = [m for name in _tagged_names(type(obj), kind) if getattr(m := getattr(obj, name), kind, False) is True]
     methods.sort(key=lambda m: (-getattr(m, f"{kind}_priority", 0), m.__name__))
     return methods
