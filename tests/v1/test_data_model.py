@@ -251,3 +251,32 @@ def test_a_taskset_refuses_a_config_of_another_class_and_a_load_that_returns_not
 
     with pytest.raises(TypeError, match=r"Forgot.load\(\) returned None; return or yield its tasks"):
         list(Forgot())
+
+
+def test_a_toml_env_table_narrows_like_a_dict() -> None:
+    import tomllib
+
+    from vf_arith import ArithConfig, ArithTaskConfig
+
+    text = """
+[env]
+id = "single-agent"
+
+[env.taskset]
+id = "me/vf-arith@0.1.0"
+n = 3
+
+[env.taskset.task]
+bonus = 0.5
+
+[env.taskset.task.rewards.correct]
+weight = 4.0
+
+[env.solver.runtime]
+type = "subprocess"
+"""
+    env = vf.resolve_env_config(tomllib.loads(text)["env"])
+    assert type(env.taskset) is ArithConfig and type(env.taskset.task) is ArithTaskConfig
+    ts = vf.load_taskset(env.taskset)
+    assert len(list(ts)) == 3 and next(iter(ts)).hooks("reward")[-1].reward_weight == 4.0
+    assert env.model_extra == {"solver": {"runtime": {"type": "subprocess"}}}  # roles: typed by the env layer
