@@ -278,3 +278,39 @@ def test_intercepts_rewrite_requests_and_responses_and_are_recorded() -> None:
     with pytest.raises(vf.TaskError, match="intercept 'bad': returned str, not a Request or None"):
         asyncio.run(apply_intercepts(Wrong(task.data).hooks("intercept"), trace, vf.Request(messages=[])))
     assert trace.errors[-1].type == "InvalidScore"
+
+
+def test_a_queued_sync_hook_is_timed_from_its_start_and_its_wait_is_bounded(monkeypatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from verifiers.v1 import scoring
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    monkeypatch.setattr(scoring, "_pool", pool)
+    hold, release = threading.Event(), threading.Event()
+
+    def holder():
+        hold.set()
+        release.wait(30)
+        return 1.0
+
+    def queued():
+        return 2.0
+
+    async def go() -> tuple:
+        first = asyncio.ensure_future(call_hook(holder, {}, kind="reward", timeout=30))
+        while not hold.is_set():
+            await asyncio.sleep(0.01)
+        # the one thread is busy: waiting for it longer than the limit is one clear error
+        with pytest.raises(scoring.HookTimeout, match=r"waited 0\.2 s for a free hook thread"):
+            await call_hook(queued, {}, kind="reward", timeout=0.2)
+        # a hook queued behind a short one is not charged for the wait
+        second = asyncio.ensure_future(call_hook(queued, {}, kind="reward", timeout=30))
+        release.set()
+        return await first, await second
+
+    try:
+        assert asyncio.run(go()) == (1.0, 2.0)
+    finally:
+        release.set()
+        pool.shutdown(wait=True)

@@ -100,27 +100,54 @@ async def call_hook(
     except (TypeError, ValueError) as exc:
         raise HookError(kind, name, str(exc), cause_type="TypeError") from exc
 
-    async def run() -> Any:
-        if inspect.iscoroutinefunction(fn):
-            result = await fn(**kwargs)
-        else:
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(hook_pool(), lambda: fn(**kwargs))
-        if inspect.isawaitable(result):  # a sync wrapper around an async function
-            result = await result
-        return result
+    if inspect.iscoroutinefunction(fn):
 
+        async def run() -> Any:
+            return await _settle(await fn(**kwargs))
+
+        try:
+            return await asyncio.wait_for(run(), timeout)
+        except TimeoutError as exc:
+            raise HookTimeout(kind, name, f"did not finish within {timeout:g} s", cause_type="TimeoutError") from exc
+        except (HookError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise HookError(kind, name, f"raised {type(exc).__name__}: {exc}", cause_type=type(exc).__name__) from exc
+
+    # A sync hook's clock starts when a pool thread picks it up, so waiting behind other hooks in
+    # a busy run is not counted against it; the wait itself is bounded too (hung hooks can hold
+    # every thread: a sync hook's thread cannot be stopped, it finishes and its result is dropped).
+    loop = asyncio.get_running_loop()
+    started = asyncio.Event()
+
+    def in_thread() -> Any:
+        try:
+            loop.call_soon_threadsafe(started.set)
+        except RuntimeError:  # the loop is gone (the run ended while this waited): skip the hook
+            return None
+        return fn(**kwargs)
+
+    future = loop.run_in_executor(hook_pool(), in_thread)
     try:
-        return await asyncio.wait_for(run(), timeout)
-    except TimeoutError as exc:
-        # a sync hook's thread cannot be stopped; it finishes in the pool and its result is dropped
-        raise HookTimeout(kind, name, f"did not finish within {timeout:g} s", cause_type="TimeoutError") from exc
-    except asyncio.CancelledError:
-        raise
-    except HookError:
+        try:
+            await asyncio.wait_for(started.wait(), timeout)
+        except TimeoutError as exc:
+            future.cancel()  # still queued: it never runs
+            raise HookTimeout(kind, name, f"waited {timeout:g} s for a free hook thread (all busy)", cause_type="TimeoutError") from exc
+        try:
+            result = await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError as exc:
+            raise HookTimeout(kind, name, f"did not finish within {timeout:g} s", cause_type="TimeoutError") from exc
+        return await _settle(result)
+    except (HookError, asyncio.CancelledError):
         raise
     except Exception as exc:
         raise HookError(kind, name, f"raised {type(exc).__name__}: {exc}", cause_type=type(exc).__name__) from exc
+
+
+async def _settle(result: Any) -> Any:
+    # a sync wrapper around an async function returns an awaitable
+    return await result if inspect.isawaitable(result) else result
 
 
 def check_score(kind: str, name: str, value: Any) -> dict[str, float] | float:
