@@ -12,6 +12,11 @@ rows with ``datasets``; ours also accepts a plain list of dicts, which keeps ``d
 pandas) out of the process, so ours is measured both ways and the original with ``datasets``.
 Figures are medians over ``--repeats`` runs. Target (issue 2): under 0.5 s and 80 MB.
 
+The ``v1`` case does the same for the task-centric API: ``import verifiers.v1``, then define a
+taskset of 100 tasks with a reward and a metric, build it by id-less config and iterate it. It
+imports this checkout's ``verifiers`` (the benchmark's own repository root goes first on
+``sys.path``), so a worktree measures its own code. Target (issue 19): under 0.15 s and 40 MB.
+
 The command cases run the installed console script in a fresh process and report its wall time and
 its CPU time (user + system, from the kernel's accounting of the finished child: waiting for a core
 on a busy machine is not counted). The original has no ``vf``; its ``vf-eval --help`` is measured
@@ -71,6 +76,101 @@ print(json.dumps({"import_s": t_import, "import_build_s": t_total, "rss_mb": rss
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "heavy_modules": heavy, "module": vf.__file__}))
 """
+
+
+V1_PROBE = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+t0 = time.perf_counter()
+import verifiers.v1 as vf
+t_import = time.perf_counter() - t0
+
+class Row(vf.TaskData):
+    answer: str
+
+class AddTask(vf.Task[Row, vf.State, vf.TaskConfig]):
+    @vf.reward(weight=1.0)
+    def correct(self, task, trace) -> float:
+        return float(trace.last_reply == task.answer)
+
+    @vf.metric
+    def length(self, trace) -> float:
+        return len(trace.last_reply)
+
+class Adds(vf.Taskset[AddTask, vf.TasksetConfig]):
+    def load(self):
+        for i in range(100):
+            yield AddTask(Row(prompt=f"What is {i}+{i}?", answer=str(2 * i)), self.config.task)
+
+tasks = list(Adds(vf.TasksetConfig()).select(vf.SelectConfig(limit=100)))
+assert len(tasks) == 100 and tasks[-1].data.idx == 99
+t_total = time.perf_counter() - t0
+rss = 0
+with open("/proc/self/status") as f:
+    for line in f:
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) / 1024
+heavy = sorted(m for m in ("datasets", "pyarrow", "pandas", "torch", "transformers", "openai", "aiohttp", "httpx",
+                           "numpy", "msgpack", "math_verify") if m in sys.modules)
+print(json.dumps({"import_s": t_import, "import_build_s": t_total, "rss_mb": rss, "heavy_modules": heavy,
+                  "module": vf.__file__}))
+"""
+REPO = Path(__file__).resolve().parent.parent
+
+# the floor under the v1 case: pydantic itself (v1 task data are pydantic models by contract)
+PYDANTIC_PROBE = r"""
+import json, time
+t0 = time.perf_counter()
+from pydantic import BaseModel
+class Row(BaseModel):
+    prompt: str
+t = time.perf_counter() - t0
+rss = 0
+with open("/proc/self/status") as f:
+    for line in f:
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) / 1024
+print(json.dumps({"import_s": t, "import_build_s": t, "rss_mb": rss, "heavy_modules": []}))
+"""
+
+
+def v1_probe(python: str, code: str = V1_PROBE) -> dict:
+    with tempfile.TemporaryDirectory(prefix="vf-import-v1-") as cwd:
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [python, "-c", code, str(REPO)], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=300,
+            preexec_fn=_apply_priority,
+        )  # fmt: skip
+        wall = time.perf_counter() - start
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"v1 probe failed under {python}:\n{proc.stderr[-3000:]}")
+    result = json.loads(lines[-1])
+    result["process_s"] = wall
+    return result
+
+
+def measure_v1(repeats: int) -> dict[str, dict]:
+    cases = {"ours v1": V1_PROBE, "pydantic alone (import + 1 model)": PYDANTIC_PROBE}
+    runs: dict[str, list[dict]] = {name: [] for name in cases}
+    for rep in range(repeats):  # interleaved, so load changes hit both alike
+        for name, code in cases.items():
+            runs[name].append(v1_probe(str(OUR_PYTHON), code))
+        log(f"v1: round {rep + 1}/{repeats} done")
+    summary, rows = {}, []
+    for name, rs in runs.items():
+        row = {
+            "import_s": median([r["import_s"] for r in rs]),
+            "import_build_s": median([r["import_build_s"] for r in rs]),
+            "process_s": median([r["process_s"] for r in rs]),
+            "rss_mb": median([r["rss_mb"] for r in rs]),
+            "heavy_modules": rs[-1]["heavy_modules"],
+        }
+        summary[name] = row
+        rows.append([name, row["import_s"], row["import_build_s"], row["process_s"], row["rss_mb"], ",".join(row["heavy_modules"]) or "-"])
+    print(f"\nimport verifiers.v1 + build and iterate a 100-task taskset, median of {repeats} ({machine()})\n")
+    print(table(["case", "import s", "import+build s", "process s", "RSS MB", "heavy modules loaded"], rows))
+    return summary
 
 
 def probe(python: str, dataset: str) -> dict:
@@ -162,21 +262,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--libraries", default="ours,original")
-    parser.add_argument("--cases", default="import,cli", help="import (import + build), cli (the vf command)")
+    parser.add_argument(
+        "--cases", default="import,cli,v1", help="import (import + build), cli (the vf command), v1 (verifiers.v1 + a taskset)"
+    )
     parser.add_argument("--json", type=Path, default=None)
     add_priority_argument(parser)
     args = parser.parse_args()
     set_priority(args.nice)
     libraries = {x for x in args.libraries.split(",") if x}
     kinds = {x for x in args.cases.split(",") if x}
-    unknown = kinds - {"import", "cli"}
+    unknown = kinds - {"import", "cli", "v1"}
     if unknown:
-        parser.error(f"unknown --cases {sorted(unknown)}; choose from import, cli")
+        parser.error(f"unknown --cases {sorted(unknown)}; choose from import, cli, v1")
     summary: dict[str, dict] = {}
     if "import" in kinds:
         summary.update(measure_imports(libraries, args.repeats))
     if "cli" in kinds:
         summary.update(measure_commands(libraries, args.repeats))
+    if "v1" in kinds and "ours" in libraries:
+        summary.update(measure_v1(args.repeats))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(summary, indent=2))

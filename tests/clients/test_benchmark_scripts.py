@@ -56,3 +56,5 @@ def test_import_time_benchmark_harness(tmp_path):
     row = figures["ours, list rows"]
     assert row["heavy_modules"] == []  # building an env from plain rows pulls no datasets/torch/openai
     assert row["import_build_s"] > 0
+    v1 = figures["ours v1"]  # verifiers.v1 + a taskset of this checkout
+    assert v1["heavy_modules"] == [] and v1["import_build_s"] > 0

@@ -1,0 +1,41 @@
+"""``import verifiers.v1`` stays light: building and scoring a taskset loads no heavy dependency.
+
+(Its time and memory are measured by ``benchmarks/import_time.py --cases v1``, not asserted here.)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HEAVY = ("openai", "aiohttp", "httpx", "datasets", "pyarrow", "torch", "transformers", "numpy", "msgpack", "math_verify")
+
+CODE = """
+import asyncio, json, sys
+import verifiers.v1 as vf
+sys.path.insert(0, sys.argv[1])
+before = sorted(m for m in HEAVY if m in sys.modules)
+ts = vf.load_taskset({"id": "vf-arith", "n": 50})
+tasks = list(ts.select(vf.SelectConfig(limit=10, shuffle=True)))
+trace = vf.Trace.for_task(tasks[0])
+trace.commit_turn([vf.UserMessage(content="q")], vf.Response(id="r", created=0, model="m",
+                  message=vf.AssistantMessage(content="0"), finish_reason="stop"))
+asyncio.run(tasks[0].score(trace))
+record = trace.to_record()
+after = sorted(m for m in HEAVY if m in sys.modules)
+print(json.dumps([before, after, len(tasks), trace.reward]))
+""".replace("HEAVY", repr(HEAVY))
+
+
+def test_import_and_a_taskset_load_nothing_heavy() -> None:
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-c", CODE, str(Path(__file__).parent / "packages")],
+        capture_output=True, text=True, timeout=120, cwd=root,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before, after, n, reward = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (before, after, n) == ([], [], 10)
+    assert reward in (0.0, 2.0)

@@ -1,0 +1,316 @@
+"""The scoring runner: injection by name, weighted rewards, and failures recorded, never scored 0."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+import verifiers.v1 as vf
+from verifiers.v1.scoring import call_hook
+
+
+def _trace(task: vf.Task, reply: str = "4") -> vf.Trace:
+    trace = vf.Trace.for_task(task)
+    prompt = [vf.UserMessage(content=task.data.prompt_text)]
+    trace.commit_turn(prompt, vf.Response(id="r", created=0, model="m", message=vf.AssistantMessage(content=reply), finish_reason="stop"))
+    return trace
+
+
+def test_rewards_are_weighted_and_metrics_recorded() -> None:
+    from vf_arith import ArithData, ArithTask, ArithTaskConfig
+
+    task = ArithTask(ArithData(prompt="2 + 2?", answer=4), ArithTaskConfig(bonus=1.0))
+    trace = _trace(task)
+    asyncio.run(task.score(trace))
+    assert trace.rewards == {"correct": vf.Reward(score=1.0, weight=2.0), "bonus": vf.Reward(score=1.0, weight=0.5)}
+    assert trace.reward == 2.5 and trace.metrics == {"reply_length": 1.0} and trace.errors == []
+
+
+class Hooks(vf.Task):
+    @vf.metric
+    def lengths(self, trace) -> dict:
+        return {"chars": len(trace.last_reply), "turns": trace.num_turns}
+
+    @vf.reward
+    def keyed(self) -> dict:
+        return {"a": 1, "b": True}
+
+    @vf.reward
+    def needs_box(self, runtime) -> float:
+        return 1.0
+
+
+def test_a_metric_or_reward_may_return_a_dict_and_runtime_hooks_wait_for_a_runtime() -> None:
+    task = Hooks(vf.TaskData(prompt="p"))
+    trace = _trace(task, "hello")
+    asyncio.run(task.score(trace))
+    assert trace.metrics == {"chars": 5.0, "turns": 1.0}
+    assert trace.rewards == {"a": vf.Reward(score=1.0), "b": vf.Reward(score=1.0)}  # needs_box skipped offline
+    trace = _trace(task, "hello")
+    asyncio.run(task.score(trace, runtime=object()))
+    assert trace.rewards["needs_box"] == vf.Reward(score=1.0)
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        (None, "reward 'bad': returned NoneType None, not a number"),
+        (float("nan"), "reward 'bad': returned nan, not a finite number"),
+        ("1.0", "reward 'bad': returned str '1.0', not a number"),
+        ({}, "reward 'bad': returned an empty mapping"),
+        ({"x": float("inf")}, "reward 'x': returned inf, not a finite number"),
+    ],
+)
+def test_a_non_number_is_an_error_not_a_zero(result, message) -> None:
+    class Bad(vf.Task):
+        @vf.reward
+        def bad(self):
+            return result
+
+        @vf.reward
+        def good(self):
+            return 1.0
+
+    task = Bad(vf.TaskData(prompt="p"))
+    trace = _trace(task)
+    asyncio.run(task.score(trace))
+    assert trace.rewards["good"] == vf.Reward(score=1.0)
+    assert trace.rewards.get("bad") is None and trace.reward == 1.0
+    assert [(e.type, e.message) for e in trace.errors] == [("InvalidScore", message)]
+    assert (trace.ok, trace.stop_condition) == (False, "task_error")
+
+
+def test_a_hook_that_raises_is_recorded_with_its_name() -> None:
+    class Raises(vf.Task):
+        @vf.reward
+        async def judge(self, trace):
+            raise ConnectionError("judge endpoint down")
+
+        @vf.metric
+        def unknown_arg(self, answer_key):
+            return 1.0
+
+    task = Raises(vf.TaskData(prompt="p"))
+    trace = _trace(task)
+    asyncio.run(task.score(trace))
+    assert trace.rewards == {"judge": None} and trace.metrics == {"unknown_arg": None}
+    messages = sorted(e.message for e in trace.errors)
+    assert messages[0].startswith("metric 'unknown_arg': needs the argument 'answer_key', which a hook cannot be given")
+    assert messages[1] == "reward 'judge': raised ConnectionError: judge endpoint down"
+    assert "ConnectionError" in trace.errors[0].traceback or "ConnectionError" in trace.errors[1].traceback
+
+
+def test_a_hanging_hook_times_out_into_an_error() -> None:
+    release = threading.Event()
+
+    class Hangs(vf.Task):
+        @vf.reward
+        async def forever(self):
+            await asyncio.Event().wait()
+
+        @vf.reward
+        def blocked(self):
+            release.wait(30)  # a sync hook stuck in a call; its thread is released at the end
+            return 1.0
+
+        @vf.metric
+        def quick(self):
+            return 3.0
+
+    task = Hangs(vf.TaskData(prompt="p", timeout={"scoring": 0.2}))
+    trace = _trace(task)
+    try:
+        asyncio.run(task.score(trace))
+    finally:
+        release.set()
+    assert trace.rewards == {"forever": None, "blocked": None} and trace.metrics == {"quick": 3.0}
+    assert sorted(e.message for e in trace.errors) == [
+        "reward 'blocked': did not finish within 0.2 s",
+        "reward 'forever': did not finish within 0.2 s",
+    ]
+    assert {e.type for e in trace.errors} == {"HookTimeout"}
+
+
+def test_a_slow_sync_hook_does_not_stall_the_loop_or_the_other_hooks() -> None:
+    # the sync hook waits for an event only an async hook on the loop can set: were it run on
+    # the loop thread, the async hook could never run and the sync one would fail
+    gate = threading.Event()
+
+    class Slow(vf.Task):
+        @vf.reward
+        def waits(self):
+            if not gate.wait(30):
+                raise RuntimeError("the loop never ran the other hook")
+            return 1.0
+
+        @vf.reward
+        async def opens(self):
+            await asyncio.sleep(0)
+            gate.set()
+            return 1.0
+
+    task = Slow(vf.TaskData(prompt="p"))
+    trace = _trace(task)
+    asyncio.run(task.score(trace))
+    assert trace.errors == [] and trace.reward == 2.0
+
+
+def test_hooks_get_arguments_by_name_and_by_annotation() -> None:
+    request = vf.Request(messages=[{"role": "user", "content": "hi"}])
+
+    def by_type(req: vf.Request) -> bool:
+        return req.messages[0].content == "hi"
+
+    def by_name(request, trace=None) -> bool:
+        return request is not None and trace is None
+
+    async def go() -> tuple:
+        return (
+            await call_hook(by_type, {vf.Request: request}, kind="stop", timeout=5),
+            await call_hook(by_name, {"request": request}, kind="stop", timeout=5),
+        )
+
+    assert asyncio.run(go()) == (True, True)
+
+
+def test_functions_plugged_from_config_join_or_replace_the_decorated_ones(tmp_path) -> None:
+    from vf_arith import ArithData, ArithTask, ArithTaskConfig
+
+    plug = tmp_path / "plug.py"
+    plug.write_text("def always(trace):\n    return 0.75\n\nasync def loud(task):\n    return 10.0\n")
+    config = ArithTaskConfig(
+        rewards={"always": {"fn": f"{plug}:always", "weight": 2.0}, "correct": {"weight": 3.0}},
+        metrics={"reply_length": {"fn": f"{plug}:loud"}},
+    )
+    task = ArithTask(ArithData(prompt="2 + 2?", answer=4), config)
+    trace = _trace(task)
+    asyncio.run(task.score(trace))
+    assert trace.rewards["always"] == vf.Reward(score=0.75, weight=2.0)
+    assert trace.rewards["correct"] == vf.Reward(score=1.0, weight=3.0)
+    assert trace.metrics == {"reply_length": 10.0} and trace.errors == []
+    with pytest.raises(ValueError, match=r"has no fn and the task has no @vf\.reward method 'nope'"):
+        ArithTask(task.data, ArithTaskConfig(rewards={"nope": {"weight": 1.0}})).hooks("reward")
+
+
+class Guarded(vf.Task):
+    @vf.stop(priority=1)
+    def too_long(self, trace: vf.Trace) -> bool:
+        return trace.num_turns >= 2
+
+    @vf.stop
+    def asked_to_quit(self, request: vf.Request) -> bool:
+        return any("quit" in str(m.content) for m in request.messages)
+
+    @vf.stop
+    def refused(self, response) -> bool:
+        return response.message.content == "no"
+
+    @vf.intercept
+    def redact(self, request: vf.Request):
+        if "secret" in str(request.messages[-1].content):
+            return vf.Request(messages=[*request.messages[:-1], vf.UserMessage(content="[redacted]")])
+        return None
+
+    @vf.intercept
+    def shout(self, response: vf.Response):
+        return response.model_copy(update={"message": vf.AssistantMessage(content=response.message.content.upper())})
+
+
+def test_stop_hooks_fire_per_boundary_and_name_the_stop_condition() -> None:
+    from verifiers.v1.scoring import first_stop
+
+    task = Guarded(vf.TaskData(prompt="p"))
+    stops = task.hooks("stop")
+
+    async def go() -> list:
+        trace = _trace(task, "fine")
+        out = [await first_stop(stops, trace, task=task)]  # one turn: nothing fires
+        out.append(await first_stop(stops, trace, vf.Request(messages=[{"role": "user", "content": "please quit"}]), task=task))
+        out.append(trace.stop_condition)
+        other = _trace(task, "x")
+        out.append(await first_stop(stops, other, vf.Response(id="r", created=0, model="m", message=vf.AssistantMessage(content="no"), finish_reason="stop")))
+        return out
+
+    assert asyncio.run(go()) == [None, "asked_to_quit", "asked_to_quit", "refused"]
+
+
+def test_a_broken_stop_hook_stops_the_trace_as_an_error() -> None:
+    from verifiers.v1.scoring import first_stop
+
+    class Broken(vf.Task):
+        @vf.stop
+        def maybe(self, trace) -> bool:
+            return None  # not a bool
+
+    task = Broken(vf.TaskData(prompt="p"))
+    trace = _trace(task)
+    assert asyncio.run(first_stop(task.hooks("stop"), trace, task=task)) == "task_error"
+    assert [(e.type, e.message) for e in trace.errors] == [("InvalidScore", "stop 'maybe': returned NoneType None, not a bool")]
+
+
+def test_intercepts_rewrite_requests_and_responses_and_are_recorded() -> None:
+    from verifiers.v1.scoring import apply_intercepts
+
+    task = Guarded(vf.TaskData(prompt="p"))
+    hooks = task.hooks("intercept")
+    trace = _trace(task)
+
+    async def go() -> tuple:
+        request = await apply_intercepts(hooks, trace, vf.Request(messages=[{"role": "user", "content": "my secret"}]), task=task)
+        same = await apply_intercepts(hooks, trace, vf.Request(messages=[{"role": "user", "content": "hello"}]), task=task)
+        response = await apply_intercepts(
+            hooks, trace, vf.Response(id="r", created=0, model="m", message=vf.AssistantMessage(content="ok"), finish_reason="stop")
+        )
+        return request, same, response
+
+    request, same, response = asyncio.run(go())
+    assert request.messages[-1].content == "[redacted]" and same.messages[-1].content == "hello"
+    assert response.message.content == "OK"
+    assert [r.handler for r in trace.request_rewrites] == ["redact"] and [r.handler for r in trace.response_rewrites] == ["shout"]
+
+    class Wrong(vf.Task):
+        @vf.intercept
+        def bad(self, request: vf.Request):
+            return "not a request"
+
+    with pytest.raises(vf.TaskError, match="intercept 'bad': returned str, not a Request or None"):
+        asyncio.run(apply_intercepts(Wrong(task.data).hooks("intercept"), trace, vf.Request(messages=[])))
+    assert trace.errors[-1].type == "InvalidScore"
+
+
+def test_a_queued_sync_hook_is_timed_from_its_start_and_its_wait_is_bounded(monkeypatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from verifiers.v1 import scoring
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    monkeypatch.setattr(scoring, "_pool", pool)
+    hold, release = threading.Event(), threading.Event()
+
+    def holder():
+        hold.set()
+        release.wait(30)
+        return 1.0
+
+    def queued():
+        return 2.0
+
+    async def go() -> tuple:
+        first = asyncio.ensure_future(call_hook(holder, {}, kind="reward", timeout=30))
+        while not hold.is_set():
+            await asyncio.sleep(0.01)
+        # the one thread is busy: waiting for it longer than the limit is one clear error
+        with pytest.raises(scoring.HookTimeout, match=r"waited 0\.2 s for a free hook thread"):
+            await call_hook(queued, {}, kind="reward", timeout=0.2)
+        # a hook queued behind a short one is not charged for the wait
+        second = asyncio.ensure_future(call_hook(queued, {}, kind="reward", timeout=30))
+        release.set()
+        return await first, await second
+
+    try:
+        assert asyncio.run(go()) == (1.0, 2.0)
+    finally:
+        release.set()
+        pool.shutdown(wait=True)

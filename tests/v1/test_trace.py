@@ -1,0 +1,200 @@
+"""Traces: the message graph and its token data, the views environments read, episodes and deltas."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pydantic
+import pytest
+
+import verifiers.v1 as vf
+from verifiers.v1.wire import DeltaStreamer, EpisodeAssembly, TraceSummary, dump, pack, unpack
+
+
+def _reply(content: str, prompt_ids: list[int], completion_ids: list[int], **kw) -> vf.Response:
+    return vf.Response(
+        id="r", created=0, model="tiny", message=vf.AssistantMessage(content=content, **kw), finish_reason="stop",
+        usage=vf.Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(completion_ids)),
+        tokens=vf.TurnTokens(prompt_ids=prompt_ids, completion_ids=completion_ids, completion_logprobs=[-0.5] * len(completion_ids)),
+    )  # fmt: skip
+
+
+def build_trace() -> vf.Trace:
+    """Two turns with a tool call, then a rewritten history (a second branch)."""
+    task = vf.Task(vf.WireTaskData(prompt="what is 2+2?", answer="4"))
+    trace = vf.Trace.for_task(task)
+    tools = [vf.Tool(name="calc", description="adds", parameters={"type": "object"})]
+    system, user = vf.SystemMessage(content="be brief"), vf.UserMessage(content="what is 2+2?")
+    call = vf.ToolCall(id="c1", name="calc", arguments='{"a": 2}')
+    trace.commit_turn([system, user], _reply("", [1, 2, 3], [4, 5], tool_calls=[call]), tools=tools)
+    tool = vf.ToolMessage(tool_call_id="c1", content="4", name="calc")
+    first = trace.nodes[2].message
+    trace.commit_turn([system, user, first, tool], _reply("4 done", [1, 2, 3, 4, 5, 6, 7], [8, 9]), tools=tools)
+    # a compacted history: its tokens do not extend the first branch, so it is its own path
+    trace.commit_turn([vf.UserMessage(content="summary: 4")], _reply("4", [20, 21], [22]))
+    trace.record_reward("correct", 1.0, weight=2.0)
+    trace.record_metric("turns", trace.num_turns)
+    trace.info["note"] = "ok"
+    trace.ok = True
+    trace.stop("agent_completed")
+    return trace
+
+
+def test_the_graph_keeps_each_message_once_and_tokens_per_branch() -> None:
+    trace = build_trace()
+    assert [n.parent for n in trace.nodes] == [None, 0, 1, 2, 3, None, 5]
+    first, second = trace.branches
+    assert first.token_ids == [1, 2, 3, 4, 5, 6, 7, 8, 9]  # exactly prompt_ids + completion_ids of its last call
+    assert first.sampled_mask == [False] * 3 + [True] * 2 + [False] * 2 + [True] * 2
+    assert first.logprobs == [0.0] * 3 + [-0.5] * 2 + [0.0] * 2 + [-0.5] * 2
+    assert second.token_ids == [20, 21, 22] and [c.node for c in first.calls] == [2, 4]
+    assert trace.nodes[0].tools[0].name == "calc" and trace.nodes[1].tools == [] and trace.tools[0].name == "calc"
+    assert trace.num_turns == 3 and trace.num_branches == 2
+
+
+def test_the_views_environments_read() -> None:
+    trace = build_trace()
+    assert trace.last_reply == "4"
+    assert [m.content for m in trace.assistant_messages] == ["", "4 done", "4"]
+    assert [m.content for m in trace.tool_messages] == ["4"]
+    assert trace.reward == 2.0 and trace.metrics == {"turns": 3.0} and trace.stop_condition == "agent_completed"
+    assert trace.transcript == "[user]\nsummary: 4\n\n[assistant]\n4"
+    whole = vf.Trace(task=trace.task, nodes=trace.nodes[:5])
+    assert whole.transcript == (
+        "[system]\nbe brief\n\n[user]\nwhat is 2+2?\n\n[assistant]\n[tool_call calc({\"a\": 2})]\n\n[tool calc]\n\n[assistant]\n4 done"
+    )
+    assert trace.num_output_tokens == 5 and trace.usage.prompt_tokens == 12
+    trace.stop("later")  # the first stop condition stays
+    assert trace.stop_condition == "agent_completed"
+
+
+def test_a_record_reads_back_as_the_same_trace() -> None:
+    trace = build_trace()
+    record = trace.to_record()
+    again = vf.WireTrace.model_validate(record)
+    assert again.task.data.model_extra == {"answer": "4"} and again.rewards == trace.rewards
+    assert again.to_record() == record
+    assert unpack(pack(vf.WireTrace.model_validate(unpack(pack(trace.model_dump(mode="python")))).model_dump(mode="python")))["id"] == trace.id
+
+
+def test_an_episode_is_its_traces_and_their_totals() -> None:
+    trace = build_trace()
+    episode = vf.Episode(task=trace.task, traces=[trace, build_trace()], ok=True)
+    assert episode.num_turns == 6 and episode.num_output_tokens == 10
+    wire = vf.WireEpisode.model_validate(episode.to_record())
+    assert [t.id for t in wire.traces] == [t.id for t in episode.traces]
+
+
+def test_deltas_rebuild_the_trace_the_worker_holds() -> None:
+    trace_a, trace_b = build_trace(), build_trace()
+    live = [trace_a]
+    assembly = EpisodeAssembly()
+    sent: list[dict] = []
+
+    async def send(delta: dict) -> None:
+        delta = unpack(pack(delta))  # as it crosses the wire
+        sent.append(delta)
+        assembly.apply(delta)
+
+    async def go() -> None:
+        async with DeltaStreamer(lambda: live, send) as streamer:
+            streamer.watch(trace_a)
+            await streamer.flush()
+            trace_a.commit_turn([vf.UserMessage(content="again")], _reply("x", [30], [31]))
+            trace_a.nodes[4].semantic_parents.append(vf.ParentLink(node=0, type="subagent_return"))
+            trace_a.record_reward("extra", 0.5)
+            live.append(trace_b)
+            streamer.watch(trace_b)
+
+    asyncio.run(go())
+    assert "open" in sent[0] and "open" not in sent[1] and sent[1]["nodes"][0]["message"]["content"] == "again"
+    assert set(sent[1]) <= {"trace", "nodes", "calls", "links", "set"}  # only what changed
+    head = vf.Episode(task=trace_a.task).model_dump(mode="python", exclude={"traces"})
+    record = assembly.finish(head, [TraceSummary(id=t.id, nodes=len(t.nodes), calls=len(t.calls)) for t in live])
+    episode = vf.WireEpisode.model_validate(record)
+    assert episode.traces[0].to_record() == vf.WireTrace.model_validate(dump(trace_a)).to_record()
+    assert episode.traces[0].nodes[4].semantic_parents[0].type == "subagent_return"
+    assert episode.traces[1].rewards == trace_b.rewards
+
+
+def test_semantic_edges_link_the_calls_an_acp_harness_names() -> None:
+    trace = build_trace()
+    trace.calls[0].acp = vf.ACPInfo(request_id="req-1")
+    trace.calls[2].acp = vf.ACPInfo(request_id="req-3")
+    edges = vf.SemanticEdgeSet(edges=[{"source_request_id": "req-3", "target_request_id": "req-1", "type": "subagent_return"}])
+    trace.add_semantic_edges(edges)
+    trace.add_semantic_edges(edges)  # a replay changes nothing
+    assert trace.nodes[2].semantic_parents == [vf.ParentLink(node=6, type="subagent_return")]
+    unknown = vf.SemanticEdgeSet(edges=[{"source_request_id": "req-9", "target_request_id": "req-1", "type": "x"}])
+    with pytest.raises(ValueError, match="'req-9' has no committed message node"):
+        trace.add_semantic_edges(unknown)
+    with pytest.raises(pydantic.ValidationError, match="cannot link a request to itself"):
+        vf.SemanticEdgeSet(edges=[{"source_request_id": "a", "target_request_id": "a", "type": "x"}])
+
+
+def test_hostile_records_get_one_clear_error() -> None:
+    record = build_trace().to_record()
+    record["nodes"][0]["parent"] = 4  # a cycle: refused, never walked
+    with pytest.raises(pydantic.ValidationError, match="node 0's parent 4 is not an earlier node"):
+        vf.WireTrace.model_validate(record)
+    with pytest.raises(pydantic.ValidationError, match="a model call points at node 99"):
+        vf.WireTrace.model_validate({**build_trace().to_record(), "calls": [{"node": 99}]})
+    with pytest.raises(pydantic.ValidationError):
+        vf.WireTrace.model_validate({**record, "nodes": "not a list"})
+    assembly = EpisodeAssembly()
+    with pytest.raises(ValueError, match="before its header"):
+        assembly.apply({"trace": "t1", "nodes": []})
+    assembly.apply({"trace": "t1", "open": {"id": "t1"}})
+    with pytest.raises(RuntimeError, match="assembled 0 nodes / 0 calls, server reports 2 / 1"):
+        assembly.finish({}, [TraceSummary(id="t1", nodes=2, calls=1)])
+    with pytest.raises(RuntimeError, match="missing trace t2"):
+        assembly.finish({}, [TraceSummary(id="t2", nodes=0, calls=0)])
+
+
+def test_a_failed_send_is_diffed_again_and_a_dropped_trace_discarded() -> None:
+    trace, other = build_trace(), build_trace()
+    live = [trace, other]
+    sent: list[dict] = []
+    fail = [True]
+
+    async def send(delta: dict) -> None:
+        if fail[0] and delta["trace"] == trace.id:
+            fail[0] = False
+            raise ConnectionError("peer gone for a moment")
+        sent.append(delta)
+
+    async def go() -> None:
+        streamer = DeltaStreamer(lambda: live, send)
+        await streamer.flush()  # trace's delta fails, other's goes
+        await streamer.flush()  # trace's whole delta again
+        live.remove(other)
+        await streamer.flush()
+
+    asyncio.run(go())
+    assert [d["trace"] for d in sent] == [other.id, trace.id, other.id]
+    assert "open" in sent[1] and len(sent[1]["nodes"]) == len(trace.nodes) and sent[2] == {"trace": other.id, "discard": True}
+
+
+def test_usage_from_an_openai_response() -> None:
+    usage = vf.Usage.from_openai({"prompt_tokens": 10, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}})
+    assert (usage.prompt_tokens, usage.cached_input_tokens, usage.input_tokens, usage.total_tokens) == (6, 4, 10, 13)
+    total = vf.Usage.aggregate([usage, vf.Usage(prompt_tokens=1, completion_tokens=1)])
+    assert (total.prompt_tokens, total.cached_input_tokens, total.reasoning_tokens) == (7, 4, None)
+
+
+def test_a_trace_carries_the_state_class_its_task_declares_and_never_serializes_it() -> None:
+    class Counter(vf.State):
+        calls: int = 0
+
+    class Counted(vf.Task[vf.TaskData, Counter]):
+        @vf.metric
+        def seen(self, state: Counter) -> float:
+            state.calls += 1
+            return state.calls
+
+    task = Counted(vf.TaskData(prompt="p"))
+    trace = vf.Trace[vf.TaskData, Counter].for_task(task)
+    assert type(trace.state) is Counter
+    asyncio.run(task.score(trace))
+    assert trace.metrics == {"seen": 1.0} and trace.state.calls == 1
+    assert "state" not in trace.to_record()

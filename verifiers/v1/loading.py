@@ -1,0 +1,138 @@
+"""Loading v1 packages by id: ``vf.load_taskset(TasksetConfig)``, ``vf.resolve_env_config(dict)``.
+
+A v1 environment is a plain package whose ``__init__.py`` lists in ``__all__`` exactly one
+``Taskset`` subclass (and optionally one Env and one Harness subclass). Ids map to modules as
+``verifiers.v1.plugins`` says. The classic loader (``verifiers.utils.env_loading``) can tell a
+v1 package from a classic one with :func:`v1_taskset_class` without importing anything else.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from pydantic import ConfigDict, SerializeAsAny, ValidationError, model_validator
+
+from verifiers.v1.configs import BaseConfig, TaskConfig, TasksetConfig
+from verifiers.v1.plugins import (
+    PluginError,
+    import_plugin,
+    narrow_field,
+    plugin_class,
+    register_resolver,
+    validation_message,
+)
+from verifiers.v1.task import Task
+from verifiers.v1.taskset import Taskset
+
+
+def import_taskset(taskset_id: str) -> ModuleType:
+    return import_plugin(taskset_id, "taskset")
+
+
+def taskset_class(taskset_id: str) -> type[Taskset]:
+    if not taskset_id:
+        raise PluginError("taskset.id is empty: name the taskset package (e.g. [env.taskset] id = \"my-taskset\")")
+    return plugin_class(import_taskset(taskset_id), Taskset, "taskset")
+
+
+def taskset_config_type(taskset_id: str) -> type[TasksetConfig]:
+    """The config class the taskset declares (``Taskset[MyTask, MyConfig]``), else ``TasksetConfig``."""
+    return taskset_class(taskset_id).config_type()
+
+
+def task_type(taskset_id: str) -> type[Task]:
+    """The taskset's task class, from its type arguments (nothing is loaded)."""
+    return taskset_class(taskset_id).task_type()
+
+
+def _narrowed_config(cls: type[Taskset], data: dict[str, Any]) -> TasksetConfig:
+    config_cls = cls.config_type()
+    data = dict(data)
+    # a `task` table becomes the config class the task declares (Task[..., MyTaskConfig]) when the
+    # taskset's config leaves the field at a less specific class: what the task's author expects
+    task_cfg = cls.task_type().config_type()
+    declared = config_cls.model_fields["task"].annotation
+    if isinstance(data.get("task"), dict) and task_cfg is not TaskConfig and not _is_subclass(declared, task_cfg):
+        try:
+            data["task"] = task_cfg.model_validate(data["task"])
+        except ValidationError as exc:
+            raise PluginError(validation_message(exc, "task")) from None
+    return config_cls.model_validate(data)
+
+
+def _is_subclass(annotation: Any, cls: type) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, cls)
+
+
+class _Validating:
+    """A stand-in config class for ``narrow_field``: validates into the taskset's own config class."""
+
+    def __init__(self, taskset_cls: type[Taskset]) -> None:
+        self.taskset_cls = taskset_cls
+
+    def model_validate(self, data: dict[str, Any]) -> TasksetConfig:
+        return _narrowed_config(self.taskset_cls, data)
+
+
+register_resolver("taskset", lambda taskset_id: _Validating(taskset_class(taskset_id)))  # type: ignore[arg-type, return-value]
+
+
+def load_taskset(config: TasksetConfig | dict[str, Any] | str) -> Taskset:
+    """The taskset ``config`` names, built with its config narrowed to the taskset's own class
+    (a plain ``TasksetConfig(id=...)`` or a dict with the taskset's knobs both work)."""
+    if isinstance(config, str):
+        config = {"id": config}
+    if isinstance(config, TasksetConfig):
+        cls = taskset_class(config.id)
+        if not isinstance(config, cls.config_type()):
+            config = config.model_dump(exclude_unset=True) | {"id": config.id}
+    if isinstance(config, dict):
+        cls = taskset_class(str(config.get("id") or ""))
+        try:
+            config = _narrowed_config(cls, config)
+        except ValidationError as exc:
+            raise PluginError(f"taskset {cls.__name__} config: {validation_message(exc)}") from None
+        except PluginError as exc:
+            raise PluginError(f"taskset {cls.__name__} config: {exc}") from None
+    return cls(config)
+
+
+class EnvConfig(BaseConfig):
+    """``[env]``: the env's id and its taskset, narrowed by id. The agent roles
+    (``[env.<role>]``) are kept as given until the env layer types them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = ""
+    taskset: SerializeAsAny[TasksetConfig] = TasksetConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _narrow_taskset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("taskset"), dict | TasksetConfig):
+            data = dict(data)
+            narrow_field(data, "taskset", "taskset")
+        return data
+
+
+def resolve_env_config(data: dict[str, Any] | EnvConfig | None) -> EnvConfig:
+    """Validate raw env config (a CLI, a TOML file, the env-server wire) with its taskset
+    narrowed to the taskset's own config class."""
+    if isinstance(data, EnvConfig):
+        return data
+    if data is not None and not isinstance(data, dict):
+        raise PluginError(f"an env config is a table, not {type(data).__name__}")
+    try:
+        return EnvConfig.model_validate(dict(data or {}))
+    except ValidationError as exc:
+        raise PluginError(f"env config: {validation_message(exc)}") from None
+
+
+def v1_taskset_class(module: ModuleType) -> type[Taskset] | None:
+    """The ``Taskset`` subclass a v1 package exports, or None for a module that is not one
+    (the hook the classic loader calls to tell the generations apart)."""
+    names = getattr(module, "__all__", None) or ()
+    if not any(isinstance(getattr(module, n, None), type) and issubclass(getattr(module, n), Taskset) for n in names):
+        return None
+    return plugin_class(module, Taskset, "taskset")

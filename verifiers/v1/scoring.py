@@ -1,0 +1,335 @@
+"""Running hooks: arguments injected by name, sync hooks off the event loop, every failure recorded.
+
+A hook names what it needs: ``trace``, ``task`` (the task's data), ``runtime``, ``state``,
+``config``, ``request``, ``response`` (also matched by annotation: a parameter annotated
+``Request`` gets the request whatever its name). Async hooks run on the loop; sync hooks run in
+a bounded thread pool, so one slow hook stalls neither the loop nor the other hooks. Each call
+has its own time limit.
+
+Scoring never turns a failure into a score: a hook that raises, times out or returns something
+that is not a finite number leaves its key unscored (None), and the trace carries an error
+naming the hook, so the run's summary counts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import os
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from numbers import Real
+from typing import TYPE_CHECKING, Any, get_origin, get_type_hints
+
+if TYPE_CHECKING:
+    from verifiers.v1.task import Task
+    from verifiers.v1.trace import Trace
+
+DEFAULT_HOOK_TIMEOUT = 300.0
+"""Seconds one scoring hook may take when the task sets no ``timeout.scoring``."""
+
+# the names a hook may ask for (0.4.0's, plus state/config which tasks reach through self)
+INJECTABLE = ("trace", "task", "runtime", "state", "config", "request", "response")
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def hook_pool() -> ThreadPoolExecutor:
+    """The one bounded pool sync hooks run in (created on first use)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="vf-hook")
+        return _pool
+
+
+class HookError(Exception):
+    """A hook that failed: raised, timed out, asked for an unknown argument or returned a non-number."""
+
+    def __init__(self, kind: str, name: str, message: str, *, cause_type: str | None = None) -> None:
+        super().__init__(f"{kind} {name!r}: {message}")
+        self.kind, self.name, self.cause_type = kind, name, cause_type
+
+
+class HookTimeout(HookError):
+    pass
+
+
+class InvalidScore(HookError):
+    pass
+
+
+def hook_arguments(fn: Callable[..., Any], available: Mapping[Any, Any]) -> dict[str, Any]:
+    """The keyword arguments ``fn`` asks for, by parameter name, then by annotated type for the
+    type keys of ``available``. A required parameter nothing provides is a ``TypeError``."""
+    params = inspect.signature(fn).parameters
+    kwargs: dict[str, Any] = {}
+    by_type = {k: v for k, v in available.items() if isinstance(k, type)}
+    hints: dict[str, Any] = {}
+    if by_type:
+        try:
+            hints = get_type_hints(fn)
+        except Exception:  # unresolvable annotations: injection by name still works
+            hints = {}
+    for name, param in params.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if name in available:
+            kwargs[name] = available[name]
+            continue
+        hint = hints.get(name)
+        hint = get_origin(hint) or hint
+        if hint in by_type:
+            kwargs[name] = by_type[hint]
+        elif param.default is param.empty:
+            offered = ", ".join(sorted(str(k) for k in available if isinstance(k, str)))
+            raise TypeError(f"needs the argument {name!r}, which a hook cannot be given (it can ask for: {offered})")
+    return kwargs
+
+
+async def call_hook(
+    fn: Callable[..., Any], available: Mapping[Any, Any], *, kind: str, timeout: float | None
+) -> Any:
+    """Call one hook with the arguments it names, under ``timeout``; any failure is a ``HookError``."""
+    name = getattr(fn, "__name__", repr(fn))
+    try:
+        kwargs = hook_arguments(fn, available)
+    except (TypeError, ValueError) as exc:
+        raise HookError(kind, name, str(exc), cause_type="TypeError") from exc
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def run() -> Any:
+            return await _settle(await fn(**kwargs))
+
+        try:
+            return await asyncio.wait_for(run(), timeout)
+        except TimeoutError as exc:
+            raise HookTimeout(kind, name, f"did not finish within {timeout:g} s", cause_type="TimeoutError") from exc
+        except (HookError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise HookError(kind, name, f"raised {type(exc).__name__}: {exc}", cause_type=type(exc).__name__) from exc
+
+    # A sync hook's clock starts when a pool thread picks it up, so waiting behind other hooks in
+    # a busy run is not counted against it; the wait itself is bounded too (hung hooks can hold
+    # every thread: a sync hook's thread cannot be stopped, it finishes and its result is dropped).
+    loop = asyncio.get_running_loop()
+    started = asyncio.Event()
+
+    def in_thread() -> Any:
+        try:
+            loop.call_soon_threadsafe(started.set)
+        except RuntimeError:  # the loop is gone (the run ended while this waited): skip the hook
+            return None
+        return fn(**kwargs)
+
+    future = loop.run_in_executor(hook_pool(), in_thread)
+    try:
+        try:
+            await asyncio.wait_for(started.wait(), timeout)
+        except TimeoutError as exc:
+            future.cancel()  # still queued: it never runs
+            raise HookTimeout(kind, name, f"waited {timeout:g} s for a free hook thread (all busy)", cause_type="TimeoutError") from exc
+        try:
+            result = await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError as exc:
+            raise HookTimeout(kind, name, f"did not finish within {timeout:g} s", cause_type="TimeoutError") from exc
+        return await _settle(result)
+    except (HookError, asyncio.CancelledError):
+        raise
+    except Exception as exc:
+        raise HookError(kind, name, f"raised {type(exc).__name__}: {exc}", cause_type=type(exc).__name__) from exc
+
+
+async def _settle(result: Any) -> Any:
+    # a sync wrapper around an async function returns an awaitable
+    return await result if inspect.isawaitable(result) else result
+
+
+def check_score(kind: str, name: str, value: Any) -> dict[str, float] | float:
+    """A hook's result as a float (or ``{key: float}``); anything else is an ``InvalidScore``.
+    Booleans count as 1.0 / 0.0 (a reward that returns ``answer == expected`` is common)."""
+
+    def number(key: str, v: Any) -> float:
+        if not isinstance(v, Real):
+            raise InvalidScore(kind, key, f"returned {type(v).__name__} {v!r:.80}, not a number")
+        f = float(v)
+        if not math.isfinite(f):
+            raise InvalidScore(kind, key, f"returned {f}, not a finite number")
+        return f
+
+    if isinstance(value, Mapping):
+        if not value:
+            raise InvalidScore(kind, name, "returned an empty mapping")
+        out = {}
+        for key, v in value.items():
+            if not isinstance(key, str):
+                raise InvalidScore(kind, name, f"returned a mapping with the non-string key {key!r}")
+            out[key] = number(key, v)
+        return out
+    return number(name, value)
+
+
+async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: float | None = None) -> None:
+    """Run ``task``'s metrics and rewards on ``trace`` and record them (all concurrently).
+
+    Every expected key is first set to None (unscored), so a trace shows what should have run
+    even when a hook fails. A hook that needs ``runtime`` is skipped (left None, no error) when
+    none is given, as when re-scoring saved traces offline."""
+    from verifiers.v1.errors import TaskError
+
+    if timeout is None:
+        timeout = task.data.timeout.scoring or DEFAULT_HOOK_TIMEOUT
+    available: dict[Any, Any] = {"task": task.data, "trace": trace, "state": trace.state, "config": task.config}
+    if runtime is not None:
+        available["runtime"] = runtime
+
+    def wants_runtime(fn: Callable[..., Any]) -> bool:
+        p = inspect.signature(fn).parameters.get("runtime")
+        return p is not None and p.default is p.empty
+
+    hooks = [("metric", fn) for fn in task.hooks("metric")] + [("reward", fn) for fn in task.hooks("reward")]
+    if runtime is None:
+        hooks = [(k, fn) for k, fn in hooks if not wants_runtime(fn)]
+    for kind, fn in hooks:
+        (trace.metrics if kind == "metric" else trace.rewards).setdefault(fn.__name__, None)
+        (trace.metrics if kind == "metric" else trace.rewards)[fn.__name__] = None
+    errors: list[HookError] = []
+    if task.config.judges:
+        errors.append(HookError("judge", task.config.judges[0].id, "judges are not available in this version yet"))
+
+    async def one(kind: str, fn: Callable[..., Any]) -> None:
+        name = fn.__name__
+        try:
+            value = check_score(kind, name, await call_hook(fn, available, kind=kind, timeout=timeout))
+        except HookError as exc:
+            errors.append(exc)
+            return
+        if kind == "metric":
+            if isinstance(value, dict):
+                if trace.metrics.get(name) is None:
+                    trace.metrics.pop(name, None)
+                trace.record_metrics(value)
+            else:
+                trace.record_metric(name, value)
+        else:
+            weight = getattr(fn, "reward_weight", 1.0)
+            if isinstance(value, dict):
+                if trace.rewards.get(name) is None:
+                    trace.rewards.pop(name, None)
+                for key, v in value.items():
+                    trace.record_reward(key, v, weight)
+            else:
+                trace.record_reward(name, value, weight)
+
+    await asyncio.gather(*(one(kind, fn) for kind, fn in hooks))
+    for exc in errors:
+        # a task error (stop condition `task_error`) that keeps the hook's own traceback; its type
+        # says what failed (HookTimeout, InvalidScore, HookError)
+        _record(trace, exc, TaskError)
+
+
+def hook_boundary(fn: Callable[..., Any]) -> type:
+    """What a ``@vf.stop`` / ``@vf.intercept`` hook looks at: ``Request``, ``Response`` or ``Trace``,
+    from its parameters (annotated type, else the names ``request`` / ``response``)."""
+    from verifiers.v1.trace import Trace
+    from verifiers.v1.types import Request, Response
+
+    try:
+        hints = get_type_hints(fn)
+    except Exception:
+        hints = {}
+    found = set()
+    for name in inspect.signature(fn).parameters:
+        hint = get_origin(hints.get(name)) or hints.get(name)
+        if hint in (Request, Response):
+            found.add(hint)
+        elif hint is None and name in ("request", "response"):
+            found.add(Request if name == "request" else Response)
+    if len(found) > 1:
+        raise TypeError(f"{getattr(fn, '__name__', fn)} looks at both a Request and a Response; a hook takes one")
+    return found.pop() if found else Trace
+
+
+def _boundary_available(trace: Trace, task: Task | None, runtime: Any, boundary: Any) -> dict[Any, Any]:
+    from verifiers.v1.trace import Trace as TraceCls
+    from verifiers.v1.types import Request, Response
+
+    available: dict[Any, Any] = {"trace": trace, "state": trace.state, TraceCls: trace}
+    if task is not None:
+        available |= {"task": task.data, "config": task.config}
+    if runtime is not None:
+        available["runtime"] = runtime
+    if isinstance(boundary, Request):
+        available |= {"request": boundary, Request: boundary}
+    elif isinstance(boundary, Response):
+        available |= {"response": boundary, Response: boundary}
+    return available
+
+
+async def first_stop(
+    hooks: list[Callable[..., Any]], trace: Trace, boundary: Any = None, *, task: Task | None = None,
+    runtime: Any = None, timeout: float | None = DEFAULT_HOOK_TIMEOUT,
+) -> str | None:  # fmt: skip
+    """The name of the first ``@vf.stop`` hook (by priority) that fires for ``boundary`` (a
+    ``Request``, a ``Response``, or None for the trace itself); it becomes the trace's stop
+    condition. A hook that fails or returns a non-bool is recorded and stops the trace as a
+    ``task_error``: a broken stop never lets a rollout run on unchecked."""
+    from verifiers.v1.errors import TaskError
+    from verifiers.v1.trace import Trace as TraceCls
+
+    kind = TraceCls if boundary is None else type(boundary)
+    available = _boundary_available(trace, task, runtime, boundary)
+    for fn in hooks:
+        if hook_boundary(fn) is not kind:
+            continue
+        try:
+            fired = await call_hook(fn, available, kind="stop", timeout=timeout)
+            if not isinstance(fired, bool):
+                raise InvalidScore("stop", fn.__name__, f"returned {type(fired).__name__} {fired!r:.80}, not a bool")
+        except HookError as exc:
+            _record(trace, exc, TaskError)
+            return trace.stop_condition
+        if fired:
+            trace.stop(fn.__name__)
+            return fn.__name__
+    return None
+
+
+async def apply_intercepts(
+    hooks: list[Callable[..., Any]], trace: Trace, value: Any, *, task: Task | None = None, runtime: Any = None,
+    timeout: float | None = DEFAULT_HOOK_TIMEOUT,
+) -> Any:  # fmt: skip
+    """``value`` (a ``Request`` or ``Response``) after the ``@vf.intercept`` hooks for its type, in
+    priority order: each returns a replacement of the same type or None (unchanged). Each rewrite
+    is recorded on the trace; a failing hook is recorded and raised as a ``TaskError``."""
+    from verifiers.v1.errors import TaskError
+    from verifiers.v1.trace import InterceptRecord
+    from verifiers.v1.types import Request
+
+    for fn in hooks:
+        if hook_boundary(fn) is not type(value):
+            continue
+        available = _boundary_available(trace, task, runtime, value)
+        try:
+            result = await call_hook(fn, available, kind="intercept", timeout=timeout)
+            if result is not None and not isinstance(result, type(value)):
+                raise InvalidScore("intercept", fn.__name__, f"returned {type(result).__name__}, not a {type(value).__name__} or None")
+        except HookError as exc:
+            raise _record(trace, exc, TaskError) from exc
+        if result is not None:
+            value = result
+            (trace.request_rewrites if isinstance(value, Request) else trace.response_rewrites).append(InterceptRecord(handler=fn.__name__))
+    return value
+
+
+def _record(trace: Trace, exc: HookError, error_cls: type[Exception]) -> Exception:
+    error = error_cls(str(exc))
+    error.__cause__, error.__traceback__ = exc, exc.__traceback__
+    trace.record_error(error)
+    trace.errors[-1].type = type(exc).__name__
+    return error

@@ -1,0 +1,15 @@
+"""Per-rollout mutable state shared by a task's hooks, its tools and the harness (never serialized)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypeVar
+
+
+class State(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
+    artifacts: dict[str, bytes | None] = Field(default_factory=dict)
+
+
+StateT = TypeVar("StateT", bound=State, default=State)

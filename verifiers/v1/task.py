@@ -1,0 +1,274 @@
+"""A task: its data (``TaskData``, a frozen row that travels on the trace) and its behaviour (``Task``).
+
+``Task[Data, State, Config]`` declares its data, state and config classes as type arguments;
+its decorated methods (``@vf.reward``, ``@vf.metric``, ``@vf.stop``) are collected per class,
+and functions plugged from config (``[env.taskset.task.rewards.NAME]``) join or replace them.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib
+import importlib.util
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self
+
+from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypeVar
+
+from verifiers.v1.configs import DecoratedFunctionConfig, RewardFunctionConfig, TaskConfig
+from verifiers.v1.decorators import discover_decorated
+from verifiers.v1.plugins import concrete_type
+from verifiers.v1.state import StateT
+from verifiers.v1.types import Messages, content_text
+
+if TYPE_CHECKING:
+    from verifiers.v1.trace import Trace
+
+MAX_ARTIFACT_BYTES = 32 * 1024 * 1024
+
+
+def task_key(data: Mapping[str, Any]) -> str:
+    """The content hash of a task's dumped data, independent of key order."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class TaskResources(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    cpu: float | None = None
+    memory: float | None = None
+    """GB."""
+    gpu: str | None = None
+    """``"A100"`` or ``"A100:2"``."""
+    disk: float | None = None
+    """GB."""
+
+
+class TaskTimeout(BaseModel):
+    """Per-task limits in seconds; unset: the agent config's, else none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    setup: float | None = None
+    agent: float | None = None
+    finalize: float | None = None
+    scoring: float | None = None
+
+
+class Artifact(BaseModel):
+    """A path collected from one runtime and restored at the same place in another."""
+
+    source: str
+    exclude: list[str] = Field(default_factory=list)
+    required: bool = True
+
+
+SkillSource = Path | dict[str, str]
+
+
+class TaskData(BaseModel):
+    """One task's data. Subclass it to add fields (``answer``, ``tests`` ...)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    idx: int | None = None
+    """Position in the taskset's ``load()`` stream; set when iterating."""
+    id: str | None = None
+    name: str | None = None
+    description: str | None = None
+    prompt: str | Messages | None = None
+    system_prompt: str | None = None
+    image: str | None = None
+    workdir: str | None = None
+    agent_user: str | None = None
+    skills: list[SkillSource] = Field(default_factory=list)
+    network_allow: list[str] = Field(default_factory=lambda: ["*"])
+    network_block: list[str] = Field(default_factory=list)
+    artifacts: list[Artifact] = Field(default_factory=list)
+    artifact_max_bytes: int = Field(MAX_ARTIFACT_BYTES, gt=0)
+    timeout: TaskTimeout = TaskTimeout()
+    resources: TaskResources = TaskResources()
+
+    @property
+    def prompt_text(self) -> str:
+        if isinstance(self.prompt, str):
+            return self.prompt
+        return "\n\n".join(t for m in self.prompt or [] if (t := content_text(m.content)))
+
+
+class WireTaskData(TaskData):
+    """Task data read without the task's class: unknown fields are kept (``model_extra``)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+DataT = TypeVar("DataT", bound=TaskData, default=TaskData)
+ConfigT = TypeVar("ConfigT", bound=TaskConfig, default=TaskConfig)
+
+
+class Task(Generic[DataT, StateT, ConfigT]):
+    """Behaviour of one task: setup, validation, scoring hooks and per-rollout toolsets."""
+
+    NEEDS_CONTAINER: ClassVar[bool] = False
+    scoring_deferred: bool = False
+
+    def __init__(self, data: DataT, config: ConfigT | None = None) -> None:
+        if not isinstance(data, TaskData):
+            raise TypeError(f"{type(self).__name__} takes a TaskData, not {type(data).__name__}")
+        self.data = data
+        self.config = config if config is not None else self.config_type()()
+
+    @property
+    def hash(self) -> str:
+        """The content hash of the task's data (``trace.task.hash``)."""
+        return task_key(self.data.model_dump(mode="json", exclude_none=True))
+
+    @property
+    def key(self) -> str:
+        """The task's stable identity (``trace.task.key``): the hash unless overridden (e.g. by a
+        dataset's own instance id). Keys are unique within a taskset."""
+        return self.hash
+
+    def with_data(self, **update: Any) -> Self:
+        clone = copy.copy(self)
+        clone.data = self.data.model_copy(update=update)
+        return clone
+
+    def with_system_prompt(self, system_prompt: str) -> Self:
+        return self.with_data(system_prompt=system_prompt)
+
+    def runtime_env(self) -> dict[str, str]:
+        """Environment variables for the rollout's processes (not recorded on the trace)."""
+        return {}
+
+    async def setup(self, trace: Trace, runtime: Any) -> None:
+        return None
+
+    async def finalize(self, trace: Trace, runtime: Any) -> None:
+        return None
+
+    async def stage_verifier(self, trace: Trace, runtime: Any) -> None:
+        return None
+
+    async def validate(self, runtime: Any) -> bool | None:
+        """Check the ground truth without a model; None when there is no such check."""
+        return None
+
+    def defer_scoring(self) -> Self:
+        """A copy whose metrics and rewards are skipped (another agent scores it)."""
+        clone = copy.deepcopy(self)
+        clone.scoring_deferred = True
+        return clone
+
+    async def score(self, trace: Trace, runtime: Any = None) -> None:
+        """Run the metrics and rewards on ``trace`` (see ``verifiers.v1.scoring.score_task``)."""
+        if self.scoring_deferred:
+            return
+        from verifiers.v1.scoring import score_task
+
+        await score_task(self, trace, runtime)
+
+    @classmethod
+    def data_type(cls) -> type[TaskData]:
+        return concrete_type(cls, TaskData) or TaskData
+
+    @classmethod
+    def config_type(cls) -> type[TaskConfig]:
+        return concrete_type(cls, TaskConfig) or TaskConfig
+
+    @classmethod
+    def state_type(cls) -> type:
+        from verifiers.v1.state import State
+
+        return concrete_type(cls, State) or State
+
+    def hooks(self, attr: str) -> list[Callable[..., Any]]:
+        """The ``@vf.<kind>`` methods merged with the functions plugged from config: a plugged
+        entry replaces the method of its name (an entry without ``fn`` only changes its
+        priority or weight). Highest priority first, then by name."""
+        kind = attr
+        # intercepts are not pluggable from config (0.4.0 has no such table)
+        plugged: dict[str, DecoratedFunctionConfig] = {
+            "stop": self.config.stops, "metric": self.config.metrics, "reward": self.config.rewards
+        }.get(kind, {})  # fmt: skip
+        merged = {fn.__name__: fn for fn in discover_decorated(self, kind)}
+        for name, spec in plugged.items():
+            merged[name] = _plugged(name, spec, kind, merged.get(name))
+        return sorted(merged.values(), key=lambda fn: (-getattr(fn, f"{kind}_priority", 0), fn.__name__))
+
+    @classmethod
+    def toolsets(cls, config: ConfigT) -> list[Any]:
+        """Tool servers started for each rollout of this task type."""
+        return []
+
+
+def _plugged(name: str, spec: DecoratedFunctionConfig, kind: str, decorated: Callable[..., Any] | None) -> Callable[..., Any]:
+    if spec.fn is None:
+        if decorated is None:
+            raise ValueError(f"{kind}s.{name} has no fn and the task has no @vf.{kind} method {name!r} to adjust")
+        target = decorated
+    else:
+        target = import_function(spec.fn)
+
+    def plugged(*args: Any, **kwargs: Any) -> Any:
+        return target(*args, **kwargs)
+
+    # the wrapper carries the target's signature (for injection) and this entry's metadata
+    plugged.__signature__ = _signature(target)  # type: ignore[attr-defined]
+    plugged.__name__ = name
+    setattr(plugged, kind, True)
+    prio = spec.priority if spec.priority is not None else getattr(decorated, f"{kind}_priority", 0)
+    setattr(plugged, f"{kind}_priority", prio)
+    if kind == "reward":
+        weight = spec.weight if isinstance(spec, RewardFunctionConfig) and spec.weight is not None else None
+        plugged.reward_weight = weight if weight is not None else getattr(decorated, "reward_weight", 1.0)  # type: ignore[attr-defined]
+    if _is_async(target):
+        async def plugged_async(*args: Any, **kwargs: Any) -> Any:
+            return await target(*args, **kwargs)
+
+        plugged_async.__dict__.update(plugged.__dict__)
+        plugged_async.__name__ = name
+        return plugged_async
+    return plugged
+
+
+def _signature(fn: Callable[..., Any]) -> Any:
+    import inspect
+
+    return inspect.signature(fn)
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    import inspect
+
+    return inspect.iscoroutinefunction(fn)
+
+
+def import_function(path: str) -> Callable[..., Any]:
+    """``pkg.module:function``, ``pkg.module.function`` or ``path/file.py:function``."""
+    module_name, sep, attr = path.partition(":")
+    if not sep:
+        module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise ValueError(f"fn {path!r} is not 'module:function', 'module.function' or 'file.py:function'")
+    if module_name.endswith(".py"):
+        file = Path(module_name)
+        if not file.is_file():
+            raise ValueError(f"fn {path!r}: no file {module_name!r}")
+        spec = importlib.util.spec_from_file_location(f"_vf_plugged_{file.stem}", file)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ValueError(f"fn {path!r} is not a function (got {fn!r})")
+    return fn
+
+
+TaskT = TypeVar("TaskT", bound=Task, default=Task)
