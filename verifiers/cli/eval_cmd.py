@@ -215,6 +215,19 @@ def write_plan(folder: Path, plan: dict[str, Any]) -> None:
     os.replace(tmp, folder / PLAN_FILE)
 
 
+def _unreachable_hint(base_url: str, waited: float) -> str:
+    """What to do when nothing answers at a URL the user gave: start the server there, or wait for
+    one that is still starting (vLLM takes minutes to load)."""
+    from urllib.parse import urlparse
+
+    wait = "a longer --wait-server SECONDS" if waited > 0 else "--wait-server SECONDS"
+    if _is_local(base_url):
+        port = urlparse(base_url).port or 8000
+        return (f"start a local model there (vf serve MODEL_DIR --port {port}), or give {wait} to wait "
+                "for one that is still starting")
+    return f"check the URL and that the server is up, or give {wait} to wait for one that is starting"
+
+
 def _is_local(base_url: str) -> bool:
     from urllib.parse import urlparse
 
@@ -293,7 +306,10 @@ def plan_eval(opts: EvalOptions) -> EvalPlan:
                 continue
             waited = f" after waiting {opts.wait_server:.0f} s" if opts.wait_server > 0 else ""
             if explicit_url:
-                raise UserError(f"cannot reach the model server at {base_url} ({exc}){waited}")
+                raise UserError(
+                    f"cannot reach the model server at {base_url} ({exc}){waited}",
+                    hint=_unreachable_hint(base_url, opts.wait_server),
+                )
             raise UserError(f"no model server is running at {base_url} ({exc}){waited}", hint=SERVE_HINT)
 
     model = pick("model", opts.model or (saved or {}).get("model"))
