@@ -36,9 +36,12 @@ def require_installable(client: HubClient, ref: EnvRef, *, allow: bool, log: Cal
     try:
         detail = client.version(ref, ref.version or None)
     except HubClientError as exc:
-        # No verdict to act on (a plain package index, or an unknown version: the install reports that
-        # itself). A hub is trusted for its verdicts anyway; this gate only keeps failed versions out.
-        log(f"note: the hub did not say whether {ref} is verified ({exc.message})")
+        # No verdict to act on. An unknown environment or version (404) is the install's own error,
+        # reported by it alone: a note about verification before it would only bury it. Anything
+        # else (a plain package index, an older hub) gets the note. A hub is trusted for its verdicts
+        # anyway; this gate only keeps failed versions out.
+        if exc.status != 404:
+            log(f"note: the hub did not say whether {ref} is verified ({exc.message})")
         return
     check = detail.get("check")
     where = f"{ref.id}@{detail['version']}"

@@ -1,0 +1,62 @@
+"""Messages a newcomer follows from the README: each says what to do next, with the command that
+exists, and nothing that buries the real error. Real hub processes, real `vf` subprocesses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hub.testing import HubProcess, free_port
+from tests.hubclient.helpers import create_user, write_env_package
+from tests.hubclient.test_vf_hub_e2e import one_line_error
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_refused_token_says_how_to_make_a_new_one(hub: HubProcess, make_vf) -> None:
+    vf = make_vf()
+    for res in (vf("whoami", VF_HUB_TOKEN="vfh_not_a_token"), vf("login", "--token", "vfh_wrong")):
+        err = one_line_error(res)
+        assert "refused the token" in err
+        hint = err.splitlines()[1]
+        # not "vf login" again (the same token would be refused again), but where a token comes from
+        assert hint.startswith("hint: ") and "vf hub token create USER" in hint and "vf login --token NEW_TOKEN" in hint
+    # the subcommand the hint names exists
+    proc = subprocess.run([sys.executable, "-m", "verifiers.cli", "hub", "token", "create", "--help"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    assert proc.returncode == 0 and "--data" in proc.stdout, proc.stderr
+
+
+def test_installing_an_unknown_version_prints_only_the_real_error(hub: HubProcess, make_vf, tmp_path: Path) -> None:
+    vf = make_vf(create_user(hub, "nina"))
+    assert vf("push", str(write_env_package(tmp_path, "nina-words", "0.3.0")), "--no-check").code == 0
+    res = vf("install", "nina/nina-words@9.9.9")
+    err = one_line_error(res)
+    assert "nina/nina-words has no version 9.9.9" in err and "0.3.0" in err
+    assert res.out.strip() == ""  # no "note: ... verified" before it
+    res = vf("install", "nina/nowhere@1.0")
+    assert "not found" in one_line_error(res) and res.out.strip() == ""
+
+
+def test_the_hub_start_up_message_names_the_vf_command(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VF_HUB_")}
+    env["PYTHONPATH"] = str(REPO)
+    data = tmp_path / "hub-data"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "verifiers.cli", "hub", "serve", "--data", str(data), "--port", str(free_port())],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        line = ""
+        for line in proc.stderr:  # the message comes before uvicorn starts serving
+            if "No users yet" in line:
+                break
+        else:
+            raise AssertionError("the hub printed no start-up message")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert f"`vf hub user create NAME --data {data}`" in line and "python -m hub" not in line
