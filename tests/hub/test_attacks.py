@@ -592,7 +592,7 @@ def test_visibility_is_the_owners_and_private_files_are_privately_cached(tmp_pat
             assert c.get(url).json()["private"] is True
             # A push whose visibility disagrees with the environment's is an error that says what to do.
             r = _publish(h, bob, "acme", "vis-env", [make_wheel("vis-env", "1.1")], private="false")
-            assert r.status_code == 409 and "PATCH" in r.text and "private" in r.text
+            assert r.status_code == 409 and "vf visibility acme/vis-env public" in r.text and "private" in r.text
             assert _publish(h, bob, "acme", "vis-env", [make_wheel("vis-env", "1.1")], private="true").status_code == 201
         with h.client(alice) as c:  # an org admin may
             assert c.patch(url, json={"private": False}).json()["private"] is False

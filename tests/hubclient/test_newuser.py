@@ -60,3 +60,29 @@ def test_the_hub_start_up_message_names_the_vf_command(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(timeout=60)
     assert f"`vf hub user create NAME --data {data}`" in line and "python -m hub" not in line
+
+
+def test_a_push_whose_visibility_disagrees_names_vf_visibility_and_the_version_pushed(
+    hub: HubProcess, make_vf, tmp_path: Path
+) -> None:
+    vf = make_vf(create_user(hub, "omar"))
+    pkg = write_env_package(tmp_path, "omar-words", "0.1.0")
+    assert vf("push", str(pkg), "--no-check").code == 0  # public
+    res = vf("push", str(pkg), "--private", "--bump", "patch")
+    err = one_line_error(res)
+    assert "omar/omar-words 0.1.1:" in err and "is public, and this upload asks for private" in err
+    assert "vf visibility omar/omar-words private" in err
+    assert "bump" not in err.splitlines()[1]  # --bump was given; a new version is refused the same way
+    assert "omar-words 0.1.0" not in res.text and "checking omar-words 0.1.1 (bumped from 0.1.0)" in res.out
+    assert 'version = "0.1.0"' in (pkg / "pyproject.toml").read_text()  # a refused push changes nothing
+    # the command the hint names: the owner changes it, then the same push goes through
+    assert vf("visibility", "omar/omar-words", "private").out.strip() == "omar/omar-words is now private"
+    assert vf("info", "omar/omar-words").out.splitlines()[0] == "omar/omar-words (private)"
+    res = vf("push", str(pkg), "--private", "--bump", "patch", "--no-check")
+    assert res.code == 0 and "published omar/omar-words@0.1.1" in res.out, res.text
+    assert vf("visibility", "omar/omar-words", "public").out.strip() == "omar/omar-words is now public"
+    # someone else's environment, a typo in the word, an unknown name: one line each
+    other = make_vf(create_user(hub, "pia"))
+    assert "not allowed" in one_line_error(other("visibility", "omar/omar-words", "private"))
+    assert "public or private" in one_line_error(vf("visibility", "omar/omar-words", "secret"))
+    assert "not found" in one_line_error(vf("visibility", "omar/omar-wrds", "private"))

@@ -216,6 +216,15 @@ class HubClient:
             for fh in handles:
                 fh.close()
 
+    def set_visibility(self, ref: EnvRef, *, private: bool) -> dict[str, Any]:
+        """Make the environment private or public (its owner only; every version goes with it)."""
+        try:
+            return self.json("PATCH", f"/api/v1/environments/{ref.owner}/{ref.name}", json={"private": private})
+        except HubClientError as exc:
+            if exc.status == 404:
+                raise self._not_found(ref) from None
+            raise
+
     def yank(self, ref: EnvRef, reason: str) -> dict[str, Any]:
         return self.json("POST", f"/api/v1/environments/{ref.owner}/{ref.name}/versions/{ref.version}/yank",
                          json={"reason": reason})
