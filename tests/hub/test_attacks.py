@@ -96,7 +96,10 @@ def test_install_instructions_never_mix_indexes(tmp_path: Path, packages: Packag
             assert commands == [f"pip install --isolated --index-url {public.url}/simple/ 'tiny-public>=1'",
                                 f"pip install --isolated --index-url {h.url}/alice/simple/ conf-env==1.0.0"]
             assert detail["install_commands"]["vf"] == "vf install alice/conf-env@1.0.0"
-            assert detail["install_commands"]["uv"] == f"uv add --index hub={h.url}/alice/simple/ conf-env==1.0.0"
+            assert detail["install_commands"]["uv"] == (
+                f"uv pip install --no-config --index-url {public.url}/simple/ 'tiny-public>=1' && "
+                f"uv pip install --no-config --index-url {h.url}/alice/simple/ conf-env==1.0.0"
+            )
             assert detail["install_commands"]["note"] is None
             shown = re.search(r'<pre id="install"><code>(.*?)</code></pre>', page, re.S)
             assert shown is not None and html.unescape(shown.group(1)) == "\n".join(commands)
