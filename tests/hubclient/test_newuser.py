@@ -86,3 +86,33 @@ def test_a_push_whose_visibility_disagrees_names_vf_visibility_and_the_version_p
     assert "not allowed" in one_line_error(other("visibility", "omar/omar-words", "private"))
     assert "public or private" in one_line_error(vf("visibility", "omar/omar-words", "secret"))
     assert "not found" in one_line_error(vf("visibility", "omar/omar-wrds", "private"))
+
+
+def test_push_wait_says_at_once_when_no_check_worker_runs(hub: HubProcess, make_vf, tmp_path: Path) -> None:
+    import httpx
+
+    vf = make_vf(create_user(hub, "quinn"))
+    pkg = write_env_package(tmp_path, "quinn-words", "0.1.0")
+    # --wait-timeout is the default 900 s: the answer comes from the hub's word, not a timeout
+    res = vf("push", str(pkg), "--no-check", "--wait")
+    err = one_line_error(res)
+    assert "published quinn/quinn-words@0.1.0" in res.out
+    assert "the check of quinn/quinn-words@0.1.0 is queued, but no check worker is running" in err
+    assert "no worker has ever asked it for a job" in err
+    assert "vf hub serve --with-worker" in err and "vf hub worker --hub" in err
+    workers = httpx.get(f"{hub.url}/api/v1/check-workers", timeout=30).json()
+    assert workers["alive"] is False and workers["last_claim_seconds_ago"] is None and workers["queued"] >= 1
+
+    # A worker that asks for a job makes the hub say one is alive (a worker-scope token, as
+    # `vf hub serve --with-worker` makes one); while it holds the job its lease says so too.
+    create_user(hub, "robot")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    made = subprocess.run([sys.executable, "-m", "hub", "token", "create", "robot", "--scope", "worker",
+                           "--data", str(hub.data_dir)], capture_output=True, text=True, env=env, timeout=300)
+    assert made.returncode == 0, made.stderr
+    worker = {"Authorization": f"Bearer {made.stdout.strip()}"}
+    job = httpx.post(f"{hub.url}/api/v1/check-jobs/claim", json={"worker": "t"}, headers=worker, timeout=30).json()
+    assert job["job"] is not None
+    workers = httpx.get(f"{hub.url}/api/v1/check-workers", timeout=30).json()
+    assert workers["alive"] is True and workers["running"] == 1
+    assert 0 <= workers["last_claim_seconds_ago"] <= workers["stale_after_seconds"]

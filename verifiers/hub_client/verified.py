@@ -67,7 +67,10 @@ def wait_for_verdict(
     poll: float = 2.0,
     log: Callable[[str], None] = lambda _m: None,
 ) -> dict[str, Any] | None:
-    """Poll the version until its check is final; the check object (None when the hub queued none)."""
+    """Poll the version until its check is final; the check object (None when the hub queued none).
+
+    A check that is still queued while the hub says no worker is alive (``GET /check-workers``) ends
+    the wait at once with what to do: nothing would ever run it."""
     deadline = time.monotonic() + timeout
     last = None
     while True:
@@ -77,9 +80,33 @@ def wait_for_verdict(
         if check.get("status") in FINAL:  # the full record: report and log tail
             history = client.json("GET", f"/api/v1/environments/{ref.owner}/{ref.name}/versions/{version}/checks")
             return history[0] if history else check
+        if check.get("status") == "queued":
+            require_a_worker(client, f"{ref.id}@{version}")
         if check.get("status") != last:
             last = check.get("status")
             log(f"check: {last}")
         if time.monotonic() > deadline:
             raise HubClientError(f"no verdict for {ref.id}@{version} after {timeout:g} s (still {last})")
         time.sleep(poll)
+
+
+def require_a_worker(client: HubClient, what: str) -> None:
+    """HubClientError when the hub says no check worker is alive (a hub older than that route is
+    taken at its word that someone will run the check)."""
+    try:
+        workers = client.json("GET", "/api/v1/check-workers")
+    except HubClientError as exc:
+        if exc.status == 404:
+            return
+        raise
+    if not isinstance(workers, dict) or workers.get("alive") is not False:
+        return
+    ago = workers.get("last_claim_seconds_ago")
+    seen = "no worker has ever asked it for a job" if ago is None else f"the last one asked {ago:g} s ago"
+    raise HubClientError(
+        f"the check of {what} is queued, but no check worker is running on {client.config.url} ({seen}); "
+        "it stays queued until one runs",
+        hint="start the hub with its worker (vf hub serve --with-worker), or run one beside it (vf hub worker "
+        f"--hub {client.config.url}, with a token from vf hub token create USER --scope worker); then "
+        f"vf info {what.split('@')[0]} shows the verdict",
+    )
