@@ -27,3 +27,18 @@ def test_eval_help_at_80_columns_shows_every_flag_whole_and_the_defaults():
     assert f"default {BUILTIN_DEFAULTS['num_examples']}," in out
     assert f"default {BUILTIN_DEFAULTS['rollouts_per_example']}," in out
     assert f"default {BUILTIN_DEFAULTS['max_concurrent']})" in out
+
+
+def test_the_docs_give_the_tiny_models_real_parameter_count():
+    from pathlib import Path
+
+    from verifiers.serving.tiny_model import TinyModelSpec, parameter_count
+
+    repo = Path(__file__).resolve().parents[2]
+    real = f"{parameter_count(TinyModelSpec()) / 1e6:.2f}"  # what `vf model tiny` prints, in millions
+    stated = []
+    for rel in ("README.md", "docs/architecture.md", "verifiers/train/README.md", "examples/tiny.toml",
+                "benchmarks/train.py"):
+        text = (repo / rel).read_text()
+        stated += [(rel, m) for m in re.findall(r"(\d+\.\d+) M[- ]param", text) if m.startswith("0.")]
+    assert stated and all(m == real for _rel, m in stated), (real, stated)
