@@ -116,3 +116,63 @@ def test_push_wait_says_at_once_when_no_check_worker_runs(hub: HubProcess, make_
     workers = httpx.get(f"{hub.url}/api/v1/check-workers", timeout=30).json()
     assert workers["alive"] is True and workers["running"] == 1
     assert 0 <= workers["last_claim_seconds_ago"] <= workers["stale_after_seconds"]
+
+
+def test_eval_push_refuses_a_run_that_is_mostly_failures(hub: HubProcess, make_vf, tmp_path: Path) -> None:
+    import threading
+
+    import httpx
+
+    from verifiers.testing import ScriptedServer, error, reply
+
+    vf = make_vf(create_user(hub, "sam"), venv=True)
+    pkg = write_env_package(tmp_path, "sam-say", "1.0.0", reward_body="return 1.0 if answer in str(completion) else 0.0")
+    assert vf("push", str(pkg), "--no-check").code == 0
+    assert vf("install", "sam/sam-say@1.0.0").code == 0
+
+    def failing(n_bad: int):
+        seen = {"n": 0}
+        lock = threading.Lock()
+
+        def handler(request):
+            with lock:
+                seen["n"] += 1
+                bad = seen["n"] <= n_bad
+            return error(500, "the model server broke") if bad else reply("the answer is 0 1 2 3")
+
+        return handler
+
+    def evaluate(n_bad: int, *extra: str):
+        with ScriptedServer(failing(n_bad)) as srv:
+            return vf("eval", "sam/sam-say@1.0.0", "-b", srv.base_url, "-n", "4", "-r", "1", "--max-retries", "0",
+                      "--push", "-o", str(tmp_path / "runs"), *extra)
+
+    def board():
+        return httpx.get(f"{hub.url}/api/v1/environments/sam/sam-say/leaderboard", timeout=30).json()
+
+    res = evaluate(3)  # 3 of 4 failed: refused, and nothing reaches the leaderboard
+    assert res.code == 1, res.text
+    assert "but was not pushed: 3 of 4 rollouts (75%) 3 errored" in res.err
+    assert "--push-anyway" in res.err and board() == []
+    res = evaluate(3, "--push-anyway")
+    assert res.code == 0 and "pushed to the hub: sam/sam-say@1.0.0" in res.out, res.text
+    assert "note: 3 of 4 rollouts (75%) 3 errored" in res.err
+    assert len(board()) == 1
+    res = evaluate(1)  # a quarter: pushed, and said so
+    assert res.code == 0 and "pushed to the hub" in res.out, res.text
+    assert "note: 1 of 4 rollouts (25%) 1 errored" in res.err
+    assert len(httpx.get(f"{hub.url}/api/v1/environments/sam/sam-say/evals", timeout=30).json()) == 2
+
+
+def test_unusable_rollouts_counts_errors_and_context_overflows_from_the_records(tmp_path: Path) -> None:
+    import json
+
+    from verifiers.hub_client.evals import describe_unusable, unusable_rollouts
+
+    records = [{"stop_condition": "prompt_too_long", "error": None}] * 59 + [{"stop_condition": "completed"}]
+    records += [{"stop_condition": "prompt_too_long", "error": {"source": "model"}}]  # counted once, as an error
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + "{not json\n")
+    assert unusable_rollouts(tmp_path) == (61, 1, 59)
+    assert describe_unusable(61, 1, 59) == (
+        "60 of 61 rollouts (98%) 1 errored and 59 did not fit the model's context (prompt_too_long)"
+    )

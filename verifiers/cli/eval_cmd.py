@@ -78,6 +78,7 @@ class EvalOptions:
     # vf eval --push: attach the saved run to the evaluated environment version on the hub.
     push: bool = False
     push_samples: bool = False
+    push_anyway: bool = False  # push even a run that is mostly errors / context overflows
     hub: str | None = None
 
 
@@ -571,7 +572,8 @@ def _push_to_hub(opts: EvalOptions, results_path: Path, out: Any) -> None:
 
     try:
         with HubClient(resolve(opts.hub)) as client:
-            ref, posted = push_eval(client, opts.env, results_path, samples=opts.push_samples)
+            ref, posted = push_eval(client, opts.env, results_path, samples=opts.push_samples,
+                                    allow_unusable=opts.push_anyway, log=lambda m: print(m, file=sys.stderr))
     except HubClientError as exc:
         raise UserError(
             f"the run is saved in {results_path} but was not pushed: {exc.message}", hint=exc.hint

@@ -164,6 +164,14 @@ def eval_command(
     push_samples: Annotated[
         bool, typer.Option("--push-samples", help="With --push: include up to 50 sample rollouts.")
     ] = False,
+    push_anyway: Annotated[
+        bool,
+        typer.Option(
+            "--push-anyway",
+            help="With --push: push even when more than half the rollouts errored or did not fit the "
+            "model's context (refused otherwise).",
+        ),
+    ] = False,
     hub: Annotated[str | None, typer.Option("--hub", help="Hub URL for --push (default: vf login).")] = None,
     wait_server: Annotated[
         float,
@@ -199,6 +207,7 @@ def eval_command(
         show_samples=samples,
         push=push or push_samples,
         push_samples=push_samples,
+        push_anyway=push_anyway,
         hub=hub,
         wait_server=wait_server,
     )
