@@ -102,20 +102,8 @@ def test_push_wait_says_at_once_when_no_check_worker_runs(hub: HubProcess, make_
     assert "vf hub serve --with-worker" in err and "vf hub worker --hub" in err
     workers = httpx.get(f"{hub.url}/api/v1/check-workers", timeout=30).json()
     assert workers["alive"] is False and workers["last_claim_seconds_ago"] is None and workers["queued"] >= 1
-
-    # A worker that asks for a job makes the hub say one is alive (a worker-scope token, as
-    # `vf hub serve --with-worker` makes one); while it holds the job its lease says so too.
-    create_user(hub, "robot")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    made = subprocess.run([sys.executable, "-m", "hub", "token", "create", "robot", "--scope", "worker",
-                           "--data", str(hub.data_dir)], capture_output=True, text=True, env=env, timeout=300)
-    assert made.returncode == 0, made.stderr
-    worker = {"Authorization": f"Bearer {made.stdout.strip()}"}
-    job = httpx.post(f"{hub.url}/api/v1/check-jobs/claim", json={"worker": "t"}, headers=worker, timeout=30).json()
-    assert job["job"] is not None
-    workers = httpx.get(f"{hub.url}/api/v1/check-workers", timeout=30).json()
-    assert workers["alive"] is True and workers["running"] == 1
-    assert 0 <= workers["last_claim_seconds_ago"] <= workers["stale_after_seconds"]
+    # (a worker's claims and leases making it alive: tests/hub/test_worker_presence.py; here no
+    # worker ever runs, so every test of this module sees the same answer)
 
 
 def test_eval_push_refuses_a_run_that_is_mostly_failures(hub: HubProcess, make_vf, tmp_path: Path) -> None:
@@ -176,3 +164,12 @@ def test_unusable_rollouts_counts_errors_and_context_overflows_from_the_records(
     assert describe_unusable(61, 1, 59) == (
         "60 of 61 rollouts (98%) 1 errored and 59 did not fit the model's context (prompt_too_long)"
     )
+
+
+def test_install_of_a_queued_version_says_no_worker_will_check_it(hub: HubProcess, make_vf, tmp_path: Path) -> None:
+    vf = make_vf(create_user(hub, "tara"), venv=True)
+    assert vf("push", str(write_env_package(tmp_path, "tara-words", "0.1.0")), "--no-check").code == 0
+    res = vf("install", "tara/tara-words@0.1.0")
+    assert res.code == 0, res.text
+    assert ("note: tara/tara-words@0.1.0 is not verified by the hub (queued; no check worker is running on the "
+            "hub, so it stays unverified until one runs)") in res.out

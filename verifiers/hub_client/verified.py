@@ -55,7 +55,13 @@ def require_installable(client: HubClient, ref: EnvRef, *, allow: bool, log: Cal
             hint=f"see its page for the log; install it anyway with --allow-unverified or {ALLOW_ENV}=1",
         )
     if status != "passed":
-        log(f"note: {where} is not verified by the hub ({describe(check)})")
+        why = describe(check)
+        if status == "queued":  # say whether anyone will ever check it
+            try:
+                require_a_worker(client, where)
+            except HubClientError:
+                why += "; no check worker is running on the hub, so it stays unverified until one runs"
+        log(f"note: {where} is not verified by the hub ({why})")
 
 
 def wait_for_verdict(
