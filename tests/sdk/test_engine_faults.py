@@ -361,6 +361,10 @@ def three_batches(srv_ref: dict[str, FaultServer], slots: int) -> Any:
     if waiting counted against the timeout, they would be cut off before an answer, on any
     machine, however loaded. Whatever the load, the answered rollouts' own clocks start at their
     slot, and their one request is answered at once.
+
+    The server's ``max_in_flight`` is not asserted here: it counts a timed-out request until the
+    server notices the hang-up (a 50 ms poll), by which time the freed slot's next request may have
+    arrived. That the engine holds its bound is proved with a gate in tests/sdk/test_engine.py.
     """
     seen = {"n": 0}
     lock = threading.Lock()
@@ -392,7 +396,7 @@ async def test_rollout_timeout_starts_when_the_first_request_gets_a_slot() -> No
     with FaultServer(three_batches(ref, 3)) as srv:
         ref["srv"] = srv
         out = await env.evaluate(client_for(srv), "m", max_concurrent_requests=3, timeout_per_rollout=3.0)
-        assert srv.max_in_flight == 3 and srv.request_count == 9
+        assert srv.request_count == 9
     assert _outcomes(out) == ["reward 1.0"] * 3 + ["timeout"] * 6
 
 
@@ -602,5 +606,5 @@ async def test_waiting_for_the_clients_own_request_slots_does_not_count_either()
     with FaultServer(three_batches(ref, 2)) as srv:
         ref["srv"] = srv
         out = await env.evaluate(client_for(srv, max_concurrent_requests=2), "m", timeout_per_rollout=3.0)
-        assert srv.max_in_flight == 2 and srv.request_count == 6
+        assert srv.request_count == 6
     assert _outcomes(out) == ["reward 1.0"] * 2 + ["timeout"] * 4
