@@ -32,9 +32,11 @@ lint: venv
 bench: venv
 	$(BIN)/python benchmarks/rollouts.py
 	$(BIN)/python benchmarks/import_time.py
-	$(BIN)/python benchmarks/memory.py
+	$(BIN)/python benchmarks/memory.py --with-original
 	$(BIN)/python benchmarks/sandbox.py
 	$(BIN)/python benchmarks/hub.py
+	$(BIN)/python benchmarks/check.py
+	$(BIN)/python benchmarks/orchestrator.py
 	$(BIN)/python benchmarks/train.py
 	$(BIN)/python benchmarks/vllm_server.py
 

@@ -5,7 +5,7 @@
     generate, then train, then update): RL tokens per second and time to the target reward.
 (2) Time to the target reward against TRL's ``GRPOTrainer`` (CPU, no vLLM: it generates with
     transformers) on the same model, environment and hyper-parameters:
-      - trivial workload: digit copy (2-token completions) with the 0.37 M-parameter tiny model,
+      - trivial workload: digit copy (2-token completions) with the 0.42 M-parameter tiny model,
         all runs starting from the same SFT warm-start checkpoint, fp32;
       - generation-dominated workload: 64-token completions from a 4.2 M-parameter model (reward:
         the fraction of the completion that repeats the prompt's digit), all runs starting from the
@@ -602,7 +602,7 @@ def trivial_workload(work: Path, max_steps: int, results: dict[str, Any]) -> Non
     trivial.append(trl_run("TRL GRPOTrainer", start, rows, copy_text_reward, max_tokens=2, steps=max_steps,
                            target=TARGET, out=work / "trl1"))
     results["trivial"] = trivial
-    report("Trivial workload: digit copy, 2-token completions, 0.37 M params, fp32, from one SFT checkpoint",
+    report("Trivial workload: digit copy, 2-token completions, 0.42 M params, fp32, from one SFT checkpoint",
            trivial)
 
 
@@ -683,7 +683,7 @@ def agentic_workload(work: Path, max_steps: int, results: dict[str, Any]) -> Non
     results["agentic"] = rows
     report(f"Agentic workload: 2-4 tool calls per answer (log-normal latency, median {TOOL_MEDIAN_S} s, "
            f"p99 {TOOL_P99_S} s), 16-{AGENT_TOKENS} tokens per turn, {g}x{gs} rollouts per step, "
-           f"0.37 M params, fp32", rows)
+           f"0.42 M params, fp32", rows)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ def serve(
     if not users and settings.admin_token is None:
         typer.echo(
             "No users yet: set VF_HUB_ADMIN_TOKEN=vfh_... to bootstrap user 'admin', or run "
-            f"`python -m hub user create NAME --data {settings.data_dir}` for a user and its first token.",
+            f"`vf hub user create NAME --data {settings.data_dir}` for a user and its first token.",
             err=True,
         )
     os.environ["VF_HUB_DATA_DIR"] = str(settings.data_dir.resolve())

@@ -460,9 +460,8 @@ class Hub:
                     raise HubError(
                         409,
                         f"{owner.name}/{env.name} is {is_now}, and this upload asks for {asked}; an upload "
-                        "never changes visibility. Change it first (its owner: PATCH "
-                        f"/api/v1/environments/{owner.name}/{env.name} with {{\"private\": "
-                        f"{'true' if asked == 'private' else 'false'}}}), or push without the visibility option",
+                        f"never changes visibility. Change it first (its owner: vf visibility "
+                        f"{owner.name}/{env.name} {asked}), or push without the visibility option",
                     )
             canon = canonicalize_version(info0.version)
             ver = s.scalar(

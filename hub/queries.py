@@ -167,8 +167,9 @@ def install_commands(
       from the public index alone, then the environment with the owner's hub index as the *only* index
       (``--isolated``: no extra index or find-links from pip.conf or ``PIP_*``); its hub dependencies
       come from there, its public ones are already installed.
-    * ``uv``: ``uv add --index hub=HUB/OWNER/simple/ NAME==VERSION``: the per-owner index holds only the
-      owner's environments, and uv's ``first-index`` strategy never takes one name from two indexes.
+    * ``uv``: the same two steps as pip, as ``uv pip install --no-config --index-url ...`` joined by
+      ``&&``, for the active virtual environment (the README's ``.venv``; no uv project needed): each
+      step has exactly one index (``--no-config``: none from ``uv.toml`` or ``pyproject.toml`` either).
 
     A dependency is a hub dependency when the same owner has an environment of that name the caller can
     see (the rule ``vf install`` follows); anything else goes to the public index. For a private
@@ -184,16 +185,15 @@ def install_commands(
     if private:
         scheme, _, rest = index.partition("://")
         hub_index = f'"{scheme}://__token__:${{VF_HUB_TOKEN}}@{rest}"'
-        uv = f'UV_INDEX_HUB_USERNAME=__token__ UV_INDEX_HUB_PASSWORD="$VF_HUB_TOKEN" uv add --index hub={index} {shlex.quote(pin)}'
         note = "private: export VF_HUB_TOKEN=<a read token> for uv and pip; vf install uses your vf login"
     else:
         hub_index = index
-        uv = f"uv add --index hub={index} {shlex.quote(pin)}"
-    pip = []
+    steps = []  # (index, requirements): public dependencies from the public index, then the hub alone
     if public_reqs:
-        pip.append(f"pip install --isolated --index-url {hub.settings.public_index_url} "
-                   + " ".join(shlex.quote(r) for r in public_reqs))
-    pip.append(f"pip install --isolated --index-url {hub_index} {shlex.quote(pin)}")
+        steps.append((hub.settings.public_index_url, " ".join(shlex.quote(r) for r in public_reqs)))
+    steps.append((hub_index, shlex.quote(pin)))
+    pip = [f"pip install --isolated --index-url {url} {reqs}" for url, reqs in steps]
+    uv = " && ".join(f"uv pip install --no-config --index-url {url} {reqs}" for url, reqs in steps)
     return {"vf": vf, "uv": uv, "pip": pip, "note": note}
 
 

@@ -180,8 +180,11 @@ def main() -> int:
         print(f"leaderboards:  {HUB_URL}/{USER}/math-problems#leaderboard  and  {HUB_URL}/{USER}/wordle#leaderboard")
         print(f"eval runs:     {runs}   (vf results {runs})")
         if not SKIP_TRAIN:
-            print(f"training run:  {train_out}   (metrics.jsonl, reward/loss plot PNG)")
-        print(f"browse again:  .venv/bin/vf hub serve --data {DEMO / 'hub'} --port {HUB_PORT}")
+            print(f"training run:  {train_out}   (metrics.jsonl, reward/loss plot PNG, the trained model in model/)")
+        print(f"browse again:  .venv/bin/vf hub serve --data {DEMO / 'hub'} --port {HUB_PORT} --with-worker")
+        # the demo's login lives in its own config folder: yours is untouched
+        print(f"log in to it:  .venv/bin/vf hub token create {USER} --data {DEMO / 'hub'} | "
+              f".venv/bin/vf login --hub {HUB_URL}   (the demo's own login is in {DEMO / 'config'})")
         return 0
     finally:
         if vllm is not None:

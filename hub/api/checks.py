@@ -15,7 +15,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from hub import checks
+from hub import checks, worker_presence
 from hub.api.deps import EnvDep, HubDep, WriterDep, WriterEnvDep
 from hub.auth import Principal
 from hub.errors import HubError, not_found
@@ -95,6 +95,7 @@ def claim_job(
 ) -> dict[str, Any]:
     """The oldest queued check (or one whose worker's lease ran out) with a fresh lease, or ``job: null``."""
     label = (body.worker if body else "") or (request.client.host if request.client else "worker")
+    worker_presence.note_claim(hub.db)  # GET /check-workers: a worker is polling
     return {"job": checks.claim(hub.db, hub.settings, label)}
 
 

@@ -250,8 +250,13 @@ def test_no_server_running_explains_how_to_start_one(env_file):
 
 
 def test_unreachable_explicit_server(env_file):
-    proc = run_vf("eval", str(env_file), "-b", f"http://127.0.0.1:{_closed_port()}/v1")
-    _assert_one_line_error(proc, "cannot reach the model server")
+    port = _closed_port()
+    proc = run_vf("eval", str(env_file), "-b", f"http://127.0.0.1:{port}/v1")
+    # like the case without -b, the hint says how to start a server there or wait for one
+    _assert_one_line_error(
+        proc, "cannot reach the model server", f"hint: start a local model there (vf serve MODEL_DIR --port {port})",
+        "--wait-server SECONDS",
+    )
 
 
 def test_unknown_model_and_bad_env_args(server, env_file, tmp_path):

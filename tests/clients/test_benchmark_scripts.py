@@ -58,3 +58,20 @@ def test_import_time_benchmark_harness(tmp_path):
     assert row["import_build_s"] > 0
     v1 = figures["ours v1"]  # verifiers.v1 + a taskset of this checkout
     assert v1["heavy_modules"] == [] and v1["import_build_s"] > 0
+
+
+
+def test_make_bench_and_the_readme_list_every_benchmark_script():
+    """`make bench` runs every script in benchmarks/ (the original's memory figure needs
+    --with-original), and the README's layout names each one."""
+    import re
+
+    scripts = sorted(p.name for p in (REPO / "benchmarks").glob("*.py") if not p.name.startswith("_"))
+    makefile = (REPO / "Makefile").read_text()
+    bench = makefile.split("\nbench:", 1)[1].split("\n\n", 1)[0]
+    run_lines = re.findall(r"benchmarks/(\w+\.py)(.*)", bench)
+    assert sorted(name for name, _args in run_lines) == scripts
+    assert "--with-original" in dict(run_lines)["memory.py"]
+    readme = (REPO / "README.md").read_text()
+    layout = next(line for line in readme.splitlines() if line.startswith("benchmarks/ "))
+    assert sorted(re.findall(r"\w+\.py", layout)) == scripts

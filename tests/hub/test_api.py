@@ -245,11 +245,11 @@ def test_install_commands_are_the_hubs_one_set(hub: HubClient, packages: Package
     version = hub.get("/api/v1/environments/alice/alice-main/versions/1.0.0", alice).json()["install_commands"]
     detail = hub.get("/api/v1/environments/alice/alice-main", alice).json()
     assert detail["install_commands"] == version and detail["install"] == " && ".join(version["pip"])
-    index = "http://testserver/alice/simple/"
     assert version == {
         "vf": "vf install alice/alice-main@1.0.0",
-        "uv": 'UV_INDEX_HUB_USERNAME=__token__ UV_INDEX_HUB_PASSWORD="$VF_HUB_TOKEN" '
-              f"uv add --index hub={index} alice-main==1.0.0",
+        "uv": "uv pip install --no-config --index-url https://pypi.org/simple/ bob-util regex 'numpy>=1' && "
+              'uv pip install --no-config --index-url "http://__token__:${VF_HUB_TOKEN}@testserver/alice/simple/" '
+              "alice-main==1.0.0",
         "pip": ["pip install --isolated --index-url https://pypi.org/simple/ bob-util regex 'numpy>=1'",
                 'pip install --isolated --index-url "http://__token__:${VF_HUB_TOKEN}@testserver/alice/simple/" '
                 "alice-main==1.0.0"],

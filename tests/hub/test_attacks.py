@@ -96,7 +96,10 @@ def test_install_instructions_never_mix_indexes(tmp_path: Path, packages: Packag
             assert commands == [f"pip install --isolated --index-url {public.url}/simple/ 'tiny-public>=1'",
                                 f"pip install --isolated --index-url {h.url}/alice/simple/ conf-env==1.0.0"]
             assert detail["install_commands"]["vf"] == "vf install alice/conf-env@1.0.0"
-            assert detail["install_commands"]["uv"] == f"uv add --index hub={h.url}/alice/simple/ conf-env==1.0.0"
+            assert detail["install_commands"]["uv"] == (
+                f"uv pip install --no-config --index-url {public.url}/simple/ 'tiny-public>=1' && "
+                f"uv pip install --no-config --index-url {h.url}/alice/simple/ conf-env==1.0.0"
+            )
             assert detail["install_commands"]["note"] is None
             shown = re.search(r'<pre id="install"><code>(.*?)</code></pre>', page, re.S)
             assert shown is not None and html.unescape(shown.group(1)) == "\n".join(commands)
@@ -592,7 +595,7 @@ def test_visibility_is_the_owners_and_private_files_are_privately_cached(tmp_pat
             assert c.get(url).json()["private"] is True
             # A push whose visibility disagrees with the environment's is an error that says what to do.
             r = _publish(h, bob, "acme", "vis-env", [make_wheel("vis-env", "1.1")], private="false")
-            assert r.status_code == 409 and "PATCH" in r.text and "private" in r.text
+            assert r.status_code == 409 and "vf visibility acme/vis-env public" in r.text and "private" in r.text
             assert _publish(h, bob, "acme", "vis-env", [make_wheel("vis-env", "1.1")], private="true").status_code == 201
         with h.client(alice) as c:  # an org admin may
             assert c.patch(url, json={"private": False}).json()["private"] is False

@@ -104,7 +104,7 @@ def test_environment_page(hub: HubClient, packages: PackageFactory) -> None:
         == "pip install --isolated --index-url http://testserver/alice/simple/ web-env==1.1.0"
         and "--extra-index-url" not in p.ids["install"]
     )
-    assert p.ids["install-uv"] == "uv add --index hub=http://testserver/alice/simple/ web-env==1.1.0"
+    assert p.ids["install-uv"] == "uv pip install --no-config --index-url http://testserver/alice/simple/ web-env==1.1.0"
     assert p.ids["install-vf"] == "vf install alice/web-env@1.1.0"
     assert p.ids["shown-version"] == "1.1.0"
     assert "1.0.0" in p.ids["versions"] and "yanked" in p.ids["versions"]

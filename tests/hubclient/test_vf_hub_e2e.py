@@ -471,23 +471,25 @@ def test_info_install_commands_never_mix_indexes_and_work_with_a_token(hub: HubP
     probe = "import importlib.metadata as m; print(m.version('ines-main'), m.version('ines-helper'))"
     assert user.python_run(probe).out.split() == ["1.0.0", "0.2.0"]
 
-    # uv, as printed, in a uv project: the environment pinned to the hub index, its hub dependency
-    # found there (ines-tool needs nothing from any other index, so this runs offline).
+    # uv, as printed, into a fresh virtual environment (the README's .venv, no uv project): the
+    # public dependency from the public index alone (verifiers is already installed there, so uv
+    # needs no network), then the environment and its hub dependency from the hub index alone, the
+    # token from VF_HUB_TOKEN.
     tool_advice = json.loads(owner("info", "ines/ines-tool", "--json").out)["install"]
-    project = tmp_path / "uv-project"
-    project.mkdir()
-    (project / "pyproject.toml").write_text('[project]\nname = "uvp"\nversion = "0.1"\n'
-                                            'requires-python = ">=3.11"\ndependencies = []\n')
+    assert tool_advice["uv"] == ("uv pip install --no-config --index-url https://pypi.org/simple/ 'verifiers>=0.1.9' && "
+                                 f'uv pip install --no-config --index-url "{index}" ines-tool==1.0.0')
+    assert advice["uv"] == " && ".join(line.replace("pip install --isolated", "uv pip install --no-config", 1)
+                                       for line in advice["pip"])
+    uv_user = make_vf(None, venv=True, register_project=True)
     uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
-    cmd = tool_advice["uv"].replace("uv add", f"{shlex_quote(uv)} add --python {shlex_quote(sys.executable)}", 1)
-    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=project, timeout=300,
-                          env={**env, "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never",
+    cmd = tool_advice["uv"].replace("uv pip install", f"{shlex_quote(uv)} pip install --python {shlex_quote(uv_user.python)}")
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=uv_user.cwd, timeout=300,
+                          env={**uv_user.env(VF_HUB_TOKEN=token), "UV_PYTHON_DOWNLOADS": "never",
                                "UV_CACHE_DIR": str(tmp_path / "uv-cache")})
     assert proc.returncode == 0, proc.stderr
-    text = (project / "pyproject.toml").read_text()
-    assert 'ines-tool = { index = "hub" }' in text and "ines-tool==1.0.0" in text
-    lock = (project / "uv.lock").read_text()
-    assert 'name = "ines-helper"' in lock and "/ines/simple/" in lock and token not in lock + text
+    probe_tool = "import importlib.metadata as m; print(m.version('ines-tool'), m.version('ines-helper'))"
+    assert uv_user.python_run(probe_tool).out.split() == ["1.0.0", "0.2.0"]
+    assert token not in proc.stdout + proc.stderr
 
     # vf install: the hub dependency comes from the hub, pinned by hash, and the lock pins it too.
     other = make_vf(token, venv=True)

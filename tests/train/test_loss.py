@@ -116,3 +116,36 @@ def test_kl_only_on_kept_loss_tokens_with_several_in_band_tokens():
     on_every_token = pg + coef * sum(k3(t) for t in range(7)) / n
     assert abs(expected - on_all_loss_tokens) > 1e-3 and abs(expected - on_every_token) > 1e-2
     assert out.stats["kl_ref_sum"] == pytest.approx(sum(k3(t) for t in (1, 2, 3, 4, 5)))
+
+
+def _exp(x: float) -> float:
+    """exp(x) as the loss computes it (torch, float64), so a band edge equals a token's ratio exactly."""
+    return float(torch.exp(torch.tensor(x, dtype=torch.float64)))
+
+
+def test_ratios_exactly_at_the_band_edges_are_kept_and_just_outside_are_masked():
+    # The band is closed: keep(t) needs low <= r(t) <= high. Tokens 1 and 2 sit exactly on the
+    # edges (kept), tokens 3 and 4 a hair (1e-12 in log space) outside them (masked), token 0 in the middle.
+    low, high = _exp(-0.5), _exp(0.7)
+    lp = [0.0, -0.5, 0.7, -0.5 - 1e-12, 0.7 + 1e-12]
+    inf = [0.0] * 5
+    adv = [1.0, 2.0, 4.0, 8.0, 16.0]
+    lp_t, inp = inputs(lp, inf, adv, [1] * 5)
+    out = policy_loss(inp, LossConfig(ratio_low=low, ratio_high=high))
+    assert out.stats["masked_low_sum"] == 1 and out.stats["masked_high_sum"] == 1
+    assert float(out.loss.detach()) == pytest.approx(-(1.0 * 1.0 + low * 2.0 + high * 4.0) / 5, rel=1e-12)
+    out.loss.backward()
+    g = lp_t.grad[0].tolist()
+    assert g[3] == 0 and g[4] == 0
+    assert g[1] == pytest.approx(-low * 2.0 / 5) and g[2] == pytest.approx(-high * 4.0 / 5)
+
+
+def test_sequence_ratios_exactly_at_the_band_edges_are_kept():
+    # One-token sequences: the sequence's geometric-mean ratio is its token's ratio.
+    low, high = _exp(-0.3), _exp(0.4)
+    lp = [-0.3, 0.4, -0.3 - 1e-12, 0.4 + 1e-12]
+    _lp_t, inp = inputs(lp, [0.0] * 4, [1.0] * 4, [1] * 4, sample_ids=[0, 1, 2, 3])
+    cfg = LossConfig(ratio_low=0.1, ratio_high=10.0, sequence_mask=True, seq_ratio_low=low, seq_ratio_high=high)
+    out = policy_loss(inp, cfg)
+    assert out.stats["masked_seq_sum"] == 2 and out.stats["masked_low_sum"] == 0
+    assert float(out.loss.detach()) == pytest.approx(-(low + high) / 4, rel=1e-12)

@@ -78,6 +78,7 @@ class EvalOptions:
     # vf eval --push: attach the saved run to the evaluated environment version on the hub.
     push: bool = False
     push_samples: bool = False
+    push_anyway: bool = False  # push even a run that is mostly errors / context overflows
     hub: str | None = None
 
 
@@ -215,6 +216,19 @@ def write_plan(folder: Path, plan: dict[str, Any]) -> None:
     os.replace(tmp, folder / PLAN_FILE)
 
 
+def _unreachable_hint(base_url: str, waited: float) -> str:
+    """What to do when nothing answers at a URL the user gave: start the server there, or wait for
+    one that is still starting (vLLM takes minutes to load)."""
+    from urllib.parse import urlparse
+
+    wait = "a longer --wait-server SECONDS" if waited > 0 else "--wait-server SECONDS"
+    if _is_local(base_url):
+        port = urlparse(base_url).port or 8000
+        return (f"start a local model there (vf serve MODEL_DIR --port {port}), or give {wait} to wait "
+                "for one that is still starting")
+    return f"check the URL and that the server is up, or give {wait} to wait for one that is starting"
+
+
 def _is_local(base_url: str) -> bool:
     from urllib.parse import urlparse
 
@@ -293,7 +307,10 @@ def plan_eval(opts: EvalOptions) -> EvalPlan:
                 continue
             waited = f" after waiting {opts.wait_server:.0f} s" if opts.wait_server > 0 else ""
             if explicit_url:
-                raise UserError(f"cannot reach the model server at {base_url} ({exc}){waited}")
+                raise UserError(
+                    f"cannot reach the model server at {base_url} ({exc}){waited}",
+                    hint=_unreachable_hint(base_url, opts.wait_server),
+                )
             raise UserError(f"no model server is running at {base_url} ({exc}){waited}", hint=SERVE_HINT)
 
     model = pick("model", opts.model or (saved or {}).get("model"))
@@ -555,7 +572,8 @@ def _push_to_hub(opts: EvalOptions, results_path: Path, out: Any) -> None:
 
     try:
         with HubClient(resolve(opts.hub)) as client:
-            ref, posted = push_eval(client, opts.env, results_path, samples=opts.push_samples)
+            ref, posted = push_eval(client, opts.env, results_path, samples=opts.push_samples,
+                                    allow_unusable=opts.push_anyway, log=lambda m: print(m, file=sys.stderr))
     except HubClientError as exc:
         raise UserError(
             f"the run is saved in {results_path} but was not pushed: {exc.message}", hint=exc.hint

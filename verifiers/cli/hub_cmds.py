@@ -1,4 +1,4 @@
-"""``vf login / logout / whoami / push / install / uninstall / pull / search / info / yank / unyank / star``.
+"""``vf login / logout / whoami / push / install / uninstall / pull / search / info / visibility / yank / unyank / star``.
 
 Signatures only at import (``vf --help`` stays fast); the hub client loads when a command runs. Every
 failure a user can cause is a :class:`HubClientError`, shown as one line (plus a hint) and exit 1.
@@ -359,6 +359,24 @@ def register(app: typer.Typer) -> None:
                     title="latest eval results", whole=(0, 1))
         else:
             console.print("no eval results yet")
+
+    @app.command("visibility", rich_help_panel=PANEL)
+    @guarded
+    @_hub_errors
+    def visibility_cmd(
+        env: Annotated[str, typer.Argument(help="owner/name")],
+        visibility: Annotated[str, typer.Argument(help="public or private")],
+        hub: HubOpt = None,
+    ) -> None:
+        """Make an environment public or private (its owner only; all its versions go with it)."""
+        if visibility not in ("public", "private"):
+            raise UserError(f"visibility must be public or private, not {visibility!r}")
+        with _client(hub) as c:
+            ref = _ref(env)
+            if ref.version:
+                raise UserError(f"visibility belongs to the environment, not one version: vf visibility {ref.id} {visibility}")
+            out = c.set_visibility(ref, private=visibility == "private")
+        typer.echo(f"{ref.id} is now {'private' if out.get('private') else 'public'}")
 
     @app.command("yank", rich_help_panel=PANEL)
     @guarded

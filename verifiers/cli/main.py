@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from verifiers.cli.errors import UserError, guarded
 
@@ -81,13 +82,19 @@ def eval_command(
         typer.Option("--api-key-var", "-k", help="Name of the environment variable holding the API key."),
     ] = None,
     num_examples: Annotated[
-        int | None, typer.Option("--num-examples", "-n", help="Examples to evaluate (-1: all).")
+        int | None, typer.Option(
+            "--num-examples", "-n",
+            help="Examples to evaluate (-1: all; default 5, or the package's tool.verifiers.eval table).",
+        )
     ] = None,
     rollouts_per_example: Annotated[
-        int | None, typer.Option("--rollouts-per-example", "-r", help="Rollouts per example.")
+        int | None, typer.Option(
+            "--rollouts-per-example", "-r",
+            help="Rollouts per example (default 3, or the package's tool.verifiers.eval table).",
+        )
     ] = None,
     max_concurrent: Annotated[
-        int | None, typer.Option("--max-concurrent", "-c", help="Example groups in flight.")
+        int | None, typer.Option("--max-concurrent", "-c", help="Example groups in flight (default 32).")
     ] = None,
     max_concurrent_requests: Annotated[
         int | None, typer.Option("--max-concurrent-requests", help="Model requests in flight.")
@@ -157,6 +164,14 @@ def eval_command(
     push_samples: Annotated[
         bool, typer.Option("--push-samples", help="With --push: include up to 50 sample rollouts.")
     ] = False,
+    push_anyway: Annotated[
+        bool,
+        typer.Option(
+            "--push-anyway",
+            help="With --push: push even when more than half the rollouts errored or did not fit the "
+            "model's context (refused otherwise).",
+        ),
+    ] = False,
     hub: Annotated[str | None, typer.Option("--hub", help="Hub URL for --push (default: vf login).")] = None,
     wait_server: Annotated[
         float,
@@ -192,6 +207,7 @@ def eval_command(
         show_samples=samples,
         push=push or push_samples,
         push_samples=push_samples,
+        push_anyway=push_anyway,
         hub=hub,
         wait_server=wait_server,
     )
@@ -402,6 +418,20 @@ for _name in LAZY_APPS:
 from verifiers.cli.hub_cmds import register as _register_hub_commands  # noqa: E402
 
 _register_hub_commands(app)
+
+
+class PlainHelpCommand(typer.core.TyperCommand):
+    """A command whose ``--help`` is click's plain layout: rich's option table squeezes six columns
+    into the terminal and cuts long flag names ("--max-concurrent-requ…") at 80 columns, while the
+    plain layout wraps only the help text and never shortens a flag."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        super(typer.core.TyperCommand, self).format_help(ctx, formatter)  # click's own, past typer's rich one
+
+
+for _info in app.registered_commands:  # every vf command (the command list itself stays rich)
+    if _info.cls in (None, typer.core.TyperCommand):
+        _info.cls = PlainHelpCommand
 
 
 def main() -> None:

@@ -102,15 +102,20 @@ def summary_table(metadata: dict[str, Any], title: str | None = None) -> Table:
 CUT_SHORT = frozenset({"prompt_too_long", "timeout", "has_error", "max_total_completion_tokens_reached"})
 
 
+#: What "truncated" (a record's ``is_truncated``) means, said where the count is shown.
+TRUNCATED_MEANS = "ended by a limit (context length, token budget or time), not by the environment"
+
+
 def stop_conditions_text(stops: dict[str, Any], truncated: int = 0) -> Text:
-    """``max_turns_reached: 8, prompt_too_long: 2 (2 truncated)``, cut-short ones highlighted."""
+    """``max_turns_reached: 8, prompt_too_long: 2 (2 truncated: ended by a limit ...)``, cut-short ones
+    highlighted."""
     text = Text()
     for i, (name, count) in enumerate(sorted(stops.items(), key=lambda kv: (-int(kv[1]), kv[0]))):
         if i:
             text.append(", ")
         text.append(f"{name}: {count}", style="bold yellow" if name in CUT_SHORT else "")
     if truncated:
-        text.append(f"  ({truncated} truncated)", style="bold yellow")
+        text.append(f"  ({truncated} truncated: {TRUNCATED_MEANS})", style="bold yellow")
     return text
 
 

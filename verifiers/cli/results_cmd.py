@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from verifiers.cli.errors import UserError
-from verifiers.cli.render import print_samples, read_jsonl, stop_conditions_text, summary_table
+from verifiers.cli.render import listing, print_samples, read_jsonl, stop_conditions_text, summary_table
 
 RESULTS = "results.jsonl"
 METADATA = "metadata.json"
@@ -85,23 +84,23 @@ def show_results(
 
 
 def _list_runs(console: Console, runs: list[Path], root: Path) -> None:
-    table = Table(title=f"runs under {root}", title_justify="left")
-    for col in ("run", "environment", "model", "rollouts", "reward", "errors", "stopped", "finished"):
-        table.add_column(col, overflow="fold")
+    # run ids are what the next command needs (vf results RUN, --resume RUN): never cut or wrapped
+    rows = []
     for run in runs:
         try:
             meta, complete = load_metadata(run)
         except UserError:
             meta, complete = {}, False
-        table.add_row(
+        rows.append([
             str(run.relative_to(root)) if run.is_relative_to(root) else str(run),
             str(meta.get("env_id", "?")),
             str(meta.get("model", "?")),
             str(meta.get("num_rollouts", "?")),
             f"{float(meta.get('avg_reward') or 0.0):.3f}",
             str(meta.get("num_errors", 0)),
-            stop_conditions_text(meta.get("stop_conditions") or {}),
+            stop_conditions_text(meta.get("stop_conditions") or {}).plain,
             str(meta.get("finished_at") or ("unfinished" if not complete else "?"))[:19].replace("T", " "),
-        )
-    console.print(table)
+        ])
+    listing(console, ["run", "environment", "model", "rollouts", "reward", "errors", "stopped", "finished"],
+            rows, title=f"runs under {root}")
     console.print("show one with: vf results RUN_FOLDER")

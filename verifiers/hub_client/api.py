@@ -19,6 +19,14 @@ from verifiers.hub_client.config import HubConfig, resolve
 from verifiers.hub_client.errors import HubClientError
 from verifiers.ids import parse_env_id
 
+LOGIN_HINT = "vf login (or set VF_HUB_TOKEN)"
+#: Tokens are made where the hub runs (``vf hub user create`` prints a user's first one) or, with a
+#: token that still works, through ``POST /api/v1/tokens``; the hub has no web page for them.
+NEW_TOKEN_HINT = (
+    "it is wrong, expired or revoked: make a new one where the hub runs (vf hub token create USER "
+    "--data HUB_DATA, or ask the hub's admin), then vf login --token NEW_TOKEN (or set VF_HUB_TOKEN to it)"
+)
+
 
 @dataclass(frozen=True)
 class EnvRef:
@@ -109,11 +117,10 @@ class HubClient:
     def _raise(self, resp: httpx.Response) -> None:
         detail = _detail(resp)
         if resp.status_code == 401:
-            raise HubClientError(
-                f"the hub refused the token: {detail}" if self.config.token else "this needs a token",
-                hint="vf login (or set VF_HUB_TOKEN)",
-                status=401,
-            )
+            if not self.config.token:
+                raise HubClientError("this needs a token", hint=LOGIN_HINT, status=401)
+            # Logging in again with the same token changes nothing: say where a new one comes from.
+            raise HubClientError(f"the hub refused the token: {detail}", hint=NEW_TOKEN_HINT, status=401)
         if resp.status_code == 403:
             raise HubClientError(f"not allowed: {detail}", status=403)
         if resp.status_code == 429:
@@ -208,6 +215,15 @@ class HubClient:
         finally:
             for fh in handles:
                 fh.close()
+
+    def set_visibility(self, ref: EnvRef, *, private: bool) -> dict[str, Any]:
+        """Make the environment private or public (its owner only; every version goes with it)."""
+        try:
+            return self.json("PATCH", f"/api/v1/environments/{ref.owner}/{ref.name}", json={"private": private})
+        except HubClientError as exc:
+            if exc.status == 404:
+                raise self._not_found(ref) from None
+            raise
 
     def yank(self, ref: EnvRef, reason: str) -> dict[str, Any]:
         return self.json("POST", f"/api/v1/environments/{ref.owner}/{ref.name}/versions/{ref.version}/yank",

@@ -72,7 +72,60 @@ def load_samples(run_dir: Path, limit: int = MAX_SAMPLES) -> list[dict[str, Any]
     return out
 
 
-def push_eval(client: HubClient, env: str, run_dir: Path, *, samples: bool = False) -> tuple[EnvRef, dict[str, Any]]:
+#: A run in which more than this share of the rollouts never produced a scorable answer (a recorded
+#: error, or a conversation that did not fit the model's context: ``prompt_too_long``) ranks the
+#: failure, not the model; ``vf eval --push`` refuses it unless given ``--push-anyway``.
+MAX_UNUSABLE_FRACTION = 0.5
+
+
+def unusable_rollouts(run_dir: Path) -> tuple[int, int, int]:
+    """(rollouts, errored, prompt_too_long without an error) of a saved run, counted from its records
+    (one pass, streamed: the records are the truth whatever the metadata's counters mean)."""
+    total = errored = too_long = 0
+    path = run_dir / "results.jsonl"
+    if not path.exists():
+        return 0, 0, 0
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict):
+                continue
+            total += 1
+            if rec.get("error"):
+                errored += 1
+            elif rec.get("stop_condition") == "prompt_too_long":
+                too_long += 1
+    return total, errored, too_long
+
+
+def describe_unusable(total: int, errored: int, too_long: int) -> str:
+    parts = [f"{errored} errored"] if errored else []
+    if too_long:
+        parts.append(f"{too_long} did not fit the model's context (prompt_too_long)")
+    bad = errored + too_long
+    return f"{bad} of {total} rollouts ({bad / total:.0%}) {' and '.join(parts)}"
+
+
+def push_eval(client: HubClient, env: str, run_dir: Path, *, samples: bool = False, allow_unusable: bool = False,
+              log: Any = None) -> tuple[EnvRef, dict[str, Any]]:
+    """Post the saved run at ``run_dir`` as an eval result of the version it evaluated.
+
+    A run that is mostly errors or context overflows is refused (HubClientError) unless
+    ``allow_unusable``; one with some is posted with a note through ``log``."""
+    total, errored, too_long = unusable_rollouts(run_dir)
+    if total and errored + too_long:
+        what = describe_unusable(total, errored, too_long)
+        if (errored + too_long) / total > MAX_UNUSABLE_FRACTION and not allow_unusable:
+            raise HubClientError(
+                f"{what}: a leaderboard entry would rank those failures, not the model",
+                hint="fix the run (-t/--max-tokens, vf serve --max-model-len N; vf results RUN shows the errors), "
+                "or push it anyway with --push-anyway",
+            )
+        if log is not None:
+            log(f"note: {what}; the hub records the error counts with the result")
     md_path = run_dir / "metadata.json"
     try:
         metadata = json.loads(md_path.read_text())

@@ -410,14 +410,14 @@ def push(client: HubClient, path: Path, *, owner: str | None = None, private: bo
         log(f"warning: {warning}")
     if check_import:
         check_importable(pkg)
-    if check:
-        log(f"checking {pkg.name} {pkg.version} (vf check) ...")
-        check_conformance(pkg)
     dist = canonicalize_name(pkg.name)
     # A bump is applied to the staged copy that is built; pyproject.toml is rewritten only once the
     # hub has accepted the upload, so a refused push (read-only token, 409, network) changes nothing.
     version = bumped(pkg.version, bump) if bump else pkg.version
     ref = EnvRef(owner, dist, version)
+    if check:  # every message names the version being published, not the one pyproject.toml still has
+        log(f"checking {pkg.name} {version}" + (f" (bumped from {pkg.version})" if bump else "") + " (vf check) ...")
+        check_conformance(pkg)
 
     def accepted(status: str, result: BuildResult) -> PushOutcome:
         if bump:
@@ -457,9 +457,19 @@ def push(client: HubClient, path: Path, *, owner: str | None = None, private: bo
         except HubClientError as exc:
             if exc.status == 409:
                 raise HubClientError(
-                    f"{owner}/{dist} {version}: {exc.message}",
-                    hint="versions are immutable: bump it (vf push --bump patch) and push again",
+                    f"{owner}/{dist} {version}: {exc.message}", hint=_conflict_hint(exc.message, owner, dist, private),
                     status=409,
                 ) from None
             raise
         return accepted("published", result)
+
+
+def _conflict_hint(message: str, owner: str, dist: str, private: bool | None) -> str:
+    """The next step after the hub refused an upload (409): a visibility that disagrees is changed
+    with ``vf visibility`` (a new version would be refused the same way); only a version conflict
+    is solved by bumping."""
+    if private is not None and "visibility" in message:
+        wanted = "private" if private else "public"
+        return (f"vf visibility {owner}/{dist} {wanted} changes it (every version goes with it), then push "
+                f"again; or push without --{wanted}")
+    return "versions are immutable: bump it (vf push --bump patch) and push again"

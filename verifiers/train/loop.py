@@ -55,6 +55,9 @@ from verifiers.train.orchestrator import (
 from verifiers.train.samples import Sample
 from verifiers.train.trainer import Trainer
 
+#: Weight files of a model folder: the final model has its own, everything else is copied over.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".safetensors.index.json", ".bin.index.json")
+
 
 def env_rows(env: Any) -> list[dict[str, Any]]:
     """The training rows of an environment as plain dicts (its formatted train set)."""
@@ -474,6 +477,25 @@ class Run:
                     break
         return records
 
+    def save_final_model(self) -> Path:
+        """The trained policy as a model folder in the run folder (``<output>/model``: config,
+        safetensors and the base model's tokenizer files), loadable by ``vf serve`` and
+        ``transformers`` alike. Every rank calls it (the weights are gathered from the shards);
+        the folder appears whole or not at all."""
+        final, tmp = self.out / "model", self.out / ".model.tmp"
+        if self.dist.is_main and tmp.exists():
+            shutil.rmtree(tmp)
+        self.on_trainer_thread(self.trainer.save_weights, tmp)
+        if self.dist.is_main:
+            written = {p.name for p in tmp.iterdir()}
+            for f in sorted(Path(self.model_path).iterdir()):  # tokenizer, generation config ...
+                if f.is_file() and f.name not in written and not f.name.endswith(WEIGHT_SUFFIXES):
+                    shutil.copy2(f, tmp / f.name)
+            if final.exists():
+                shutil.rmtree(final)
+            tmp.rename(final)
+        return final
+
     def checkpoint(self, step: int) -> Path | None:
         tstate = self.on_trainer_thread(self.trainer.state_dict)
         if not self.dist.is_main:
@@ -531,6 +553,7 @@ async def run_training(cfg: TrainConfig, *, output: str | Path | None = None, re
         records = await run.rl(metrics)
         last = records[-1]["step"] if records else run.start_step
         run.checkpoint(last)
+        final_model = run.save_final_model()
         summary: dict[str, Any] = {}
         if run.dist.is_main:
             allrec = metrics.read()
@@ -544,12 +567,18 @@ async def run_training(cfg: TrainConfig, *, output: str | Path | None = None, re
                 "steps": last, "sft_steps": len(sft), **{f"reward_{k}": v for k, v in evals.items()},
                 "reward_first": sum(first) / max(1, len(first)),
                 "reward_final": sum(final) / max(1, len(final)),
+                # the RL stage's own time (its steps, resumed ones included) apart from the whole
+                # run's (vLLM start-up, SFT and evaluations too)
+                "rl_s": float(rl[-1].get("time/elapsed_s") or 0.0) if rl else 0.0,
                 "wall_s": time.perf_counter() - t0, "output": str(run.out.resolve()), "plot": str(plot),
+                "model": str(final_model.resolve()),
             }
             (run.out / "summary.json").write_text(json.dumps(summary, indent=2))
             run.log(f"RL reward: first steps {summary['reward_first']:.3f} -> last steps "
-                    f"{summary['reward_final']:.3f}  ({last} steps, {summary['wall_s']:.0f} s)")
-            run.log(f"run folder: {run.out.resolve()}  (metrics.jsonl, metrics.png)")
+                    f"{summary['reward_final']:.3f}  ({last} RL steps in {summary['rl_s']:.0f} s; "
+                    f"the whole run took {summary['wall_s']:.0f} s)")
+            run.log(f"trained model: {final_model.resolve()}  (vf serve {final_model.resolve()})")
+            run.log(f"run folder: {run.out.resolve()}  (metrics.jsonl, metrics.png, model/)")
         return summary
     except BaseException as exc:
         error = exc
