@@ -60,7 +60,6 @@ def test_import_time_benchmark_harness(tmp_path):
     assert v1["heavy_modules"] == [] and v1["import_build_s"] > 0
 
 
-
 def test_make_bench_and_the_readme_list_every_benchmark_script():
     """`make bench` runs every script in benchmarks/ (the original's memory figure needs
     --with-original), and the README's layout names each one."""
