@@ -27,13 +27,21 @@ from typing import IO, Any
 
 from packaging.utils import canonicalize_name, canonicalize_version
 from packaging.version import Version
-from sqlalchemy import select, text, update
+from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from hub import archives
 from hub.archives import ArchiveError, ArchiveInfo, Limits
-from hub.auth import Principal, PrincipalCache, TokenBucket, TokenUseTracker, hash_token, new_token
+from hub.auth import (
+    Principal,
+    PrincipalCache,
+    TokenBucket,
+    TokenUseTracker,
+    hash_token,
+    new_token,
+    revoke_tokens,
+)
 from hub.db import Database, bump_generation, run_migrations
 from hub.errors import HubError, not_found
 from hub.index import IndexCache
@@ -177,17 +185,7 @@ class Hub:
                             )
                         )
                     # A changed VF_HUB_ADMIN_TOKEN replaces the old one.
-                    s.execute(
-                        update(Token)
-                        .where(
-                            Token.user_id == admin.id,
-                            Token.name == "bootstrap",
-                            Token.token_hash != h,
-                            Token.revoked_at.is_(None),
-                        )
-                        .values(revoked_at=utcnow())
-                    )
-                    bump_generation(s)  # cached principals of a revoked token must go
+                    revoke_tokens(s, Token.user_id == admin.id, Token.name == "bootstrap", Token.token_hash != h)
                 return
             except IntegrityError:
                 continue

@@ -393,9 +393,10 @@ def test_web_sessions_are_server_side_with_csrf(tmp_path: Path) -> None:
             assert session != alice and "httponly" in r.headers["set-cookie"].lower()
             assert "secure" not in r.headers["set-cookie"].lower()
             assert c.get("/alice/secret-env").status_code == 200
-            # The session is a read-only token: it cannot write through the API.
+            # The session serves pages only: the API does not take it as a token at all.
             with h.client(session) as api:
-                assert api.post("/api/v1/orgs", json={"name": "via-cookie"}).status_code == 403
+                assert api.post("/api/v1/orgs", json={"name": "via-cookie"}).status_code == 401
+                assert api.get("/api/v1/whoami").status_code == 401
             assert c.post("/signout", data={"csrf": "forged"}).status_code == 403
             assert c.post("/signout", data={"csrf": csrf}).status_code in (200, 303)
         # Sign-out revoked the session on the server: a copy of the cookie is worthless.
