@@ -54,6 +54,14 @@ def serve(
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+    if settings.public_names_file is not None:
+        from hub.names import read_names
+
+        try:
+            read_names(settings.public_names_file)
+        except ValueError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # Migrate once here, so that several workers never race to migrate.
     db = Database(settings.resolved_database_url)

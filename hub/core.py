@@ -58,6 +58,7 @@ from hub.models import (
 from hub.models import (
     Version as VersionRow,
 )
+from hub.names import read_names
 from hub.settings import Settings
 from hub.source import SourceCache
 from hub.storage import Storage, blob_key, make_storage
@@ -147,6 +148,7 @@ class Hub:
         self.source_cache = SourceCache(settings.source_cache_bytes)
         self.reserved = {canonicalize_name(n) for n in settings.reserved_names}
         self.allowed_public_names = {canonicalize_name(n) for n in settings.allowed_public_names}
+        self.extra_public_names = read_names(settings.public_names_file) if settings.public_names_file else frozenset()
         if settings.admin_token:
             self.bootstrap_admin(settings.admin_token.get_secret_value())
 
@@ -245,7 +247,7 @@ class Hub:
         """403 for a new environment named like a well-known public package, unless an admin claims it."""
         from hub.names import shadows_public_name
 
-        if shadows_public_name(name, self.allowed_public_names) and not principal.is_admin:
+        if shadows_public_name(name, self.allowed_public_names, self.extra_public_names) and not principal.is_admin:
             raise HubError(
                 403,
                 f"the name {name!r} is a well-known package of the public index; an environment of that "
