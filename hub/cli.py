@@ -88,6 +88,12 @@ def serve(
 
             port = free_port()
         worker_proc, worker_secret = _start_worker(settings, host, port)
+        # uvicorn shuts down on SIGTERM and then raises the signal again with the handler it found;
+        # the default one would end the process before the `finally` below stops the worker and
+        # revokes its token, so turn it into an exit that runs it.
+        import signal
+
+        signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(128 + signal.SIGTERM))
     try:
         uvicorn.run(
             "hub.app:create_app_from_env",

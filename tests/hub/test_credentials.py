@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -248,3 +251,54 @@ def test_sign_out_ends_the_session_on_every_worker(server: HubProcess, tmp_path:
         assert _page_codes(server, session, f"/{alice}/{env}") == {200}
         assert c.post("/signout", data={"csrf": csrf}).status_code in (200, 303)
     assert _page_codes(server, session, f"/{alice}/{env}") == {404}
+
+
+def _serve_with_worker(data: Path, admin: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    from hub.testing import free_port, hub_env
+
+    port = free_port()
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "hub", "serve", "--with-worker", "--port", str(port),
+                                 "--log-level", "warning"], env=hub_env(data, admin_token=admin), stdout=out,
+                                stderr=subprocess.STDOUT, cwd=str(Path(__file__).resolve().parents[2]))
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.2)
+    raise AssertionError(log.read_text())
+
+
+def _embedded(data: Path) -> list[tuple[int, bool]]:
+    db = Database(Settings(data_dir=data, migrate_on_start=False).resolved_database_url)
+    try:
+        with db.engine.connect() as conn:
+            rows = conn.execute(text("SELECT id, revoked_at FROM tokens WHERE name = 'serve --with-worker'"
+                                     " ORDER BY id")).all()
+        return [(i, r is not None) for i, r in rows]
+    finally:
+        db.dispose()
+
+
+def test_serve_with_worker_instances_on_one_database(tmp_path: Path) -> None:
+    """Two `vf hub serve --with-worker` on one database: the second start leaves the first's worker
+    token alone, and each instance revokes its own token when it stops."""
+    data, admin = tmp_path / "data", "vfh_" + secrets.token_urlsafe(32)
+    first, _url = _serve_with_worker(data, admin, tmp_path / "first.log")
+    try:
+        assert [revoked for _i, revoked in _embedded(data)] == [False]
+        second, _url2 = _serve_with_worker(data, admin, tmp_path / "second.log")
+        try:
+            assert [revoked for _i, revoked in _embedded(data)] == [False, False]
+        finally:
+            second.terminate()
+            second.wait(timeout=60)
+        assert [revoked for _i, revoked in _embedded(data)] == [False, True]
+    finally:
+        first.terminate()
+        first.wait(timeout=60)
+    assert [revoked for _i, revoked in _embedded(data)] == [True, True]
