@@ -204,6 +204,13 @@ def test_a_restricted_admin_token_and_its_session_stay_restricted(server: HubPro
             assert owner.post(f"/api/v1/environments/{alice}/{pub}/versions",
                               files=[("files", (fn, content, "application/octet-stream"))]).status_code == 201
         assert c.post(f"/api/v1/environments/{alice}/{pub}/versions/1.0/checks").status_code == 403
+        # ... nor read what only admins and members see, such as an organisation's members.
+        org = f"org-{secrets.token_hex(3)}"
+        with server.client(first) as owner:
+            assert owner.post("/api/v1/orgs", json={"name": org}).status_code == 201
+        assert "members" not in c.get(f"/api/v1/orgs/{org}").json()
+    with server.client(boss_first) as c:
+        assert "members" in c.get(f"/api/v1/orgs/{org}").json()
 
 
 def _claims(h: HubProcess, token: str) -> set[int]:
