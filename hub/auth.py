@@ -15,11 +15,13 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import text, update
 from sqlalchemy.orm import Session
 
-from hub.models import utcnow
+from hub.db import bump_generation
+from hub.models import Token, utcnow
 
 TOKEN_PREFIX = "vfh_"
 ROLES = ("admin", "write", "read")
@@ -46,7 +48,8 @@ class Principal:
     owner_restriction: int | None = None
     env_restriction: int | None = None
     roles: dict[int, str] = field(default_factory=dict)  # owner id -> "self" | org role
-    expires_at: dt.datetime | None = None
+    expires_at: dt.datetime | None = None  # the earlier of the token's and (a session's) its signer's
+    session: bool = False  # a web session (``/signin``): serves pages, never the API or the index
 
     def within_restrictions(self, owner_id: int, env_id: int | None) -> bool:
         """Whether this token's owner/environment limits allow acting on ``env_id`` of ``owner_id``."""
@@ -131,23 +134,30 @@ class TokenUseTracker:
 
 
 def lookup_token(session: Session, token: str, tracker: TokenUseTracker | None = None) -> Principal | None:
-    """The principal holding ``token``, or None if it is unknown, revoked or expired."""
+    """The principal holding ``token``, or None if it is unknown, revoked or expired.
+
+    A web session (a token with a parent: the token it was signed in with) is valid only while its
+    parent is: revoking or expiring the parent ends it, and its expiry is the earlier of the two."""
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
     digest = hash_token(token)
     row = session.execute(
         text(
             "SELECT t.id, t.token_hash, t.scope, t.owner_restriction_id, t.env_restriction_id, t.expires_at,"
-            " t.revoked_at, o.id, o.name, o.is_admin FROM tokens t JOIN owners o ON o.id = t.user_id"
+            " t.revoked_at, o.id, o.name, o.is_admin, t.parent_id, p.id, p.revoked_at, p.expires_at"
+            " FROM tokens t JOIN owners o ON o.id = t.user_id LEFT JOIN tokens p ON p.id = t.parent_id"
             " WHERE t.token_hash = :h"
         ),
         {"h": digest},
     ).first()
     if row is None or not hmac.compare_digest(row[1], digest):
         return None
-    now = utcnow()
-    expires_at = _as_dt(row[5])
-    if row[6] is not None or (expires_at is not None and expires_at <= now):
+    expiries = [e for e in (_as_dt(row[5]), _as_dt(row[13])) if e is not None]
+    expires_at = min(expiries) if expiries else None
+    is_session = row[10] is not None
+    if row[6] is not None or (expires_at is not None and expires_at <= utcnow()):
+        return None
+    if is_session and (row[11] is None or row[12] is not None):
         return None
     roles: dict[int, str] = {row[7]: "self"}
     for org_id, role in session.execute(
@@ -166,7 +176,20 @@ def lookup_token(session: Session, token: str, tracker: TokenUseTracker | None =
         env_restriction=row[4],
         roles=roles,
         expires_at=expires_at,
+        session=is_session,
     )
+
+
+def revoke_tokens(session: Session, *where: Any) -> int:
+    """Revoke the unrevoked tokens matching ``where`` (SQLAlchemy conditions on ``Token``), in the
+    caller's transaction, and bump the generation with it: every worker's principal cache drops
+    them at its next request. Every revocation goes through here. Returns how many were revoked."""
+    res = session.execute(
+        update(Token).where(Token.revoked_at.is_(None), *where).values(revoked_at=utcnow())
+    )
+    if res.rowcount:
+        bump_generation(session)
+    return int(res.rowcount or 0)
 
 
 def touch_token(session: Session, token_id: int) -> None:

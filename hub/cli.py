@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -53,6 +54,14 @@ def serve(
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+    if settings.public_names_file is not None:
+        from hub.names import read_names
+
+        try:
+            read_names(settings.public_names_file)
+        except ValueError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # Migrate once here, so that several workers never race to migrate.
     db = Database(settings.resolved_database_url)
@@ -78,7 +87,13 @@ def serve(
             from hub.testing import free_port
 
             port = free_port()
-        worker_proc = _start_worker(settings, host, port)
+        worker_proc, worker_secret = _start_worker(settings, host, port)
+        # uvicorn shuts down on SIGTERM and then raises the signal again with the handler it found;
+        # the default one would end the process before the `finally` below stops the worker and
+        # revokes its token, so turn it into an exit that runs it.
+        import signal
+
+        signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(128 + signal.SIGTERM))
     try:
         uvicorn.run(
             "hub.app:create_app_from_env",
@@ -98,16 +113,29 @@ def serve(
                 worker_proc.wait(timeout=15)
             except Exception:
                 worker_proc.kill()
+            revoke_embedded_worker_token(settings, worker_secret)
 
 
-def _start_worker(settings, host: str, port: int):  # type: ignore[no-untyped-def]
-    """A check worker beside the hub: a fresh worker-scope token of user ``check-worker`` (earlier
-    ones revoked), handed over in the worker's environment, never on its command line."""
-    import subprocess
-    import sys
+EMBEDDED_WORKER_TOKEN = "serve --with-worker"
+# An embedded worker polls every few seconds and its use is recorded at most once a minute, so a
+# token unused for this long belongs to an instance that is gone (heartbeats of a running check
+# count as use too).
+EMBEDDED_TOKEN_STALE = 600  # seconds
 
-    from sqlalchemy import select, update
 
+def embedded_worker_token(settings):  # type: ignore[no-untyped-def]
+    """A fresh worker-scope token of user ``check-worker`` for one `serve --with-worker` instance.
+
+    Several instances may serve one database: each gets its own token and none revokes another's
+    live one. What is rotated away is only the embedded tokens no instance has used for
+    ``EMBEDDED_TOKEN_STALE`` seconds (instances that died without revoking theirs); tokens made with
+    `hub token create` are never touched. Revocation bumps the generation (``revoke_tokens``), so
+    no worker of any instance keeps a revoked token in its caller cache."""
+    import datetime as dt
+
+    from sqlalchemy import func, select
+
+    from hub.auth import revoke_tokens
     from hub.core import Hub
     from hub.models import Owner, Token, utcnow
 
@@ -117,20 +145,49 @@ def _start_worker(settings, host: str, port: int):  # type: ignore[no-untyped-de
             user = s.scalar(select(Owner).where(Owner.name == "check-worker", Owner.kind == "user"))
             if user is None:
                 user, _first = hub.create_user(s, "check-worker")
-            s.execute(
-                update(Token)
-                .where(Token.user_id == user.id, Token.revoked_at.is_(None))
-                .values(revoked_at=utcnow())
+            stale = utcnow() - dt.timedelta(seconds=EMBEDDED_TOKEN_STALE)
+            revoke_tokens(
+                s,
+                Token.user_id == user.id,
+                Token.name == EMBEDDED_WORKER_TOKEN,
+                func.coalesce(Token.last_used_at, Token.created_at) < stale,
             )
-            secret, _tok = hub.create_token(s, user, name="serve --with-worker", scope="worker")
+            secret, _tok = hub.create_token(s, user, name=EMBEDDED_WORKER_TOKEN, scope="worker")
     finally:
         hub.close()
+    return secret
+
+
+def revoke_embedded_worker_token(settings, secret: str) -> None:  # type: ignore[no-untyped-def]
+    """Revoke this instance's embedded worker token when it stops (best effort: a crash leaves it to
+    the next start's rotation)."""
+    from hub.auth import hash_token, revoke_tokens
+    from hub.db import Database
+    from hub.models import Token
+
+    db = Database(settings.resolved_database_url)
+    try:
+        with db.session() as s:
+            revoke_tokens(s, Token.token_hash == hash_token(secret))
+    except Exception as exc:  # the database may be gone at shutdown; say so, never hide it
+        print(f"warning: could not revoke the embedded worker's token: {type(exc).__name__}", file=sys.stderr)
+    finally:
+        db.dispose()
+
+
+def _start_worker(settings, host: str, port: int):  # type: ignore[no-untyped-def]
+    """A check worker beside the hub with its own worker token (:func:`embedded_worker_token`),
+    handed over in the worker's environment, never on its command line."""
+    import subprocess
+
+    secret = embedded_worker_token(settings)
     target = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     env = {**os.environ, "VF_HUB_WORKER_TOKEN": secret}
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "hub", "worker", "--hub", f"http://{target}:{port}", "--exit-with-parent"],
         env=env,
     )
+    return proc, secret
 
 
 @app.command()

@@ -27,13 +27,21 @@ from typing import IO, Any
 
 from packaging.utils import canonicalize_name, canonicalize_version
 from packaging.version import Version
-from sqlalchemy import select, text, update
+from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from hub import archives
 from hub.archives import ArchiveError, ArchiveInfo, Limits
-from hub.auth import Principal, PrincipalCache, TokenBucket, TokenUseTracker, hash_token, new_token
+from hub.auth import (
+    Principal,
+    PrincipalCache,
+    TokenBucket,
+    TokenUseTracker,
+    hash_token,
+    new_token,
+    revoke_tokens,
+)
 from hub.db import Database, bump_generation, run_migrations
 from hub.errors import HubError, not_found
 from hub.index import IndexCache
@@ -50,6 +58,7 @@ from hub.models import (
 from hub.models import (
     Version as VersionRow,
 )
+from hub.names import read_names
 from hub.settings import Settings
 from hub.source import SourceCache
 from hub.storage import Storage, blob_key, make_storage
@@ -139,6 +148,7 @@ class Hub:
         self.source_cache = SourceCache(settings.source_cache_bytes)
         self.reserved = {canonicalize_name(n) for n in settings.reserved_names}
         self.allowed_public_names = {canonicalize_name(n) for n in settings.allowed_public_names}
+        self.extra_public_names = read_names(settings.public_names_file) if settings.public_names_file else frozenset()
         if settings.admin_token:
             self.bootstrap_admin(settings.admin_token.get_secret_value())
 
@@ -177,17 +187,7 @@ class Hub:
                             )
                         )
                     # A changed VF_HUB_ADMIN_TOKEN replaces the old one.
-                    s.execute(
-                        update(Token)
-                        .where(
-                            Token.user_id == admin.id,
-                            Token.name == "bootstrap",
-                            Token.token_hash != h,
-                            Token.revoked_at.is_(None),
-                        )
-                        .values(revoked_at=utcnow())
-                    )
-                    bump_generation(s)  # cached principals of a revoked token must go
+                    revoke_tokens(s, Token.user_id == admin.id, Token.name == "bootstrap", Token.token_hash != h)
                 return
             except IntegrityError:
                 continue
@@ -247,7 +247,7 @@ class Hub:
         """403 for a new environment named like a well-known public package, unless an admin claims it."""
         from hub.names import shadows_public_name
 
-        if shadows_public_name(name, self.allowed_public_names) and not principal.is_admin:
+        if shadows_public_name(name, self.allowed_public_names, self.extra_public_names) and not principal.is_admin:
             raise HubError(
                 403,
                 f"the name {name!r} is a well-known package of the public index; an environment of that "

@@ -27,7 +27,8 @@ def client_ip(request: Request) -> str:
 def principal_of(
     request: Request, *, allow_cookie: bool = False, allow_worker: bool = False
 ) -> Principal | None:
-    """The caller, from ``Authorization`` (Bearer or Basic) or, for web pages, the session cookie.
+    """The caller, from ``Authorization`` (Bearer or Basic) or, for web pages, the session cookie
+    (which must hold a session, and a session is accepted nowhere else).
 
     A missing credential means anonymous; a wrong one is 401. A valid token is never refused for
     someone else's failures: the token is looked up first, and only failures count, in two buckets
@@ -47,6 +48,10 @@ def principal_of(
         request.scope[slot] = None
         return None
     principal = authenticate(request, token) if token else None
+    # A session serves pages only, and only as the cookie: its value is no API or index token, and
+    # an API token put in the cookie is no session (each kind keeps the limits it was made with).
+    if principal is not None and principal.session != from_cookie:
+        principal = None
     if principal is not None:
         request.scope[slot] = principal
         return _worker_guard(principal, allow_worker)

@@ -71,6 +71,8 @@ class Token(Base):
     env_restriction_id: Mapped[int | None] = mapped_column(ForeignKey("environments.id", ondelete="CASCADE"))
     expires_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    # Set on a web session: the token it was signed in with, whose limits and life it shares.
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("tokens.id", ondelete="CASCADE"), index=True)
     last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
 

@@ -77,6 +77,13 @@ class Settings(BaseSettings):
             "publish anyway (an operator's decision; a hub admin can also claim one with POST /environments)"
         ),
     )
+    public_names_file: Path | None = Field(
+        default=None,
+        description=(
+            "A file of more protected public names (one a line, '#' comments), on top of "
+            "hub/data/public_names.txt: e.g. the most downloaded projects of the public index"
+        ),
+    )
     reserved_names: list[str] = Field(
         default_factory=lambda: ["verifiers", "pip", "setuptools", "wheel", "torch", "vllm", "simple"],
         description="Distribution names nobody may publish (they must resolve from the normal index)",

@@ -1,9 +1,11 @@
 """Server-rendered pages (Jinja2, no build step): home/search, owner, environment, source, sign-in.
 
 Pages read the caller from the session cookie as well as from ``Authorization``. Signing in with a
-token creates a server-side session: a new read-scope token of the same user (with the signing token's
-owner/environment limits), expiring after ``session_days``, whose secret is the cookie (HttpOnly,
-SameSite=Lax, ``Secure`` over HTTPS or when configured); signing out revokes it. The raw token typed in
+token creates a server-side session: a new read-scope token of the same user with the signing token's
+limits (owner/environment, expiry no later than the signer's, at most ``session_days``), valid only
+while the signer is, whose secret is the cookie (HttpOnly, SameSite=Lax, ``Secure`` over HTTPS or
+when configured) and is accepted nowhere but the cookie; signing out revokes it. Sessions and
+check-worker tokens cannot sign in. The raw token typed in
 is never stored in the browser. Every form carries a CSRF token (double-submit: a random cookie and the
 same value in the form). Pages only read; writes go through the token-authenticated API.
 """
@@ -21,11 +23,9 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from packaging.utils import canonicalize_name
-from sqlalchemy import update
 
 from hub import search, source
-from hub.auth import hash_token, lookup_token, new_token
-from hub.db import bump_generation
+from hub.auth import hash_token, lookup_token, new_token, revoke_tokens
 from hub.errors import HubError, not_found
 from hub.http import SESSION_COOKIE, count_auth_failure, hub_of, principal_of
 from hub.models import Token, utcnow
@@ -168,9 +168,17 @@ def signin(
     token = token.strip()
     with hub.db.session() as s:
         principal = lookup_token(s, token)
-    if principal is None:
+    if principal is None or principal.session:  # a session never makes another one
         count_auth_failure(request, token or "-")
         return _page(request, "signin.html", status=401, error="That token is invalid, expired or revoked.")
+    if principal.scope == "worker":
+        return _page(request, "signin.html", status=403, error="A check-worker token cannot sign in.")
+    # The session shares its signer's limits (owner/environment, and an expiry no later than the
+    # signer's) and its life: lookup_token refuses it once the signer is revoked or expired.
+    now = utcnow()
+    expires = now + dt.timedelta(days=hub.settings.session_days)
+    if principal.expires_at is not None:
+        expires = min(expires, principal.expires_at)
     secret = new_token()
     with hub.db.session() as s:
         s.add(
@@ -182,14 +190,15 @@ def signin(
                 scope="read",
                 owner_restriction_id=principal.owner_restriction,
                 env_restriction_id=principal.env_restriction,
-                expires_at=utcnow() + dt.timedelta(days=hub.settings.session_days),
+                expires_at=expires,
+                parent_id=principal.token_id,
             )
         )
     resp = RedirectResponse(f"{request.scope.get('root_path', '')}/", status_code=303)
     resp.set_cookie(
         SESSION_COOKIE,
         secret,
-        max_age=hub.settings.session_days * 86400,
+        max_age=max(1, int((expires - now).total_seconds())),
         httponly=True,
         samesite="lax",
         secure=_secure(request),
@@ -206,13 +215,7 @@ def signout(request: Request, csrf: Annotated[str, Form(max_length=100)] = "") -
     session = request.cookies.get(SESSION_COOKIE)
     if session:
         with hub.db.session() as s:
-            s.execute(
-                update(Token)
-                .where(Token.token_hash == hash_token(session), Token.name == "web session")
-                .where(Token.revoked_at.is_(None))
-                .values(revoked_at=utcnow())
-            )
-            bump_generation(s)
+            revoke_tokens(s, Token.token_hash == hash_token(session), Token.parent_id.is_not(None))
     resp = RedirectResponse(f"{request.scope.get('root_path', '')}/", status_code=303)
     resp.delete_cookie(SESSION_COOKIE, path="/")
     return resp

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from hub import checks, worker_presence
-from hub.api.deps import EnvDep, HubDep, WriterDep, WriterEnvDep
+from hub.api.deps import EnvDep, HubDep, WriterDep, WriterEnvDep, require_acts_on
 from hub.auth import Principal
 from hub.errors import HubError, not_found
 from hub.http import content_disposition, principal_of
@@ -180,6 +180,7 @@ def recheck(hub: HubDep, principal: WriterDep, target: WriterEnvDep, version: st
     Earlier verdicts stay in the history."""
     if not principal.is_admin:
         raise HubError(403, "only hub administrators re-queue checks")
+    require_acts_on(principal, target.env)  # an admin's token limited to one environment acts there only
     with hub.db.session() as s:
         ver = resolve_version(s, target.env, version)
         if not checks.has_wheel(s, ver):

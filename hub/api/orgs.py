@@ -52,7 +52,11 @@ def get_org(request: Request, hub: HubDep, principal: CallerDep, org: str) -> di
     with hub.db.session() as s:
         o = load_org(s, org)
         out: dict[str, Any] = {"name": o.name, "kind": "org", "description": o.description}
-        if principal is not None and (principal.is_admin or o.id in principal.roles):
+        if (
+            principal is not None
+            and (principal.is_admin or o.id in principal.roles)
+            and principal.within_restrictions(o.id, None)  # a limited token sees only what it may act on
+        ):
             rows = s.execute(
                 select(Owner.name, Membership.role)
                 .join(Membership, Membership.user_id == Owner.id)

@@ -14,7 +14,7 @@ from hub.api.schemas import (
     TokenIn,
     TokenOut,
 )
-from hub.db import bump_generation
+from hub.auth import revoke_tokens
 from hub.errors import HubError, not_found
 from hub.models import (
     Owner,
@@ -87,7 +87,7 @@ def revoke_token(request: Request, hub: HubDep, principal: WriterDep, token_id: 
             raise not_found("token not found")
         if tok.id != principal.token_id and not principal.unrestricted_write:
             raise HubError(403, "a restricted token may revoke only itself")
-        if tok.revoked_at is None:
-            tok.revoked_at = utcnow()
-            bump_generation(s)  # workers drop their cached principal of this token
+        # Its web sessions end with it (hub.auth.lookup_token); every worker drops it from its cache.
+        revoke_tokens(s, Token.id == tok.id)
+        s.refresh(tok)
         return token_out(tok, s)

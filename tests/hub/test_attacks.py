@@ -120,9 +120,15 @@ def test_install_instructions_never_mix_indexes(tmp_path: Path, packages: Packag
 
 def test_names_of_public_packages_cannot_be_taken(tmp_path: Path) -> None:
     """Publishing ``requests`` (or any name on the protected list) is refused on both upload paths and
-    when claiming the name; a hub admin may claim one for a user, and an operator may allow one."""
-    with run_hub(tmp_path / "hub", extra_env={"VF_HUB_ALLOWED_PUBLIC_NAMES": '["numpy"]'}) as h:
+    when claiming the name; a hub admin may claim one for a user, and an operator may allow one, or
+    protect more (VF_HUB_PUBLIC_NAMES_FILE)."""
+    more = tmp_path / "more-names.txt"
+    more.write_text("# the operator's own list\nLeft_Pad\n")
+    env = {"VF_HUB_ALLOWED_PUBLIC_NAMES": '["numpy"]', "VF_HUB_PUBLIC_NAMES_FILE": str(more)}
+    with run_hub(tmp_path / "hub", extra_env=env) as h:
         alice = _user(h, "alice")
+        r = _publish(h, alice, "alice", "left-pad", [make_wheel("left-pad", "1.0")])
+        assert r.status_code == 403 and "public index" in r.json()["detail"]
         wheel = make_wheel("requests", "999.0")
         r = _publish(h, alice, "alice", "requests", [wheel])
         assert r.status_code == 403 and "public index" in r.json()["detail"]
@@ -147,10 +153,23 @@ def test_public_names_list_is_data_with_a_source() -> None:
     from hub.names import PUBLIC_NAMES_FILE, public_names
 
     head = PUBLIC_NAMES_FILE.read_text().splitlines()[:10]
-    assert any(line.startswith("# Source:") for line in head)
+    assert any("python -m hub.names --write" in line for line in head)
     names = public_names()
     assert {"requests", "numpy", "torch", "openai", "pydantic"} <= names
     assert "conf-env" not in names
+
+
+def test_the_protected_list_holds_this_projects_dependency_closure() -> None:
+    """Every public distribution this repository and its environments depend on (transitively, as
+    installed here) is protected: a new dependency fails this test until `python -m hub.names
+    --write` lists it. The repository's own distributions are never listed."""
+    from hub.names import dependency_closure, own_distributions, public_names, root_requirements
+
+    own = own_distributions()
+    closure, declared_not_installed = dependency_closure(root_requirements(), own)
+    assert {"fastapi", "sqlalchemy", "datasets"} <= closure  # (the closure is followed at all)
+    assert sorted((closure | declared_not_installed) - public_names()) == []
+    assert not own & public_names()
 
 
 # ------------------------------------------------------------------------------------------ item 2
@@ -396,9 +415,10 @@ def test_web_sessions_are_server_side_with_csrf(tmp_path: Path) -> None:
             assert session != alice and "httponly" in r.headers["set-cookie"].lower()
             assert "secure" not in r.headers["set-cookie"].lower()
             assert c.get("/alice/secret-env").status_code == 200
-            # The session is a read-only token: it cannot write through the API.
+            # The session serves pages only: the API does not take it as a token at all.
             with h.client(session) as api:
-                assert api.post("/api/v1/orgs", json={"name": "via-cookie"}).status_code == 403
+                assert api.post("/api/v1/orgs", json={"name": "via-cookie"}).status_code == 401
+                assert api.get("/api/v1/whoami").status_code == 401
             assert c.post("/signout", data={"csrf": "forged"}).status_code == 403
             assert c.post("/signout", data={"csrf": csrf}).status_code in (200, 303)
         # Sign-out revoked the session on the server: a copy of the cookie is worthless.

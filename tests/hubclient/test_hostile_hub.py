@@ -105,15 +105,28 @@ def _zeros(name: str, size: int) -> tarfile.TarInfo:
     return info
 
 
-@pytest.mark.parametrize("attack", ["dotdot-member", "absolute-member", "symlink-out", "hardlink-out", "device",
-                                    "outside-top", "bomb", "link-then-write"])
+def _dir(name: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE
+    return info
+
+
+@pytest.mark.parametrize("attack", ["dotdot-member", "dotdot-dir", "dotdot-dir-deep", "absolute-member",
+                                    "absolute-dir", "symlink-out", "hardlink-out", "device", "outside-top", "bomb",
+                                    "link-then-write"])
 def test_pull_refuses_hostile_archives(attack: str, evil: HostileHub, home: Path, tmp_path: Path) -> None:
     vf = make_vf(tmp_path, evil)
     members: list = list(GOOD_SDIST)
     if attack == "dotdot-member":
         members.append(("evil_env-1.0.0/../../../../.bashrc", b"echo pwned\n"))
+    elif attack == "dotdot-dir":  # a folder member: would land in the working folder
+        members.append(_dir("evil_env-1.0.0/../../x/"))
+    elif attack == "dotdot-dir-deep":  # ... or above it, in the home folder
+        members.append(_dir("evil_env-1.0.0/../../../../x/"))
     elif attack == "absolute-member":
         members.append((str(home / ".bashrc"), b"echo pwned\n"))
+    elif attack == "absolute-dir":
+        members.append(_dir(str(home / "x") + "/"))
     elif attack == "symlink-out":
         members.append(_link("evil_env-1.0.0/rc", str(home / ".bashrc"), tarfile.SYMTYPE))
     elif attack == "hardlink-out":
@@ -199,27 +212,20 @@ def test_install_refuses_hostile_index_pages(attack: str, evil: HostileHub, home
 
 def test_install_refuses_dependency_confusion(evil: HostileHub, home: Path, tmp_path: Path,
                                               venv_python: str) -> None:
-    """Three ways to make a dependency resolve from an index other than the expected one."""
+    """Two ways to make a dependency resolve from an index other than the expected one."""
     vf = make_vf(tmp_path, evil, python=venv_python)
     env = wheel("evil-env", "1.0.0", requires=["helper-lib>=1.0"])
     evil.project_page("evil", "evil-env", [("evil_env-1.0.0-py3-none-any.whl", env)])
 
-    # 1. The hub hosts the dependency, but under another owner than the environment's: the public
-    #    index may hold the same name, and vf install will not choose between them.
-    evil.project_page(None, "helper-lib", [("helper_lib-9.9.0-py3-none-any.whl", wheel("helper-lib", "9.9.0"))])
-    refused(vf("install", "evil/evil-env"), "dependency confusion", "helper-lib", "another owner")
-    assert not _installed(venv_python, "evil_env") and not _installed(venv_python, "helper_lib")
-
-    # 2. The hub tells vf it does not host the dependency, but serves it to pip through an index that
+    # 1. The hub tells vf it does not host the dependency, but serves it to pip through an index that
     #    pip's own settings list (the old advice: --extra-index-url): pip would take it from the hub.
-    del evil.routes["/simple/helper-lib/"]
     evil.html_page("/pipview/simple/helper-lib/", "helper-lib",
                    [("helper_lib-9.9.0-py3-none-any.whl", wheel("helper-lib", "9.9.0"))])
     res = vf("install", "evil/evil-env", PIP_EXTRA_INDEX_URL=f"{evil.url}/pipview/simple/")
     refused(res, "dependency confusion", "helper-lib", "from the hub")
     assert not _installed(venv_python, "evil_env") and not _installed(venv_python, "helper_lib")
 
-    # 3. Published by the same owner: a hub dependency, fetched from the hub by hash and handed to pip
+    # 2. Published by the same owner: a hub dependency, fetched from the hub by hash and handed to pip
     #    as a file, so another index serving a higher version of that name is never consulted.
     evil.project_page("evil", "helper-lib", [("helper_lib-1.0.0-py3-none-any.whl", wheel("helper-lib", "1.0.0"))])
     seen = len(evil.requests)
@@ -229,6 +235,34 @@ def test_install_refuses_dependency_confusion(evil: HostileHub, home: Path, tmp_
     probe = "import importlib.metadata as m; print(m.version('helper-lib'))"
     assert vf.python_run(probe).out.strip() == "1.0.0"
     assert not [p for p in evil.requests[seen:] if p.startswith("/pipview/")]
+
+
+def test_a_squatted_dependency_name_comes_from_the_public_index(evil: HostileHub, tmp_path: Path) -> None:
+    """Someone published an environment named like the public package the environment depends on
+    (under another owner, at a higher version). The environment's owner does not publish that name,
+    so it is no hub dependency: it comes from the user's index, the squatter's file is never fetched,
+    and the install neither fails nor calls it ambiguous."""
+    python = fresh_venv(tmp_path / "venv")
+    vf = make_vf(tmp_path, evil, python=python)
+    evil.project_page("alice", "alice-env", [("alice_env-1.0.0-py3-none-any.whl",
+                                              wheel("alice-env", "1.0.0", requires=["helper-lib>=1.0"]))])
+    evil.project_page(None, "helper-lib", [("helper_lib-9.9.0-py3-none-any.whl", wheel("helper-lib", "9.9.0"))])
+    evil.project_page("mallory", "helper-lib", [("helper_lib-9.9.0-py3-none-any.whl",
+                                                 wheel("helper-lib", "9.9.0"))])
+    squatted = {p for p in evil.routes if p.startswith("/files/") and "helper_lib-9.9.0" in p}
+    public = HostileHub()  # the public index, another server
+    try:
+        public.html_page("/simple/helper-lib/", "helper-lib",
+                         [("helper_lib-1.0.0-py3-none-any.whl", wheel("helper-lib", "1.0.0"))])
+        res = vf("install", "alice/alice-env", PIP_INDEX_URL=f"{public.url}/simple/")
+        assert res.code == 0, res.text
+        assert "ambiguous" not in res.text and "dependency confusion" not in res.text
+        probe = "import importlib.metadata as m; print(m.version('helper-lib'))"
+        assert vf.python_run(probe).out.strip() == "1.0.0"
+        assert "/simple/helper-lib/" in public.requests
+        assert not squatted & set(evil.requests)
+    finally:
+        public.close()
 
 
 def test_plain_http_to_a_remote_hub_is_warned_about_loudly(tmp_path: Path) -> None:
@@ -255,3 +289,28 @@ def test_install_without_a_token_from_a_hub_that_challenges_every_miss(evil: Hos
     res = vf("install", "evil/evil-env")
     assert res.code == 0, res.text
     assert "/evil/simple/packaging/" in evil.requests and _installed(python, "evil_env")
+
+
+# ------------------------------------------------------------------------------------------- info
+def test_info_refuses_advice_that_mixes_indexes(evil: HostileHub, tmp_path: Path) -> None:
+    """A hostile hub advises the old, exploitable command (its own index plus the public one, pip
+    picking the highest version across both): `vf info` refuses to print it; honest advice prints."""
+    vf = make_vf(tmp_path, evil)
+    mixed = f"pip install --index-url {evil.url}/evil/simple/ --extra-index-url https://pypi.org/simple/ evil-env==1.0.0"
+    honest = {"vf": "vf install evil/evil-env@1.0.0", "uv": f"uv add --index hub={evil.url}/evil/simple/ evil-env==1.0.0",
+              "pip": [f"pip install --isolated --index-url {evil.url}/evil/simple/ evil-env==1.0.0"], "note": None}
+    base = "/api/v1/environments/evil/evil-env"
+    evil.json(base, {"id": "evil/evil-env", "description": "", "latest_version": "1.0.0", "downloads": 0,
+                     "stars": 0, "tags": [], "install_commands": honest})
+    evil.json(f"{base}/versions", [{"version": "1.0.0", "created_at": "2026-12-01T00:00:00", "files": [],
+                                    "yanked": False}])
+    evil.json(f"{base}/evals", [])
+    evil.json(f"{base}/versions/1.0.0", {"id": "evil/evil-env", "version": "1.0.0", "files": [],
+                                         "install_commands": {**honest, "pip": [mixed]}})
+    res = vf("info", "evil/evil-env")
+    refused(res, "mixes package indexes", "--extra-index-url")
+    assert "pypi.org" not in res.out
+    evil.json(f"{base}/versions/1.0.0", {"id": "evil/evil-env", "version": "1.0.0", "files": [],
+                                         "install_commands": honest})
+    res = vf("info", "evil/evil-env")
+    assert res.code == 0 and honest["pip"][0] in res.out, res.text

@@ -209,12 +209,9 @@ def register(app: typer.Typer) -> None:
         console = _console()
         with _client(hub) as c:
             refs = [_ref(e) for e in envs or []]
-            from verifiers.hub_client.verified import allow_unverified as _allowed
-            from verifiers.hub_client.verified import require_installable
-
-            for r in refs:  # a version whose sandboxed check failed needs an explicit yes
-                require_installable(c, r, allow=_allowed(allow_unverified), log=lambda m: console.print(m))
-            done = install(c, refs, lock=lock, installer=installer, log=lambda m: console.print(m))
+            # The verification gate runs inside install(), for every release it installs.
+            done = install(c, refs, lock=lock, installer=installer, log=lambda m: console.print(m),
+                           allow_unverified=allow_unverified)
         import importlib
 
         from verifiers.errors import EnvironmentNotFoundError

@@ -8,8 +8,12 @@ dependency therefore points one way only: hub client -> loader.
 
 from __future__ import annotations
 
+import logging
+
 from verifiers.errors import EnvironmentNotFoundError
 from verifiers.ids import EnvId
+
+_log = logging.getLogger("verifiers.hub_client")
 
 
 def install_for_loader(env_id: EnvId) -> None:
@@ -22,9 +26,12 @@ def install_for_loader(env_id: EnvId) -> None:
         raise EnvironmentNotFoundError(f"the hub installs owner/name ids, not {str(env_id)!r}")
     try:
         with HubClient() as client:
-            install(client, [EnvRef(env_id.owner, env_id.name, env_id.version)])
+            # The same verification gate as `vf install` (inside install()); VF_ALLOW_UNVERIFIED=1
+            # is the loader's --allow-unverified.
+            install(client, [EnvRef(env_id.owner, env_id.name, env_id.version)], log=_log.warning)
     except HubClientError as exc:
-        raise EnvironmentNotFoundError(f"could not install {env_id} from the hub: {exc.message}") from None
+        hint = f" ({exc.hint})" if exc.hint else ""
+        raise EnvironmentNotFoundError(f"could not install {env_id} from the hub: {exc.message}{hint}") from None
 
 
 def register() -> None:

@@ -208,15 +208,6 @@ def _requirements(path: Path, rel: Release) -> list[Any]:
     return out
 
 
-def _installed_version(dist: str) -> str | None:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 # ----------------------------------------------------------------------------------------- lock
 def read_lock(path: Path) -> dict[str, Release]:
     try:
@@ -388,8 +379,16 @@ def _fail(installer: str, proc: subprocess.CompletedProcess[str], ids: list[str]
 
 
 def install(client: HubClient, refs: list[EnvRef], *, lock: Path | None = None, installer: str = "pip",
-            log: Callable[[str], None] = lambda _m: None, quiet: bool = True) -> list[Release]:
+            log: Callable[[str], None] = lambda _m: None, quiet: bool = True,
+            allow_unverified: bool = False) -> list[Release]:
     """Install hub environments into the current interpreter's environment.
+
+    Every hub release this installs (the requested ones, their hub dependencies, everything a lock
+    pins) passes the verification gate first (``verified.require_installable``): a version whose
+    hub check failed is refused before anything is downloaded or installed, unless
+    ``allow_unverified`` or ``VF_ALLOW_UNVERIFIED=1``. Every install path (``vf install``, ``--lock``,
+    the loader's installer behind ``load_environment(..., install=True)``, ``VF_AUTO_INSTALL``,
+    training configs, group members given by id) comes through here, so none can skip it.
 
     With ``lock`` and no ``refs``: install exactly what the lock pins. With ``lock`` and ``refs``: a ref
     already pinned there must still match the pinned hash; the lock is updated with what was installed.
@@ -398,14 +397,19 @@ def install(client: HubClient, refs: list[EnvRef], *, lock: Path | None = None, 
     across indexes": the requested environments and their dependencies that their owner publishes on
     the hub are fetched from the hub and verified by sha256, then handed to the installer as files
     (so no other index can supply those names); every other dependency comes from the user's normal
-    index. A dependency that the hub hosts under *another* owner is ambiguous (the public index may
-    hold the same name) and is refused unless this environment already satisfies it. With pip, the
-    resolution is also checked before installing (``_check_origins``: a public dependency that pip
-    would take from the hub is refused). uv has no installation report to check against, so with
+    index, even when the hub hosts that name under another owner: anyone may publish any unprotected
+    name there, so a name the environment's owner does not publish is never a hub dependency (a
+    squatter can neither take it nor make the install fail). With pip, the resolution is also
+    checked before installing (``_check_origins``: a public dependency that pip would take from the
+    hub is refused). uv has no installation report to check against, so with
     ``--installer uv`` that last check does not run (the rest does).
     """
     from packaging.utils import canonicalize_name
 
+    from verifiers.hub_client.verified import allow_unverified as _allowed
+    from verifiers.hub_client.verified import require_installable
+
+    allow = _allowed(allow_unverified)
     locked = read_lock(lock) if lock else {}
     locked_by_dist = {r.distribution: r for r in locked.values()}
     if lock and not refs:
@@ -438,12 +442,13 @@ def install(client: HubClient, refs: list[EnvRef], *, lock: Path | None = None, 
             chosen[r.distribution] = r
         while queue:
             r = queue.pop(0)
+            owner, name = r.id.split("/", 1)
+            require_installable(client, EnvRef(owner, name, r.version), allow=allow, log=log)
             # Every name that becomes a path was checked when it was read; check again where it is used.
             checked_filename(r.filename, project=r.distribution, version=r.version)
             dest = Path(tmp) / r.filename
             client.download(r.url, dest, expected_sha256=r.sha256)
             paths[r.distribution] = dest
-            owner = r.id.split("/", 1)[0]
             for req in _requirements(dest, r):
                 dep = canonicalize_name(req.name)
                 if dep in chosen:
@@ -473,16 +478,7 @@ def install(client: HubClient, refs: list[EnvRef], *, lock: Path | None = None, 
                     chosen[dep] = rel
                     queue.append(rel)
                     continue
-                if project_page(client, None, dep) is not None:
-                    have = _installed_version(dep)
-                    if have is None or not req.specifier.contains(have, prereleases=True):
-                        raise HubClientError(
-                            f"dependency confusion: {r.id} needs {req}, which the hub hosts under another owner "
-                            f"than {owner} and another index may hold too; refusing to choose between them",
-                            hint=f"install the one you trust first (vf install OWNER/{dep}, or pip install {dep} "
-                            "from your index), then run this again",
-                        )
-                # Anything else comes from the user's normal index (the hub does not host it).
+                # Anything else comes from the user's normal index, whoever holds that name on the hub.
         hub_ids = [chosen[d].id for d in paths]
         cmd = _installer_cmd(installer)
         _check_origins(installer, cmd, paths, client.config.url)
