@@ -364,3 +364,23 @@ def test_one_address_cannot_hold_every_connection(tmp_path: Path) -> None:
         finally:
             for sock in held:
                 sock.close()
+
+
+def test_only_the_upload_routes_take_big_bodies(tmp_path: Path) -> None:
+    """The middleware's list of big-body routes is exactly the multipart routes of the API: a new
+    upload route cannot be forgotten (it would get 413), nor can a small route take big bodies."""
+    from hub.app import create_app, is_upload_route, needs_credentials
+    from hub.testing import make_settings
+
+    spec = create_app(make_settings(tmp_path)).openapi()
+    seen = 0
+    for path, ops in spec["paths"].items():
+        concrete = path.replace("{owner}", "alice").replace("{name}", "env")
+        for method, op in ops.items():
+            content = op.get("requestBody", {}).get("content", {})
+            assert is_upload_route(method.upper(), concrete) == ("multipart/form-data" in content), (method, path)
+            if method.upper() in ("POST", "PUT", "PATCH", "DELETE"):
+                assert needs_credentials(method.upper(), concrete), (method, path)
+            seen += "multipart/form-data" in content
+    assert seen == 2
+    assert not needs_credentials("POST", "/signin") and not is_upload_route("POST", "/signin")
