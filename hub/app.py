@@ -154,6 +154,7 @@ class LimitsAndLogs:
                         abort = scope.get("vf.abort")
                         if abort is not None:
                             abort()  # close now: a plain close would wait for the client to read
+                            await asyncio.sleep(0)  # let the server see the connection gone
                         raise _Refused() from None
                     return
             await send(msg)
@@ -182,13 +183,15 @@ class LimitsAndLogs:
                     await self._answer(send, status, 401, "authentication required", challenge)
                     return
             loop = asyncio.get_running_loop()
-            t0 = loop.time()
+            t0: float | None = None
             received = 0
 
             async def guarded_receive() -> Message:
-                nonlocal received, body_done
+                nonlocal received, body_done, t0
                 if body_done:
                     return await receive()  # after the body only a disconnect comes: never timed
+                if t0 is None:
+                    t0 = loop.time()  # the clock starts when the app first asks: our own delays never count
                 # mod_reqtimeout's rule: a grace, then one second per ``body_rate`` bytes delivered.
                 try:
                     async with asyncio.timeout_at(t0 + self.body_grace + received / self.body_rate):

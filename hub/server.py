@@ -7,8 +7,8 @@ the size of a request head (uvicorn buffers the URL and headers as they come; h1
 many connections as the worker has file descriptors. This protocol adds, per connection:
 
 * a head deadline: the request line and headers must be complete within ``header_timeout_seconds``
-  of the connection opening (or, on a kept-alive connection, of the next request's first byte), else
-  408 and the connection closes;
+  of the connection opening (or, on a kept-alive connection, of the first read of the next request's
+  head), else 408 and the connection closes;
 * a head size bound: about ``max_header_bytes`` (checked per read, so at most one read more), else 431;
 * a cap of ``max_connections_per_client`` open connections per client address in this worker (429
   beyond); addresses named by ``forwarded_allow_ips`` (the reverse proxy) are exempt, since every
@@ -134,14 +134,18 @@ class HubHttpProtocol(HttpToolsProtocol):
         if self._vf_in_head:
             self._vf_head_bytes += len(data)
         super().data_received(data)
-        if self._vf_in_head and self._vf_head_bytes > limits().max_header_bytes:
-            self._vf_answer_and_close(431, "Request Header Fields Too Large", "request head too large")
+        if self._vf_in_head:
+            if self._vf_head_bytes > limits().max_header_bytes:
+                self._vf_answer_and_close(431, "Request Header Fields Too Large", "request head too large")
+            else:
+                # Armed only for a head that did not arrive in one read: a request whose head comes in
+                # one packet (nearly all) never costs a timer.
+                self._vf_arm()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.scope["vf.abort"] = self.transport.abort  # type: ignore[typeddict-unknown-key]
         self._vf_in_head = True
-        self._vf_arm()
 
     def on_headers_complete(self) -> None:
         self._vf_in_head = False
