@@ -32,7 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-if not os.environ.get("PYTHONPATH"):  # else the checkout PYTHONPATH names is the one measured
+# Not this folder (its hub.py would shadow the package), and the checkout PYTHONPATH names if any.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+if not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
