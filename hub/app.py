@@ -117,7 +117,7 @@ class LimitsAndLogs:
             elif k == b"authorization":
                 has_auth = True
         has_body = chunked or (length is not None and length.strip() != b"0")
-        refused: list[Any] = []  # (status, detail, headers) once the middleware answers for the app
+        refused: list[tuple[int, str]] = []  # (status, detail) once the middleware answers for the app
         started = body_done = head_done = False
 
         async def tracking_send(msg: Message) -> None:
