@@ -37,11 +37,11 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 if not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx
+import httpx  # noqa: E402
 
-from hub.testing import run_hub
-from tests.hub.helpers import make_wheel
-from tests.support.services import start_postgres
+from hub.testing import run_hub  # noqa: E402
+from tests.hub.helpers import make_wheel  # noqa: E402
+from tests.support.services import start_postgres  # noqa: E402
 
 MiB = 1024 * 1024
 
