@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import traceback
@@ -16,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -35,21 +37,62 @@ SECURITY_HEADERS = [
 ]
 
 
-class _TooLarge(Exception):
-    pass
+class _Refused(Exception):
+    """Raised from ``receive`` (or ``send``) to stop the app; the middleware answers for it."""
+
+
+def is_upload_route(method: str, path: str) -> bool:
+    """The two routes that take big bodies: ``POST /api/v1/environments/{owner}/{name}/versions`` and
+    ``POST /legacy/``. Every other body is small, whatever its ``Content-Type`` (a test pins this list
+    against the multipart routes of the OpenAPI document)."""
+    if method != "POST":
+        return False
+    if path == "/legacy/":
+        return True
+    parts = path.split("/")
+    return len(parts) == 7 and parts[1:4] == ["api", "v1", "environments"] and parts[6] == "versions"
+
+
+def needs_credentials(method: str, path: str) -> bool:
+    """A body sent to these routes is read only once its sender is known: every write of the API and
+    /legacy/ needs a token (sign-in and sign-out forms are the anonymous bodies, and they are small)."""
+    return method not in ("GET", "HEAD", "OPTIONS") and (path.startswith("/api/") or path == "/legacy/")
+
+
+def _authenticate(scope: Scope) -> bool:
+    """Whether the request's credentials name a principal (cached in the scope for the route's own
+    dependency, which applies its scope rules); raises HubError (401, 429) as the route would."""
+    from hub.http import principal_of
+
+    return principal_of(Request(scope), allow_worker=True) is not None
 
 
 class LimitsAndLogs:
-    """Pure ASGI middleware: request-size limit (413) and one structured log line per request.
+    """Pure ASGI middleware: request-body bounds and timeouts, HEAD, security headers, and one
+    structured log line per request.
+
+    Bodies: the upload routes take ``max_request_bytes``, every other route ``max_body_bytes``,
+    whatever ``Content-Type`` says; a declared length past the bound is 413 before a byte is read, a
+    chunked body is counted as it arrives. On the routes that need credentials they are checked before
+    the app may read a byte (401 at once). A body must arrive within ``body_timeout_seconds`` plus one
+    second per ``body_min_bytes_per_second`` delivered (408 otherwise). A response the client stops
+    reading for ``send_timeout_seconds`` is dropped. Every refusal closes the connection.
+
+    Cost on a request without a body (the index, pages, downloads): one pass over the headers and one
+    wrapped ``send``; no task, no timer, no thread (timers only while a body is read or a streamed
+    response waits on its client).
 
     The log line carries method, path, status, duration and client address - never headers, query
     strings or bodies, so tokens cannot leak into logs.
     """
 
-    def __init__(self, app: ASGIApp, max_request_bytes: int, max_json_bytes: int | None = None) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
-        self.max_request = max_request_bytes
-        self.max_json = min(max_json_bytes or max_request_bytes, max_request_bytes)
+        self.max_upload = settings.max_request_bytes
+        self.max_body = min(settings.max_body_bytes, settings.max_request_bytes)
+        self.body_grace = settings.body_timeout_seconds
+        self.body_rate = float(settings.body_min_bytes_per_second)
+        self.send_timeout = settings.send_timeout_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -57,78 +100,140 @@ class LimitsAndLogs:
             return
         start = time.perf_counter()
         status = {"code": 0}
-        head = scope.get("method") == "HEAD"
+        method = scope["method"]
+        head = method == "HEAD"
         if head:
             # HEAD answers exactly like GET, without the body (pages, API and index alike); handlers see
-            # ``vf_head`` to skip side effects such as counting a download.
+            # ``vf_head`` to skip side effects such as counting a download or opening a file.
             scope = {**scope, "method": "GET", "vf_head": True}
-        limit = self.max_request
-        for k, v in scope.get("headers", []):
-            if k == b"content-type" and b"json" in v.lower():
-                limit = self.max_json  # JSON bodies are small; uploads are multipart
-        for k, v in scope.get("headers", []):
+            method = "GET"
+        length: bytes | None = None
+        chunked = has_auth = False
+        for k, v in scope["headers"]:
             if k == b"content-length":
-                try:
-                    too_big = int(v) > limit
-                except ValueError:
-                    too_big = True
-                if too_big:
-                    await self._reject(send, status)
-                    self._log(scope, status["code"], start)
-                    return
-        received = 0
-        exceeded = False
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal received, exceeded
-            msg = await receive()
-            if msg["type"] == "http.request":
-                received += len(msg.get("body", b""))
-                if received > limit:
-                    exceeded = True
-                    raise _TooLarge()
-            return msg
+                length = v
+            elif k == b"transfer-encoding":
+                chunked = True
+            elif k == b"authorization":
+                has_auth = True
+        has_body = chunked or (length is not None and length.strip() != b"0")
+        refused: list[tuple[int, str]] = []  # (status, detail) once the middleware answers for the app
+        started = body_done = head_done = False
 
         async def tracking_send(msg: Message) -> None:
-            nonlocal started
-            if exceeded:
-                # Whatever the app made of the truncated body (a parse error, ...), the answer is 413.
-                if not started:
-                    started = True
-                    await self._reject(send, status)
-                return
+            nonlocal started, head_done
+            if refused:
+                return  # whatever the app made of the cut body (a parse error, ...), the answer is ours
             if msg["type"] == "http.response.start":
                 started = True
                 status["code"] = msg["status"]
-                msg["headers"] = [*msg.get("headers", []), *SECURITY_HEADERS]
-            elif head and msg["type"] == "http.response.body":
-                msg = {**msg, "body": b""}
+                headers = [*msg.get("headers", []), *SECURITY_HEADERS]
+                if has_body and not body_done:
+                    # Answered before its body was read (an error, or a route that ignores it): the
+                    # rest is never waited for, on this connection or the next request's.
+                    headers.append((b"connection", b"close"))
+                msg = {**msg, "headers": headers}
+            elif msg["type"] == "http.response.body":
+                if head:
+                    # A HEAD answer ends with its headers: the first body message closes it and stops
+                    # the app, so a streamed file is never read past its first chunk.
+                    if head_done:
+                        raise _Refused()
+                    head_done = True
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    if msg.get("more_body", False):
+                        raise _Refused()
+                    return
+                if msg.get("more_body", False):
+                    try:
+                        async with asyncio.timeout(self.send_timeout):
+                            await send(msg)
+                    except TimeoutError:
+                        log.warning("response stalled: the client read nothing; connection dropped",
+                                    extra={"path": scope.get("path"), "seconds": self.send_timeout})  # fmt: skip
+                        abort = scope.get("vf.abort")
+                        if abort is not None:
+                            abort()  # close now: a plain close would wait for the client to read
+                            await asyncio.sleep(0)  # let the server see the connection gone
+                        raise _Refused() from None
+                    return
             await send(msg)
 
         try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
+            if not has_body:
+                await self.app(scope, receive, tracking_send)
+                return
+            limit = self.max_upload if is_upload_route(method, scope["path"]) else self.max_body
+            if length is not None:
+                try:
+                    declared = int(length)
+                except ValueError:
+                    declared = limit + 1
+                if declared > limit:
+                    await self._answer(send, status, 413, f"request body too large (at most {limit} bytes here)")
+                    return
+            if needs_credentials(method, scope["path"]):
+                challenge = {"WWW-Authenticate": 'Basic realm="vf-hub"'}
+                try:
+                    known = has_auth and await run_in_threadpool(_authenticate, scope)
+                except HubError as exc:
+                    await self._answer(send, status, exc.status, exc.message, exc.headers)
+                    return
+                if not known:
+                    await self._answer(send, status, 401, "authentication required", challenge)
+                    return
+            loop = asyncio.get_running_loop()
+            t0: float | None = None
+            received = 0
+
+            async def guarded_receive() -> Message:
+                nonlocal received, body_done, t0
+                if body_done:
+                    return await receive()  # after the body only a disconnect comes: never timed
+                if t0 is None:
+                    t0 = loop.time()  # the clock starts when the app first asks: our own delays never count
+                # mod_reqtimeout's rule: a grace, then one second per ``body_rate`` bytes delivered.
+                try:
+                    async with asyncio.timeout_at(t0 + self.body_grace + received / self.body_rate):
+                        msg = await receive()
+                except TimeoutError:
+                    refused.append((408, "request body too slow; send it faster or retry"))
+                    raise _Refused() from None
+                if msg["type"] == "http.request":
+                    received += len(msg.get("body", b""))
+                    if received > limit:
+                        refused.append((413, f"request body too large (at most {limit} bytes here)"))
+                        raise _Refused()
+                    body_done = not msg.get("more_body", False)
+                else:
+                    body_done = True  # the client is gone
+                return msg
+
+            await self.app(scope, guarded_receive, tracking_send)
+        except _Refused:
             pass
         finally:
-            if exceeded and not started:
-                await self._reject(send, status)
+            if refused and not started:
+                code, detail = refused[0]
+                await self._answer(send, status, code, detail)
             self._log(scope, status["code"], start)
 
-    async def _reject(self, send: Send, status: dict[str, int]) -> None:
-        status["code"] = 413
-        body = b'{"detail":"request body too large"}'
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
+    async def _answer(
+        self, send: Send, status: dict[str, int], code: int, detail: str, headers: dict[str, str] | None = None
+    ) -> None:
+        """The middleware's own answer; it always closes the connection (the body is left unread)."""
+        import json
+
+        status["code"] = code
+        body = json.dumps({"detail": detail}).encode()
+        raw = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            *SECURITY_HEADERS,
+            *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()),
+        ]
+        await send({"type": "http.response.start", "status": code, "headers": raw})
         await send({"type": "http.response.body", "body": body})
 
     def _log(self, scope: Scope, code: int, start: float) -> None:
@@ -261,9 +366,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(index.router)
     app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
     app.include_router(web.router)
-    app.add_middleware(
-        LimitsAndLogs, max_request_bytes=settings.max_request_bytes, max_json_bytes=settings.max_json_bytes
-    )
+    app.add_middleware(LimitsAndLogs, settings=settings)
     return app
 
 

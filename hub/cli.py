@@ -105,6 +105,12 @@ def serve(
             log_level=log_level.lower(),
             proxy_headers=bool(settings.forwarded_allow_ips),
             forwarded_allow_ips=settings.forwarded_allow_ips,
+            # Connection limits (hub/server.py: head deadline and size, connections per address);
+            # uvicorn's own: idle keep-alive, h11's head size (if h11 is ever chosen), connections.
+            http="hub.server:HubHttpProtocol",
+            timeout_keep_alive=settings.keep_alive_seconds,
+            h11_max_incomplete_event_size=settings.max_header_bytes,
+            limit_concurrency=settings.max_connections,
         )
     finally:
         if worker_proc is not None:

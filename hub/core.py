@@ -144,6 +144,7 @@ class Hub:
         self.principals = PrincipalCache()
         self._uploads = 0
         self._uploads_lock = threading.Lock()
+        self._uploads_by_user: dict[int, int] = {}
         self.index_cache = IndexCache(self, settings.index_cache_entries, settings.index_cache_max_bytes)
         self.source_cache = SourceCache(settings.source_cache_bytes)
         self.reserved = {canonicalize_name(n) for n in settings.reserved_names}
@@ -256,17 +257,31 @@ class Hub:
             )
 
     @contextlib.contextmanager
-    def upload_slot(self) -> Iterator[None]:
-        """One of ``max_concurrent_uploads`` slots of this worker, or 429 at once when all are taken."""
+    def upload_slot(self, user_id: int) -> Iterator[None]:
+        """One of ``max_concurrent_uploads`` slots of this worker, of which one user holds at most
+        ``max_uploads_per_user`` (a fair share: one user's stalled uploads never block everyone's);
+        429 at once beyond either."""
         with self._uploads_lock:
             if self._uploads >= self.settings.max_concurrent_uploads:
                 raise HubError(429, "too many uploads in progress; retry shortly", {"Retry-After": "5"})
+            mine = self._uploads_by_user.get(user_id, 0)
+            if mine >= self.settings.max_uploads_per_user:
+                raise HubError(
+                    429,
+                    f"you have {mine} uploads in progress, the most one user may have at once; retry when "
+                    "one has finished",
+                    {"Retry-After": "5"},
+                )
             self._uploads += 1
+            self._uploads_by_user[user_id] = mine + 1
         try:
             yield
         finally:
             with self._uploads_lock:
                 self._uploads -= 1
+                left = self._uploads_by_user.pop(user_id) - 1
+                if left:
+                    self._uploads_by_user[user_id] = left
 
     # ---------------------------------------------------------------- staging
     def stage(self, src: IO[bytes], filename: str, expected_sha256: str | None = None) -> StagedUpload:

@@ -385,7 +385,7 @@ def download_file(request: Request, prefix: str, sha256: str, filename: str) -> 
     with hub.db.engine.connect() as conn:
         row = conn.execute(
             text(
-                "SELECT f.storage_key, f.core_metadata, e.id, e.owner_id, e.private FROM files f"
+                "SELECT f.storage_key, f.core_metadata, e.id, e.owner_id, e.private, f.size FROM files f"
                 " JOIN environments e ON e.id = f.env_id WHERE f.filename = :fn AND f.sha256 = :sha"
             ),
             {"fn": base, "sha": sha256},
@@ -408,15 +408,18 @@ def download_file(request: Request, prefix: str, sha256: str, filename: str) -> 
     storage = hub.storage
     from hub.storage import LocalStorage
 
-    if not request.scope.get("vf_head"):  # HEAD (answered as GET by the middleware) counts nothing
+    head = request.scope.get("vf_head")  # HEAD (answered as GET by the middleware) counts nothing
+    if not head:
         hub.count_download(row[2])
     media = "application/zip" if base.endswith(".whl") else "application/gzip"
     headers = {"Cache-Control": cache, "Content-Disposition": content_disposition(base)}
-    if isinstance(storage, LocalStorage):
-        path = storage.root / row[0]
-        if not path.is_file():
-            raise HubError(404, "file not found")
-        return FileResponse(path, media_type=media, headers=headers)
+    local = isinstance(storage, LocalStorage)
+    if local and not (storage.root / row[0]).is_file():
+        raise HubError(404, "file not found")
+    if head:  # the headers only: a HEAD never opens the file (or fetches it from S3)
+        return Response(media_type=media, headers={**headers, "Content-Length": str(row[5])})
+    if local:
+        return FileResponse(storage.root / row[0], media_type=media, headers=headers)
     try:
         chunks = storage.iter_bytes(row[0])
         first = next(chunks, b"")
@@ -427,4 +430,4 @@ def download_file(request: Request, prefix: str, sha256: str, filename: str) -> 
         yield first
         yield from chunks
 
-    return StreamingResponse(body(), media_type=media, headers=headers)
+    return StreamingResponse(body(), media_type=media, headers={**headers, "Content-Length": str(row[5])})

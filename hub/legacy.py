@@ -57,7 +57,7 @@ async def legacy_upload(request: Request) -> PlainTextResponse:
     the body is read."""
     hub = hub_of(request)
     principal = await run_in_threadpool(require_principal, request, write=True)
-    with hub.upload_slot():
+    with hub.upload_slot(principal.user_id):
         form = await read_upload_form(request, 1)
         try:
             content = form.get("content")

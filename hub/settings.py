@@ -105,12 +105,47 @@ class Settings(BaseSettings):
     max_search_tags: int = 10
     source_max_archive_bytes: int = Field(default=32 * MiB, description="Largest sdist (unpacked) browsable")
     source_cache_bytes: int = Field(default=64 * MiB, description="Source-browsing index kept per worker")
-    max_json_bytes: int = Field(default=1 * MiB, description="Bound on any JSON request body (413 beyond)")
+    max_body_bytes: int = Field(
+        default=1 * MiB,
+        description=(
+            "Bound on every request body except the two upload routes, whatever its Content-Type (413 "
+            "beyond, refused from Content-Length before a byte is read, counted as a chunked body arrives)"
+        ),
+    )
     max_json_depth: int = Field(default=32, description="Bound on the nesting of stored JSON (422 beyond)")
     max_eval_bytes: int = Field(default=256 * 1024, description="An eval's metadata + summary, serialised")
     max_evals_per_user: int = Field(default=100, description="Eval results one user may keep per environment")
     max_upload_files: int = 4
     max_concurrent_uploads: int = Field(default=8, description="Uploads one worker streams at once (429 beyond)")
+    max_uploads_per_user: int = Field(
+        default=2, ge=1, description="Of those, the slots one user may hold at once (429 beyond): a fair share"
+    )
+
+    # Slow and many clients. A connection must finish its request head within header_timeout_seconds of
+    # opening (or of its first byte, on a kept-alive connection); a body gets body_timeout_seconds of
+    # grace plus one second per body_min_bytes_per_second it has delivered (Apache's mod_reqtimeout
+    # rule), so a slow but steady upload finishes and a trickle is cut off with 408.
+    header_timeout_seconds: float = Field(default=10.0, gt=0, description="Time to send a request's head")
+    max_header_bytes: int = Field(default=64 * 1024, description="Request line + headers (431 beyond)")
+    keep_alive_seconds: int = Field(default=5, ge=1, description="Idle time before a kept-alive connection closes")
+    body_timeout_seconds: float = Field(default=30.0, gt=0, description="Grace for a request body's bytes")
+    body_min_bytes_per_second: int = Field(
+        default=16 * 1024, gt=0, description="Rate a body must keep up after its grace (408 when it falls behind)"
+    )
+    send_timeout_seconds: float = Field(
+        default=60.0, gt=0, description="A client that reads nothing of a response for this long is dropped"
+    )
+    max_connections_per_client: int = Field(
+        default=100,
+        ge=1,
+        description=(
+            "Open connections one address may hold per worker (429 beyond); proxies named by "
+            "forwarded_allow_ips are exempt (limit clients in the proxy)"
+        ),
+    )
+    max_connections: int = Field(
+        default=2000, ge=1, description="Open connections + requests one worker serves (uvicorn; 503 beyond)"
+    )
 
     # Rate limits (token buckets, in-process: workers share nothing).
     rate_limit_enabled: bool = True

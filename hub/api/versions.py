@@ -82,7 +82,7 @@ async def publish_version(request: Request, hub: HubDep, principal: WriterDep, r
     file are 409. A new version answers 201.
 
     The credentials are checked, and an upload slot taken, before a byte of the body is read."""
-    with hub.upload_slot():
+    with hub.upload_slot(principal.user_id):
         form = await read_upload_form(request, hub.settings.max_upload_files)
         try:
             files = [f for f in form.getlist("files") if isinstance(f, StarletteUpload)]

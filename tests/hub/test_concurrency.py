@@ -28,7 +28,10 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     if request.param == "postgres":
         pg = request.getfixturevalue("postgres_server")
         url = pg.create_database(db_name)
-    with run_hub(tmp_path_factory.mktemp("hub"), database_url=url, workers=2) as h:
+    # One user races eight uploads on purpose here (correctness under concurrency, not fairness: the
+    # per-user share of upload slots is tests/hub/test_limits.py's), so that user may take all eight.
+    share = {"VF_HUB_MAX_UPLOADS_PER_USER": "8"}
+    with run_hub(tmp_path_factory.mktemp("hub"), database_url=url, workers=2, extra_env=share) as h:
         yield h
     if pg is not None:
         pg.drop_database(db_name)
