@@ -101,36 +101,63 @@ def serve(
 
 
 def _start_worker(settings, host: str, port: int):  # type: ignore[no-untyped-def]
-    """A check worker beside the hub: a fresh worker-scope token of user ``check-worker`` (earlier
-    ones revoked), handed over in the worker's environment, never on its command line."""
+    """A check worker beside the hub, with a fresh worker token of the hub's own account
+    ``check-worker`` (its earlier embedded tokens revoked).
+
+    The worker never sees the admin token or anything else of this process's environment: it starts
+    from an allow-listed environment (``check_worker.clean_environment``), and its token travels through
+    an inherited pipe, read once and closed (never in argv or the environment, which other processes
+    of the machine can read)."""
     import subprocess
     import sys
 
-    from sqlalchemy import select, update
-
+    from hub.checks import embedded_worker_token
     from hub.core import Hub
-    from hub.models import Owner, Token, utcnow
+    from verifiers.hub_client.check_worker import clean_environment
 
     hub = Hub(settings)
     try:
         with hub.db.session() as s:
-            user = s.scalar(select(Owner).where(Owner.name == "check-worker", Owner.kind == "user"))
-            if user is None:
-                user, _first = hub.create_user(s, "check-worker")
-            s.execute(
-                update(Token)
-                .where(Token.user_id == user.id, Token.revoked_at.is_(None))
-                .values(revoked_at=utcnow())
-            )
-            secret, _tok = hub.create_token(s, user, name="serve --with-worker", scope="worker")
+            secret = embedded_worker_token(hub, s)
     finally:
         hub.close()
     target = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    env = {**os.environ, "VF_HUB_WORKER_TOKEN": secret}
-    return subprocess.Popen(
-        [sys.executable, "-m", "hub", "worker", "--hub", f"http://{target}:{port}", "--exit-with-parent"],
-        env=env,
-    )
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, secret.encode())
+    finally:
+        os.close(write_end)
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "hub", "worker", "--hub", f"http://{target}:{port}", "--exit-with-parent",
+             "--token-fd", str(read_end)],
+            env=clean_environment(os.environ),
+            pass_fds=(read_end,),
+        )  # fmt: skip
+    finally:
+        os.close(read_end)
+
+
+@app.command("worker-token")
+def worker_token(
+    data: DataOpt = None,
+    name: Annotated[str, typer.Option(help="A label for the token")] = "check worker",
+) -> None:
+    """Print a new worker token of the hub's own check-worker account (for `vf hub worker` elsewhere)."""
+    from hub.checks import system_worker
+    from hub.core import Hub
+    from hub.errors import HubError
+
+    hub = Hub(_settings(data))
+    try:
+        with hub.db.session() as s:
+            secret, _tok = hub.create_token(s, system_worker(hub, s), name=name, scope="worker")
+    except HubError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        hub.close()
+    typer.echo(secret)
 
 
 @app.command()
@@ -140,15 +167,25 @@ def worker(
         str | None,
         typer.Option(envvar="VF_HUB_WORKER_TOKEN", help="A worker-scope token (prefer the variable: argv is public)"),
     ] = None,
-    name: Annotated[str | None, typer.Option(help="This worker's label on the hub")] = None,
+    token_fd: Annotated[
+        int | None, typer.Option(help="Read the token from this inherited file descriptor (then closed)")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="This worker's label on the hub (shown to hub admins)")] = None,
     index_url: Annotated[
-        str | None, typer.Option(help="Index for the environments' dependencies (default: pip's)")
+        str | None, typer.Option(help="The public index of the environments' dependencies (default: PyPI)")
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None, typer.Option(help="Another HOST:PORT the setup phase may reach (repeatable)")
+    ] = None,
+    keep_env: Annotated[
+        list[str] | None, typer.Option(help="Keep this environment variable for the worker (repeatable)")
     ] = None,
     backend: Annotated[str | None, typer.Option(help="Sandbox backend: bwrap (default), nsjail")] = None,
     python: Annotated[
         str, typer.Option(help="Interpreter under /usr the check's fresh venv is made from")
     ] = "/usr/bin/python3",
-    timeout: Annotated[float, typer.Option(help="Wall-clock seconds per check (install + run)")] = 300.0,
+    timeout: Annotated[float, typer.Option(help="Wall-clock seconds per check")] = 300.0,
+    setup_timeout: Annotated[float, typer.Option(help="Wall-clock seconds to install a check's dependencies")] = 300.0,
     memory_mb: Annotated[int, typer.Option(help="Address-space limit of the check, MiB")] = 4096,
     processes: Annotated[int, typer.Option(help="Process/thread limit of the check")] = 256,
     disk_mb: Annotated[int, typer.Option(help="Work-folder disk limit of the check, MiB")] = 1024,
@@ -161,19 +198,32 @@ def worker(
     import logging
     import threading
 
-    from verifiers.hub_client.check_worker import CheckWorker, WorkerConfig
+    from verifiers.hub_client.check_worker import CheckWorker, WorkerConfig, clean_environment
 
+    if token_fd is not None:
+        with os.fdopen(token_fd, "rb") as fh:
+            token = fh.read(512).decode("ascii", "replace").strip()
     if not token:
-        typer.echo("error: give a worker token: VF_HUB_WORKER_TOKEN=... (vf hub token create USER --scope worker)", err=True)
+        typer.echo("error: give a worker token: VF_HUB_WORKER_TOKEN=... (python -m hub worker-token)", err=True)
         raise typer.Exit(2)
+    # From here on the process holds only the allow-listed variables (and its child processes too).
+    kept = clean_environment(os.environ, keep_env or ())
+    os.environ.clear()
+    os.environ.update(kept)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     config = WorkerConfig(
         hub_url=hub, token=token, index_url=index_url, backend=backend, timeout_s=timeout, memory_mb=memory_mb,
         processes=processes, disk_mb=disk_mb, poll_interval=poll_interval, python=python,
-    )
+        allow_hosts=tuple(allow_host or ()), download_timeout_s=setup_timeout,
+    )  # fmt: skip
     if name:
         config.name = name
+    try:
+        CheckWorker(config).allowed_hosts()
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     from verifiers.sandbox import Sandbox
     from verifiers.sandbox.types import SandboxError
 

@@ -393,8 +393,10 @@ def download_file(request: Request, prefix: str, sha256: str, filename: str) -> 
     if row is None:
         raise _hidden(request, "file not found")
     if row[4]:
-        principal = principal_of(request)
-        if principal is None or not principal.can_read(row[3], row[2], True):
+        # A worker token reads no private file here (its job's files come from the job API): the same
+        # 404 as an absent file, never a 403 that would say the file exists.
+        principal = principal_of(request, allow_worker=True)
+        if principal is None or principal.scope == "worker" or not principal.can_read(row[3], row[2], True):
             raise _hidden(request, "file not found")
     # Visibility can change, so no file is cached as immutable: a private one only by the client (and
     # revalidated), a public one by shared caches for ten minutes.
