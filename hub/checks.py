@@ -23,6 +23,7 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import and_, func, or_, select, text, update
 from sqlalchemy.orm import Session, aliased
 
@@ -41,6 +42,62 @@ LOST_LEASE = " lost its lease (the worker died or hung)"
 SYSTEM_WORKER = "check-worker"
 _NEVER = dt.datetime(1970, 1, 1)
 _OWNER_LOCK = 0x7643  # the first key of PostgreSQL's per-owner advisory lock taken by claims
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReportedCheck(_Strict):
+    name: str = Field(max_length=100)
+    ok: bool
+    skipped: bool = False
+    detail: str = Field(default="", max_length=2000)
+
+
+class HubDependency(_Strict):
+    env: str = Field(max_length=200)
+    version: str = Field(max_length=64)
+    sha256: str = Field(pattern="^[0-9a-f]{64}$")
+
+
+class CheckReport(_Strict):
+    """What a worker may report about a check, field by field. The values come out of a sandbox
+    (an environment could print anything): the API refuses anything else (422), and stored reports
+    are read back through this model too, so pages and the API only ever see these fields."""
+
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    num_examples: int | None = None
+    rollouts_per_example: int | None = None
+    wheel: str | None = Field(default=None, max_length=255)
+    wheel_sha256: str | None = Field(default=None, max_length=64)
+    hub_dependencies: list[HubDependency] = Field(default_factory=list, max_length=64)
+    sandbox: str | None = Field(default=None, max_length=32)
+    limits: dict[str, float] = Field(default_factory=dict, max_length=16)
+    num_rollouts: int | None = None
+    rewards: list[float | None] = Field(default_factory=list, max_length=1024)
+    scripted_replies: list[str] = Field(default_factory=list, max_length=64)
+    checks: list[ReportedCheck] = Field(default_factory=list, max_length=50)
+    duration_s: float | None = None
+    python_version: str | None = Field(default=None, max_length=32)
+    verifiers_version: str | None = Field(default=None, max_length=64)
+    truncated: bool = False
+    note: str | None = Field(default=None, max_length=200)
+
+
+def stored_report(raw: str | None) -> dict[str, Any]:
+    """A stored report as the schema has it (unknown fields of older workers dropped; {} if unreadable)."""
+    try:
+        data = json.loads(raw or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    known = {k: v for k, v in data.items() if k in CheckReport.model_fields}
+    try:
+        return CheckReport.model_validate(known).model_dump()
+    except ValidationError:
+        return {}
 
 
 def _ts(v: dt.datetime | None) -> str | None:
@@ -135,13 +192,7 @@ def check_out(run: CheckRun | None, *, detail: bool = False, admin: bool = False
         "duration_s": duration,
     }
     if detail:
-        try:
-            report = json.loads(run.report_json or "{}")
-        except ValueError:
-            report = {}
-        if not isinstance(report, dict):
-            report = {}
-        report.pop("worker", None)  # reports of older workers named their host here
+        report = stored_report(run.report_json)  # (older workers named their host in it: dropped)
         out.update(worker=(run.worker or None) if admin else None, report=report, log_tail=run.log_tail or "")
     return out
 

@@ -44,7 +44,7 @@ class ReportIn(BaseModel):
     status: Literal["passed", "failed", "error"]
     reason: str = Field(default="", max_length=checks.MAX_REASON_CHARS)
     log_tail: str = Field(default="", max_length=256 * 1024)
-    report: dict[str, Any] = Field(default_factory=dict)
+    report: checks.CheckReport = Field(default_factory=checks.CheckReport)
 
 
 class CheckOut(BaseModel):
@@ -124,7 +124,7 @@ def report(hub: HubDep, worker: WorkerToken, job_id: int, body: ReportIn) -> dic
         body.status,
         body.reason,
         body.log_tail,
-        body.report,
+        body.report.model_dump(exclude_defaults=True),
         token_id=_token_id(worker),
     )
     if run is None:
