@@ -55,15 +55,19 @@ def test_direct_references_are_refused_in_every_metadata_file(hub: HubClient, re
             make_sdist("dref-env", pyproject=f'[project]\nname = "dref-env"\nversion = "0.1.0"\ndependencies = ["{ref}"]\n')
         ],
         "pyproject optional dependencies": [
-            make_sdist("dref-env", pyproject=(
-                '[project]\nname = "dref-env"\nversion = "0.1.0"\n'
-                f'[project.optional-dependencies]\nextra = ["{ref}"]\n'
-            ))  # fmt: skip
+            make_sdist(
+                "dref-env",
+                pyproject=(
+                    '[project]\nname = "dref-env"\nversion = "0.1.0"\n'
+                    f'[project.optional-dependencies]\nextra = ["{ref}"]\n'
+                ),
+            )
         ],
         "build-system requires": [
-            make_sdist("dref-env", pyproject=(
-                f'[build-system]\nrequires = ["{ref}"]\n[project]\nname = "dref-env"\nversion = "0.1.0"\n'
-            ))  # fmt: skip
+            make_sdist(
+                "dref-env",
+                pyproject=f'[build-system]\nrequires = ["{ref}"]\n[project]\nname = "dref-env"\nversion = "0.1.0"\n',
+            )
         ],
     }
     for where, files in uploads.items():
