@@ -206,10 +206,11 @@ def worker(
     if not token:
         typer.echo("error: give a worker token: VF_HUB_WORKER_TOKEN=... (python -m hub worker-token)", err=True)
         raise typer.Exit(2)
-    # From here on the process holds only the allow-listed variables (and its child processes too).
     kept = clean_environment(os.environ, keep_env or ())
-    os.environ.clear()
-    os.environ.update(kept)
+    if dict(os.environ) != kept:
+        # Start again from the allow-listed environment, the token in a pipe: clearing os.environ
+        # would leave the original strings readable in /proc/PID/environ.
+        _reexec_clean(token, kept)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     config = WorkerConfig(
@@ -251,6 +252,31 @@ def worker(
     finally:
         stop.set()
         w.close()
+
+
+def _reexec_clean(token: str, env: dict[str, str]) -> None:
+    """Replace this process (same pid) by ``python -m hub worker`` with the same options, ``env`` as
+    its whole environment, and the token on an inherited pipe instead of argv or the environment."""
+    import sys
+
+    argv = sys.argv[sys.argv.index("worker") + 1 :] if "worker" in sys.argv else []
+    rest: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--token", "--token-fd"):
+            skip = True
+            continue
+        if arg.startswith(("--token=", "--token-fd=")):
+            continue
+        rest.append(arg)
+    read_end, write_end = os.pipe()
+    os.write(write_end, token.encode())
+    os.close(write_end)
+    os.set_inheritable(read_end, True)
+    os.execve(sys.executable, [sys.executable, "-m", "hub", "worker", *rest, "--token-fd", str(read_end)], env)
 
 
 @user_app.command("create")
