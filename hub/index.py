@@ -189,8 +189,9 @@ def render_project(data: dict[str, Any], mime: str, root: str) -> bytes:
                 "size": int(r[5]),
                 "upload-time": _iso(r[8]),
                 "yanked": yanked,
+                # PEP 714's key only: pip 23.0 (Debian 12's) crashes on the old JSON key
+                # `dist-info-metadata` when it is an object, which is why PEP 714 renamed it.
                 "core-metadata": core,
-                "dist-info-metadata": core,
             }
             files.append(entry)
         versions = sorted({r[0] for r in data["files"]}, key=version_key)

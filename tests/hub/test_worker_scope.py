@@ -336,3 +336,13 @@ def test_member_helpers_still_build_valid_archives(hub: HubClient) -> None:
     r = hub.publish_files("alice", "ok-env", files, alice)
     assert r.status_code == 201, r.text
     assert hub.get("/api/v1/environments/alice/ok-env/versions/0.1.0").json()["dependencies"] == ["numpy>=1"]
+
+
+def test_the_json_index_never_sends_the_key_old_pip_crashes_on(hub: HubClient, packages: PackageFactory) -> None:
+    """pip 23.0 (Debian 12's, the sandbox's pip) crashes on a JSON ``dist-info-metadata`` object
+    (PEP 714 renamed it ``core-metadata`` for that reason); the HTML page keeps both attributes."""
+    alice = hub.user("alice")
+    assert hub.publish("alice", packages.get("pep714-env"), alice).status_code == 201
+    doc = hub.get("/simple/pep714-env/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}).json()
+    wheel = next(f for f in doc["files"] if f["filename"].endswith(".whl"))
+    assert "dist-info-metadata" not in wheel and wheel["core-metadata"]["sha256"]

@@ -138,16 +138,12 @@ echo "== creating a fresh virtual environment" >&2
 site=$(/workspace/venv/bin/python -I -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 # The worker's own verifiers is mounted; this record tells pip it is installed (PyPI's is another library).
 mkdir -p "$site/verifiers-$VF_CHECK_VERIFIERS.dist-info"
-printf 'Metadata-Version: 2.1
-Name: verifiers
-Version: %s
-' "$VF_CHECK_VERIFIERS" > "$site/verifiers-$VF_CHECK_VERIFIERS.dist-info/METADATA"
+printf 'Metadata-Version: 2.1\nName: verifiers\nVersion: %s\n' "$VF_CHECK_VERIFIERS" > "$site/verifiers-$VF_CHECK_VERIFIERS.dist-info/METADATA"
 : > "$site/verifiers-$VF_CHECK_VERIFIERS.dist-info/RECORD"
 echo "verifiers==$VF_CHECK_VERIFIERS" > constraints.txt
 "$VF_CHECK_PYTHON" -I relay.py /workspace/.egress.sock $VF_CHECK_RELAY_PORT > relay.log 2>&1 &
 for _ in $(seq 100); do grep -q ready relay.log 2>/dev/null && break; sleep 0.05; done
-echo "== installing $(cd wheels && ls | tr '
-' ' ')with their dependencies (wheels only) from $VF_CHECK_INDEX_URL" >&2
+echo "== installing $(cd wheels && ls | tr '\n' ' ')with their dependencies (wheels only)" >&2
 cert=""
 if [ -f ca.pem ]; then cert="--cert /workspace/ca.pem"; fi
 if ! "$VF_CHECK_PYTHON" -m pip --python /workspace/venv/bin/python install --isolated --no-input      --disable-pip-version-check --no-cache-dir --no-compile --only-binary=:all: --progress-bar off      --index-url "$VF_CHECK_INDEX_URL" --proxy "http://127.0.0.1:$VF_CHECK_RELAY_PORT" $cert      -c constraints.txt wheels/*.whl >&2; then
@@ -546,9 +542,15 @@ def _ca_bundle() -> bytes | None:
     return None
 
 
+_FILE_URL = re.compile(r"https?://[^\s'\"]+/([^/\s'\"]+\.(?:whl|tar\.gz|zip))(?:#\S*)?")
+
+
 def _log_of(stdout: str, stderr: str, tag: str) -> str:
+    """What a run printed, for the log tail everyone sees: without the verdict line, and without
+    the lines where pip names the worker's configured index (an operator's mirror is a host detail)."""
     other = "\n".join(line for line in stdout.splitlines() if not line.startswith(tag))
-    return (other + "\n" + stderr).strip()
+    text = _FILE_URL.sub(r"\1", other + "\n" + stderr)
+    return "\n".join(ln for ln in text.splitlines() if not ln.startswith("Looking in indexes:")).strip()
 
 
 def _setup_failure(setup: Any, denied: list[str], cfg: WorkerConfig) -> str | None:
