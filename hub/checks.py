@@ -210,7 +210,7 @@ def _file_out(run_id: int, f: File, env: str, name: str, version: str) -> dict[s
     }
 
 
-def _wheel_of(s: Session, version_id: int) -> File | None:
+def wheel_of(s: Session, version_id: int) -> File | None:
     return s.scalar(
         select(File).where(File.version_id == version_id, File.kind == "wheel").order_by(File.id).limit(1)
     )
@@ -256,7 +256,7 @@ def hub_dependencies(s: Session, env: Environment, ver: Version) -> tuple[list[t
                     parsed = PV(dv.version)
                 except InvalidVersion:
                     continue
-                if req.specifier.contains(dv.version, prereleases=True) and _wheel_of(s, dv.id) is not None:
+                if req.specifier.contains(dv.version, prereleases=True) and wheel_of(s, dv.id) is not None:
                     cands.append((not parsed.is_prerelease, parsed, dv))
             if not cands:
                 return [], (
@@ -273,7 +273,7 @@ def _job(s: Session, run: CheckRun, settings: Settings) -> dict[str, Any] | None
     """The claim's answer; also records in ``job_files`` the files this claim may download."""
     ver = s.get(Version, run.version_id)
     env = s.get(Environment, run.env_id)
-    wheel = _wheel_of(s, run.version_id)
+    wheel = wheel_of(s, run.version_id)
     if ver is None or env is None or wheel is None:
         return None
     owner = s.get(Owner, env.owner_id)
@@ -281,7 +281,7 @@ def _job(s: Session, run: CheckRun, settings: Settings) -> dict[str, Any] | None
     deps, problem = hub_dependencies(s, env, ver)
     hub_files = []
     for dep_env, dep_ver in deps:
-        f = _wheel_of(s, dep_ver.id)
+        f = wheel_of(s, dep_ver.id)
         assert f is not None
         hub_files.append(_file_out(run.id, f, f"{owner.name}/{dep_env.name}", dep_env.name, dep_ver.version))
     run.job_files = json.dumps([wheel.sha256, *[f["sha256"] for f in hub_files]])

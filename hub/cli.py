@@ -78,7 +78,13 @@ def serve(
             from hub.testing import free_port
 
             port = free_port()
-        worker_proc = _start_worker(settings, host, port)
+        from hub.errors import HubError
+
+        try:
+            worker_proc = _start_worker(settings, host, port)
+        except HubError as exc:
+            typer.echo(f"error: --with-worker: {exc.message}", err=True)
+            raise typer.Exit(1) from None
     try:
         uvicorn.run(
             "hub.app:create_app_from_env",

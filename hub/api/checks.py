@@ -145,7 +145,7 @@ def _serve_job_file(hub: Any, worker: Principal, job_id: int, lease: str, sha256
             raise not_found("no such job held by this lease")
         allowed = json.loads(run.job_files or "[]")
         if sha256 is None:
-            f = checks._wheel_of(s, run.version_id)
+            f = checks.wheel_of(s, run.version_id)
         elif sha256 in allowed:
             f = s.scalar(select(File).where(File.sha256 == sha256, File.kind == "wheel").order_by(File.id).limit(1))
         else:

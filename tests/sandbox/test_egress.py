@@ -42,7 +42,7 @@ for _ in $(seq 100); do grep -q ready relay.log 2>/dev/null && break; sleep 0.05
 
 
 class _Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         body = f"hello from {self.server.server_port}".encode()  # type: ignore[attr-defined]
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
