@@ -346,3 +346,28 @@ def test_the_json_index_never_sends_the_key_old_pip_crashes_on(hub: HubClient, p
     doc = hub.get("/simple/pep714-env/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}).json()
     wheel = next(f for f in doc["files"] if f["filename"].endswith(".whl"))
     assert "dist-info-metadata" not in wheel and wheel["core-metadata"]["sha256"]
+
+
+def test_worker_token_cli_makes_tokens_of_the_system_account(tmp_path: Path) -> None:
+    """``python -m hub worker-token`` (the documented way to equip workers elsewhere): each call a
+    new token of ``check-worker``, none revoking another; they claim jobs and nothing else."""
+    import os
+    import secrets
+    import subprocess
+    import sys
+
+    client = HubClient.create(tmp_path / "hub", database_url=None, admin_token="vfh_" + secrets.token_urlsafe(32))
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VF_HUB")}
+        tokens = []
+        for _ in range(2):
+            res = subprocess.run([sys.executable, "-m", "hub", "worker-token", "--data", str(tmp_path / "hub")],
+                                 capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+            assert res.returncode == 0, res.stderr
+            tokens.append(res.stdout.strip())
+        assert len(set(tokens)) == 2 and all(t.startswith("vfh_") for t in tokens)
+        for token in tokens:
+            assert client.post("/api/v1/check-jobs/claim", token, json={}).json() == {"job": None}
+            assert client.get("/api/v1/whoami", token).status_code == 403
+    finally:
+        client.close()
