@@ -71,7 +71,8 @@ _RELAY_PORT = 3128
 #: operator names it (``vf hub worker --keep-env NAME``).
 ENV_ALLOW = (
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
-    "PYTHONPATH", "VIRTUAL_ENV", "VF_SANDBOX_BACKEND", "VF_SANDBOX_DIR", "VF_HUB_URL",
+    "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV", "VF_SANDBOX_BACKEND",
+    "VF_SANDBOX_DIR", "VF_HUB_URL",
 )  # fmt: skip
 #: Always set for the worker: pip's configuration files are never read.
 ENV_FORCED = {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PYTHONNOUSERSITE": "1"}
