@@ -135,10 +135,7 @@ def _metadata_fields(msg: email.message.Message, info: ArchiveInfo) -> None:
         info.requires_python = rp.strip()
     deps = []
     for d in msg.get_all("Requires-Dist") or []:
-        try:
-            Requirement(d)
-        except InvalidRequirement:
-            raise ArchiveError(f"invalid Requires-Dist {d!r}") from None
+        check_requirement(d, "Requires-Dist")
         deps.append(d.strip())
     info.dependencies = deps
     kw = msg.get("Keywords") or ""
@@ -157,6 +154,25 @@ def _metadata_fields(msg: email.message.Message, info: ArchiveInfo) -> None:
         "author": msg.get("Author") or msg.get("Author-email") or None,
         "metadata_version": msg.get("Metadata-Version"),
     }
+
+
+def check_requirement(raw: object, where: str) -> Requirement:
+    """A PEP 508 requirement that resolves by name from an index. A direct reference (``name @ URL``,
+    a ``file:`` path, a VCS URL) is refused, as PyPI refuses it: whoever installs or checks the
+    release would fetch (and possibly build, running its code) whatever that URL serves."""
+    if not isinstance(raw, str):
+        raise ArchiveError(f"invalid {where} {raw!r}: not a string")
+    try:
+        req = Requirement(raw)
+    except InvalidRequirement:
+        raise ArchiveError(f"invalid {where} {raw!r}") from None
+    if req.url is not None:
+        raise ArchiveError(
+            f"{where} {raw.strip()[:200]!r} is a direct reference (name @ URL or path); an index accepts "
+            "only dependencies that resolve by name, as PyPI does: publish the dependency and depend on "
+            "it by name"
+        )
+    return req
 
 
 def _check_name_version(msg: email.message.Message, name: str, version: str, where: str) -> str:
@@ -473,6 +489,7 @@ def _apply_pyproject(small: dict[str, bytes], info: ArchiveInfo) -> None:
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ArchiveError(f"invalid pyproject.toml: {exc}") from None
     project = data.get("project") or {}
+    _check_pyproject_requirements(data)
     if isinstance(project, dict):
         pname = project.get("name")
         if isinstance(pname, str) and canonicalize_name(pname) != info.name:
@@ -495,6 +512,25 @@ def _apply_pyproject(small: dict[str, bytes], info: ArchiveInfo) -> None:
         ev = tool.get("eval")
         if isinstance(ev, dict):
             info.eval_defaults = json.loads(json.dumps(ev, default=str))
+
+
+def _check_pyproject_requirements(data: dict[str, Any]) -> None:
+    """The sdist's own requirement lists (what a build from it would use) take no direct references
+    either: ``[project].dependencies``, ``[project.optional-dependencies]``, ``[build-system].requires``."""
+    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    lists: list[tuple[str, Any]] = [("pyproject.toml [project].dependencies", project.get("dependencies"))]
+    optional = project.get("optional-dependencies")
+    if isinstance(optional, dict):
+        lists += [(f"pyproject.toml [project.optional-dependencies].{k}", v) for k, v in optional.items()]
+    build = data.get("build-system") if isinstance(data.get("build-system"), dict) else {}
+    lists.append(("pyproject.toml [build-system].requires", build.get("requires")))
+    for where, items in lists:
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise ArchiveError(f"{where} must be a list of requirements")
+        for raw in items:
+            check_requirement(raw, where)
 
 
 def normalise_tags(tags: list[str]) -> list[str]:

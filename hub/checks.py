@@ -23,9 +23,11 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
-from sqlalchemy.orm import Session
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import and_, func, or_, select, text, update
+from sqlalchemy.orm import Session, aliased
 
+from hub.auth import Principal
 from hub.db import Database
 from hub.models import CheckRun, Environment, File, Owner, Version, utcnow
 from hub.settings import Settings
@@ -35,6 +37,67 @@ FINAL = ("passed", "failed", "error")
 REPORTED = ("passed", "failed", "error")
 MAX_REASON_CHARS = 2000
 LOST_LEASE = " lost its lease (the worker died or hung)"
+#: The hub's own account for check workers (``vf hub serve --with-worker``, ``hub worker-token``); a
+#: reserved name (``hub.core.SYSTEM_ACCOUNTS``), so only the hub itself ever creates it.
+SYSTEM_WORKER = "check-worker"
+_NEVER = dt.datetime(1970, 1, 1)
+_OWNER_LOCK = 0x7643  # the first key of PostgreSQL's per-owner advisory lock taken by claims
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReportedCheck(_Strict):
+    name: str = Field(max_length=100)
+    ok: bool
+    skipped: bool = False
+    detail: str = Field(default="", max_length=2000)
+
+
+class HubDependency(_Strict):
+    env: str = Field(max_length=200)
+    version: str = Field(max_length=64)
+    sha256: str = Field(pattern="^[0-9a-f]{64}$")
+
+
+class CheckReport(_Strict):
+    """What a worker may report about a check, field by field. The values come out of a sandbox
+    (an environment could print anything): the API refuses anything else (422), and stored reports
+    are read back through this model too, so pages and the API only ever see these fields."""
+
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    num_examples: int | None = None
+    rollouts_per_example: int | None = None
+    wheel: str | None = Field(default=None, max_length=255)
+    wheel_sha256: str | None = Field(default=None, max_length=64)
+    hub_dependencies: list[HubDependency] = Field(default_factory=list, max_length=64)
+    sandbox: str | None = Field(default=None, max_length=32)
+    limits: dict[str, float] = Field(default_factory=dict, max_length=16)
+    num_rollouts: int | None = None
+    rewards: list[float | None] = Field(default_factory=list, max_length=1024)
+    scripted_replies: list[str] = Field(default_factory=list, max_length=64)
+    checks: list[ReportedCheck] = Field(default_factory=list, max_length=50)
+    duration_s: float | None = None
+    python_version: str | None = Field(default=None, max_length=32)
+    verifiers_version: str | None = Field(default=None, max_length=64)
+    truncated: bool = False
+    note: str | None = Field(default=None, max_length=200)
+
+
+def stored_report(raw: str | None) -> dict[str, Any]:
+    """A stored report as the schema has it (unknown fields of older workers dropped; {} if unreadable)."""
+    try:
+        data = json.loads(raw or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    known = {k: v for k, v in data.items() if k in CheckReport.model_fields}
+    try:
+        return CheckReport.model_validate(known).model_dump()
+    except ValidationError:
+        return {}
 
 
 def _ts(v: dt.datetime | None) -> str | None:
@@ -107,8 +170,11 @@ def history(s: Session, version_id: int, limit: int = 50) -> list[CheckRun]:
     )
 
 
-def check_out(run: CheckRun | None, *, detail: bool = False) -> dict[str, Any] | None:
-    """The API's ``check`` object: the status and why; ``detail`` adds the report and the log tail."""
+def check_out(run: CheckRun | None, *, detail: bool = False, admin: bool = False) -> dict[str, Any] | None:
+    """The API's ``check`` object: the status and why; ``detail`` adds the report and the log tail.
+
+    Which worker ran it is for hub admins only (``worker`` is null for everyone else): a label of the
+    worker's host says nothing about the environment and something about the hub's machines."""
     if run is None:
         return None
     duration = None
@@ -126,25 +192,99 @@ def check_out(run: CheckRun | None, *, detail: bool = False) -> dict[str, Any] |
         "duration_s": duration,
     }
     if detail:
-        try:
-            report = json.loads(run.report_json or "{}")
-        except ValueError:
-            report = {}
-        out.update(worker=run.worker or None, report=report, log_tail=run.log_tail or "")
+        report = stored_report(run.report_json)  # (older workers named their host in it: dropped)
+        out.update(worker=(run.worker or None) if admin else None, report=report, log_tail=run.log_tail or "")
     return out
 
 
 # --------------------------------------------------------------------------------- the queue
+def _file_out(run_id: int, f: File, env: str, name: str, version: str) -> dict[str, Any]:
+    return {
+        "env": env,
+        "name": name,
+        "version": version,
+        "filename": f.filename,
+        "sha256": f.sha256,
+        "size": int(f.size),
+        "url": f"/api/v1/check-jobs/{run_id}/files/{f.sha256}",
+    }
+
+
+def wheel_of(s: Session, version_id: int) -> File | None:
+    return s.scalar(
+        select(File).where(File.version_id == version_id, File.kind == "wheel").order_by(File.id).limit(1)
+    )
+
+
+def hub_dependencies(s: Session, env: Environment, ver: Version) -> tuple[list[tuple[Environment, Version]], str]:
+    """The version's hub dependencies, transitively, by the rule ``vf install`` follows: a requirement
+    that names an environment of the *same owner* comes from the hub (the newest non-yanked version
+    that satisfies it, final releases before pre-releases), every other one from the public index.
+    Returns the chosen versions and, when one cannot be satisfied, why (the environment's fault)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion
+    from packaging.version import Version as PV
+
+    chosen: dict[str, tuple[Environment, Version]] = {env.name: (env, ver)}
+    queue = [(env, ver)]
+    while queue:
+        e, v = queue.pop(0)
+        for raw in json.loads(v.dependencies or "[]"):
+            try:
+                req = Requirement(raw)
+            except InvalidRequirement:
+                return [], f"{e.name} {v.version} declares an invalid requirement {str(raw)[:100]!r}"
+            if req.url is not None:
+                return [], f"{e.name} {v.version} depends on a direct reference {str(raw)[:100]!r}"
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+            name = canonicalize_name(req.name)
+            if name in chosen:
+                have = chosen[name][1].version
+                if not req.specifier.contains(have, prereleases=True):
+                    return [], f"{e.name} {v.version} needs {req}, but {name} {have} is the version being checked"
+                continue
+            dep = s.scalar(
+                select(Environment).where(Environment.owner_id == env.owner_id, Environment.name == name)
+            )
+            if dep is None:
+                continue  # not the owner's environment: the public index's
+            cands = []
+            for dv in s.scalars(select(Version).where(Version.env_id == dep.id, Version.yanked.is_(False))):
+                try:
+                    parsed = PV(dv.version)
+                except InvalidVersion:
+                    continue
+                if req.specifier.contains(dv.version, prereleases=True) and wheel_of(s, dv.id) is not None:
+                    cands.append((not parsed.is_prerelease, parsed, dv))
+            if not cands:
+                return [], (
+                    f"{e.name} {v.version} needs {req}, a hub dependency (the same owner's environment), and no "
+                    f"non-yanked version of {name} with a wheel satisfies it"
+                )
+            pick = max(cands, key=lambda c: (c[0], c[1]))[2]
+            chosen[name] = (dep, pick)
+            queue.append((dep, pick))
+    return [c for n, c in chosen.items() if n != env.name], ""
+
+
 def _job(s: Session, run: CheckRun, settings: Settings) -> dict[str, Any] | None:
+    """The claim's answer; also records in ``job_files`` the files this claim may download."""
     ver = s.get(Version, run.version_id)
     env = s.get(Environment, run.env_id)
-    wheel = s.scalar(
-        select(File).where(File.version_id == run.version_id, File.kind == "wheel").order_by(File.id).limit(1)
-    )
+    wheel = wheel_of(s, run.version_id)
     if ver is None or env is None or wheel is None:
         return None
     owner = s.get(Owner, env.owner_id)
     assert owner is not None
+    deps, problem = hub_dependencies(s, env, ver)
+    hub_files = []
+    for dep_env, dep_ver in deps:
+        f = wheel_of(s, dep_ver.id)
+        assert f is not None
+        hub_files.append(_file_out(run.id, f, f"{owner.name}/{dep_env.name}", dep_env.name, dep_ver.version))
+    run.job_files = json.dumps([wheel.sha256, *[f["sha256"] for f in hub_files]])
     return {
         "id": run.id,
         "lease_token": run.lease_token,
@@ -157,37 +297,75 @@ def _job(s: Session, run: CheckRun, settings: Settings) -> dict[str, Any] | None
         "version": ver.version,
         "requires_python": ver.requires_python,
         "dependencies": json.loads(ver.dependencies or "[]"),
-        "wheel": {
-            "filename": wheel.filename,
-            "sha256": wheel.sha256,
-            "size": int(wheel.size),
-            "url": f"/api/v1/check-jobs/{run.id}/wheel",
-        },
+        "wheel": _file_out(run.id, wheel, f"{owner.name}/{env.name}", env.name, ver.version),
+        # same-owner hub dependencies, pinned by sha256; the rest resolve from the public index
+        "hub_dependencies": hub_files,
+        "unresolvable": problem or None,
     }
 
 
-def claim(db: Database, settings: Settings, worker: str) -> dict[str, Any] | None:
-    """Give ``worker`` the oldest queued job (or one whose lease ran out), or None when there is none."""
+def may_claim_everything(principal: Principal) -> bool:
+    """The hub's own worker account and hub admins' worker tokens check every environment; any other
+    worker token only public ones and those of the owners its user belongs to."""
+    return principal.is_admin or principal.user_name == SYSTEM_WORKER
+
+
+def claim(
+    db: Database, settings: Settings, worker: str, principal: Principal | None = None
+) -> dict[str, Any] | None:
+    """Give ``worker`` a queued job (or one whose lease ran out), or None when there is none.
+
+    Fair across owners: the next job is the oldest of the owner served least recently (the latest
+    claim of its jobs), and an owner whose ``check_max_running_per_owner`` jobs hold live leases
+    gets no more until one ends, so one owner's many (or hanging) versions never starve another's.
+    ``principal`` (the worker token) limits which private environments it may check."""
     lease = dt.timedelta(seconds=settings.check_lease_seconds)
+    cap = settings.check_max_running_per_owner
+    skip_owners: set[int] = set()
     for _ in range(50):
         now = utcnow()
         with db.session() as s:
+            r2, e2 = aliased(CheckRun), aliased(Environment)
+            live = (
+                select(func.count(r2.id))
+                .join(e2, e2.id == r2.env_id)
+                .where(e2.owner_id == Environment.owner_id, r2.status == "running", r2.lease_expires_at >= now)
+                .scalar_subquery()
+            )
+            served = (
+                select(func.max(r2.started_at))
+                .join(e2, e2.id == r2.env_id)
+                .where(e2.owner_id == Environment.owner_id)
+                .scalar_subquery()
+            )
             q = (
-                select(CheckRun.id, CheckRun.status, CheckRun.lease_token, CheckRun.attempts, CheckRun.worker)
+                select(
+                    CheckRun.id, CheckRun.status, CheckRun.lease_token, CheckRun.attempts, CheckRun.worker,
+                    Environment.owner_id,
+                )
+                .join(Environment, Environment.id == CheckRun.env_id)
                 .where(
                     or_(
                         CheckRun.status == "queued",
                         and_(CheckRun.status == "running", CheckRun.lease_expires_at < now),
-                    )
+                    ),
+                    live < cap,
                 )
-                .order_by(CheckRun.id)
+                .order_by(func.coalesce(served, _NEVER), CheckRun.id)
                 .limit(1)
             )
+            if skip_owners:
+                q = q.where(Environment.owner_id.not_in(skip_owners))
+            if principal is not None and not may_claim_everything(principal):
+                q = q.where(or_(Environment.private.is_(False), Environment.owner_id.in_(list(principal.roles))))
             if not db.sqlite:
-                q = q.with_for_update(skip_locked=True)
+                q = q.with_for_update(skip_locked=True, of=CheckRun)
             row = s.execute(q).first()
             if row is None:
                 return None
+            if not db.sqlite:
+                # Claims of one owner's jobs take turns, so the count below sees every other claim.
+                s.execute(text("SELECT pg_advisory_xact_lock(:k, :o)"), {"k": _OWNER_LOCK, "o": row.owner_id})
             same = [CheckRun.id == row.id, CheckRun.status == row.status]
             same.append(
                 CheckRun.lease_token.is_(None)
@@ -226,12 +404,28 @@ def claim(db: Database, settings: Settings, worker: str) -> dict[str, Any] | Non
                     worker=worker[:100],
                     started_at=now,
                     finished_at=None,
+                    claimed_by_token_id=principal.token_id if principal is not None else None,
                     log_tail=CheckRun.log_tail + note if note else CheckRun.log_tail,
                 )
                 .execution_options(synchronize_session=False)
             )
             if res.rowcount != 1:
                 continue  # another worker won this one; look again
+            # The bound, counted inside this write (SQLite: writers are serialised; PostgreSQL: the
+            # owner's lock): a claim that would exceed it is undone and the owner skipped.
+            running = s.scalar(
+                select(func.count(CheckRun.id))
+                .join(Environment, Environment.id == CheckRun.env_id)
+                .where(
+                    Environment.owner_id == row.owner_id,
+                    CheckRun.status == "running",
+                    CheckRun.lease_expires_at >= now,
+                )
+            )
+            if (running or 0) > cap:
+                s.rollback()
+                skip_owners.add(row.owner_id)
+                continue
             run = s.get(CheckRun, row.id)
             assert run is not None
             s.refresh(run)
@@ -248,12 +442,21 @@ def claim(db: Database, settings: Settings, worker: str) -> dict[str, Any] | Non
     return None
 
 
-def _owned(job_id: int, lease_token: str) -> list[Any]:
-    return [CheckRun.id == job_id, CheckRun.status == "running", CheckRun.lease_token == lease_token]
+def _owned(job_id: int, lease_token: str, token_id: int | None = None) -> list[Any]:
+    cond = [CheckRun.id == job_id, CheckRun.status == "running", CheckRun.lease_token == lease_token]
+    if token_id is not None:
+        # only the token whose claim holds the lease (a claim made without one, in-process, binds none)
+        cond.append(or_(CheckRun.claimed_by_token_id.is_(None), CheckRun.claimed_by_token_id == token_id))
+    return cond
 
 
 def heartbeat(
-    db: Database, settings: Settings, job_id: int, lease_token: str, log_tail: str | None = None
+    db: Database,
+    settings: Settings,
+    job_id: int,
+    lease_token: str,
+    log_tail: str | None = None,
+    token_id: int | None = None,
 ) -> bool:
     """Extend the lease of a job this claim still owns; False when the lease was lost."""
     values: dict[str, Any] = {
@@ -262,12 +465,15 @@ def heartbeat(
     if log_tail is not None:
         values["log_tail"] = tail_text(log_tail, settings.check_max_log_bytes)
     with db.session() as s:
-        res = s.execute(update(CheckRun).where(*_owned(job_id, lease_token)).values(**values))
+        res = s.execute(update(CheckRun).where(*_owned(job_id, lease_token, token_id)).values(**values))
         return res.rowcount == 1
 
 
-def owns(s: Session, job_id: int, lease_token: str) -> CheckRun | None:
-    return s.scalar(select(CheckRun).where(*_owned(job_id, lease_token)))
+def owns(s: Session, job_id: int, lease_token: str, token_id: int | None = None) -> CheckRun | None:
+    """The running job this lease (and, given, this worker token) holds, with a live lease."""
+    return s.scalar(
+        select(CheckRun).where(*_owned(job_id, lease_token, token_id), CheckRun.lease_expires_at >= utcnow())
+    )
 
 
 def bounded_report(report: dict[str, Any], max_bytes: int) -> str:
@@ -294,6 +500,7 @@ def finish(
     reason: str,
     log_tail: str,
     report: dict[str, Any],
+    token_id: int | None = None,
 ) -> CheckRun | None:
     """Record a worker's verdict; None when this claim no longer owns the job (nothing is written).
 
@@ -310,7 +517,7 @@ def finish(
         "lease_expires_at": None,
     }
     with db.session() as s:
-        run = owns(s, job_id, lease_token)
+        run = s.scalar(select(CheckRun).where(*_owned(job_id, lease_token, token_id)))
         if run is None:
             return None
         # Earlier attempts that lost their worker stay on record above this attempt's log.
@@ -321,8 +528,68 @@ def finish(
             values.update(status="queued", started_at=None, finished_at=None)
         else:
             values.update(status=status, finished_at=now)
-        res = s.execute(update(CheckRun).where(*_owned(job_id, lease_token)).values(**values))
+        res = s.execute(update(CheckRun).where(*_owned(job_id, lease_token, token_id)).values(**values))
         if res.rowcount != 1:
             return None
         s.refresh(run)
         return run
+
+
+# ------------------------------------------------------------------------------ worker accounts
+EMBEDDED_TOKEN_NAME = "serve --with-worker"
+
+
+def system_worker(hub: Any, s: Session) -> Owner:
+    """The hub's own check-worker account, created on first use. Its name is reserved, so no
+    registration can have taken it; one that exists as an organisation or an administrator (a
+    database from before the reservation) is refused with what to do about it."""
+    from hub.errors import HubError
+    from hub.models import Owner as OwnerRow
+
+    user = s.scalar(select(OwnerRow).where(OwnerRow.name == SYSTEM_WORKER))
+    if user is not None and (user.kind != "user" or user.is_admin):
+        raise HubError(
+            409,
+            f"the name {SYSTEM_WORKER!r} belongs to an organisation or an administrator, but it is the hub's "
+            "own check-worker account; rename that owner in the database first",
+        )
+    if user is None:
+        user = OwnerRow(name=SYSTEM_WORKER, display_name=SYSTEM_WORKER, kind="user", is_admin=False,
+                        description="the hub's check workers")  # fmt: skip
+        s.add(user)
+        s.flush()
+    return user
+
+
+# An embedded worker polls every few seconds and its use is recorded at most once a minute, so a
+# token unused for this long belongs to an instance that is gone (heartbeats of a running check
+# count as use too).
+EMBEDDED_TOKEN_STALE = 600  # seconds
+
+
+def embedded_worker_token(hub: Any, s: Session) -> str:
+    """A fresh worker token of the hub's own ``check-worker`` account for one
+    ``vf hub serve --with-worker`` instance.
+
+    Several instances may serve one database: each gets its own token and none revokes another's
+    live one. What is rotated away is only the embedded tokens no instance has used for
+    ``EMBEDDED_TOKEN_STALE`` seconds (instances that died without revoking theirs); tokens made with
+    ``hub worker-token`` or ``hub token create`` are never touched. Revocation goes through
+    ``revoke_tokens`` (it bumps the generation), so no worker keeps a revoked token cached."""
+    import datetime as dt
+
+    from sqlalchemy import func
+
+    from hub.auth import revoke_tokens
+    from hub.models import Token
+
+    user = system_worker(hub, s)
+    stale = utcnow() - dt.timedelta(seconds=EMBEDDED_TOKEN_STALE)
+    revoke_tokens(
+        s,
+        Token.user_id == user.id,
+        Token.name == EMBEDDED_TOKEN_NAME,
+        func.coalesce(Token.last_used_at, Token.created_at) < stale,
+    )
+    secret, _tok = hub.create_token(s, user, name=EMBEDDED_TOKEN_NAME, scope="worker")
+    return secret

@@ -87,7 +87,13 @@ def serve(
             from hub.testing import free_port
 
             port = free_port()
-        worker_proc, worker_secret = _start_worker(settings, host, port)
+        from hub.errors import HubError
+
+        try:
+            worker_proc, worker_secret = _start_worker(settings, host, port)
+        except HubError as exc:
+            typer.echo(f"error: --with-worker: {exc.message}", err=True)
+            raise typer.Exit(1) from None
         # uvicorn shuts down on SIGTERM and then raises the signal again with the handler it found;
         # the default one would end the process before the `finally` below stops the worker and
         # revokes its token, so turn it into an exit that runs it.
@@ -122,43 +128,17 @@ def serve(
             revoke_embedded_worker_token(settings, worker_secret)
 
 
-EMBEDDED_WORKER_TOKEN = "serve --with-worker"
-# An embedded worker polls every few seconds and its use is recorded at most once a minute, so a
-# token unused for this long belongs to an instance that is gone (heartbeats of a running check
-# count as use too).
-EMBEDDED_TOKEN_STALE = 600  # seconds
-
-
 def embedded_worker_token(settings):  # type: ignore[no-untyped-def]
-    """A fresh worker-scope token of user ``check-worker`` for one `serve --with-worker` instance.
-
-    Several instances may serve one database: each gets its own token and none revokes another's
-    live one. What is rotated away is only the embedded tokens no instance has used for
-    ``EMBEDDED_TOKEN_STALE`` seconds (instances that died without revoking theirs); tokens made with
-    `hub token create` are never touched. Revocation bumps the generation (``revoke_tokens``), so
-    no worker of any instance keeps a revoked token in its caller cache."""
-    import datetime as dt
-
-    from sqlalchemy import func, select
-
-    from hub.auth import revoke_tokens
+    """A fresh worker token of the hub's own ``check-worker`` account for one `serve --with-worker`
+    instance (:func:`hub.checks.embedded_worker_token`: only tokens of instances that are gone are
+    rotated away)."""
+    from hub.checks import embedded_worker_token as make_token
     from hub.core import Hub
-    from hub.models import Owner, Token, utcnow
 
     hub = Hub(settings)
     try:
         with hub.db.session() as s:
-            user = s.scalar(select(Owner).where(Owner.name == "check-worker", Owner.kind == "user"))
-            if user is None:
-                user, _first = hub.create_user(s, "check-worker")
-            stale = utcnow() - dt.timedelta(seconds=EMBEDDED_TOKEN_STALE)
-            revoke_tokens(
-                s,
-                Token.user_id == user.id,
-                Token.name == EMBEDDED_WORKER_TOKEN,
-                func.coalesce(Token.last_used_at, Token.created_at) < stale,
-            )
-            secret, _tok = hub.create_token(s, user, name=EMBEDDED_WORKER_TOKEN, scope="worker")
+            secret = make_token(hub, s)
     finally:
         hub.close()
     return secret
@@ -182,18 +162,55 @@ def revoke_embedded_worker_token(settings, secret: str) -> None:  # type: ignore
 
 
 def _start_worker(settings, host: str, port: int):  # type: ignore[no-untyped-def]
-    """A check worker beside the hub with its own worker token (:func:`embedded_worker_token`),
-    handed over in the worker's environment, never on its command line."""
+    """A check worker beside the hub with its own worker token (:func:`embedded_worker_token`).
+
+    The worker never sees the admin token or anything else of this process's environment: it starts
+    from an allow-listed environment (``check_worker.clean_environment``), and its token travels through
+    an inherited pipe, read once and closed (never in argv or the environment, which other processes
+    of the machine can read). Returns the process and the token (revoked when the hub stops)."""
     import subprocess
+
+    from verifiers.hub_client.check_worker import clean_environment
 
     secret = embedded_worker_token(settings)
     target = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    env = {**os.environ, "VF_HUB_WORKER_TOKEN": secret}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hub", "worker", "--hub", f"http://{target}:{port}", "--exit-with-parent"],
-        env=env,
-    )
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, secret.encode())
+    finally:
+        os.close(write_end)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hub", "worker", "--hub", f"http://{target}:{port}", "--exit-with-parent",
+             "--token-fd", str(read_end)],
+            env=clean_environment(os.environ),
+            pass_fds=(read_end,),
+        )  # fmt: skip
+    finally:
+        os.close(read_end)
     return proc, secret
+
+
+@app.command("worker-token")
+def worker_token(
+    data: DataOpt = None,
+    name: Annotated[str, typer.Option(help="A label for the token")] = "check worker",
+) -> None:
+    """Print a new worker token of the hub's own check-worker account (for `vf hub worker` elsewhere)."""
+    from hub.checks import system_worker
+    from hub.core import Hub
+    from hub.errors import HubError
+
+    hub = Hub(_settings(data))
+    try:
+        with hub.db.session() as s:
+            secret, _tok = hub.create_token(s, system_worker(hub, s), name=name, scope="worker")
+    except HubError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        hub.close()
+    typer.echo(secret)
 
 
 @app.command()
@@ -203,15 +220,25 @@ def worker(
         str | None,
         typer.Option(envvar="VF_HUB_WORKER_TOKEN", help="A worker-scope token (prefer the variable: argv is public)"),
     ] = None,
-    name: Annotated[str | None, typer.Option(help="This worker's label on the hub")] = None,
+    token_fd: Annotated[
+        int | None, typer.Option(help="Read the token from this inherited file descriptor (then closed)")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="This worker's label on the hub (shown to hub admins)")] = None,
     index_url: Annotated[
-        str | None, typer.Option(help="Index for the environments' dependencies (default: pip's)")
+        str | None, typer.Option(help="The public index of the environments' dependencies (default: PyPI)")
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None, typer.Option(help="Another HOST:PORT the setup phase may reach (repeatable)")
+    ] = None,
+    keep_env: Annotated[
+        list[str] | None, typer.Option(help="Keep this environment variable for the worker (repeatable)")
     ] = None,
     backend: Annotated[str | None, typer.Option(help="Sandbox backend: bwrap (default), nsjail")] = None,
     python: Annotated[
         str, typer.Option(help="Interpreter under /usr the check's fresh venv is made from")
     ] = "/usr/bin/python3",
-    timeout: Annotated[float, typer.Option(help="Wall-clock seconds per check (install + run)")] = 300.0,
+    timeout: Annotated[float, typer.Option(help="Wall-clock seconds per check")] = 300.0,
+    setup_timeout: Annotated[float, typer.Option(help="Wall-clock seconds to install a check's dependencies")] = 300.0,
     memory_mb: Annotated[int, typer.Option(help="Address-space limit of the check, MiB")] = 4096,
     processes: Annotated[int, typer.Option(help="Process/thread limit of the check")] = 256,
     disk_mb: Annotated[int, typer.Option(help="Work-folder disk limit of the check, MiB")] = 1024,
@@ -224,19 +251,33 @@ def worker(
     import logging
     import threading
 
-    from verifiers.hub_client.check_worker import CheckWorker, WorkerConfig
+    from verifiers.hub_client.check_worker import CheckWorker, WorkerConfig, clean_environment
 
+    if token_fd is not None:
+        with os.fdopen(token_fd, "rb") as fh:
+            token = fh.read(512).decode("ascii", "replace").strip()
     if not token:
-        typer.echo("error: give a worker token: VF_HUB_WORKER_TOKEN=... (vf hub token create USER --scope worker)", err=True)
+        typer.echo("error: give a worker token: VF_HUB_WORKER_TOKEN=... (python -m hub worker-token)", err=True)
         raise typer.Exit(2)
+    kept = clean_environment(os.environ, keep_env or ())
+    if dict(os.environ) != kept:
+        # Start again from the allow-listed environment, the token in a pipe: clearing os.environ
+        # would leave the original strings readable in /proc/PID/environ.
+        _reexec_clean(token, kept)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     config = WorkerConfig(
         hub_url=hub, token=token, index_url=index_url, backend=backend, timeout_s=timeout, memory_mb=memory_mb,
         processes=processes, disk_mb=disk_mb, poll_interval=poll_interval, python=python,
-    )
+        allow_hosts=tuple(allow_host or ()), download_timeout_s=setup_timeout,
+    )  # fmt: skip
     if name:
         config.name = name
+    try:
+        CheckWorker(config).allowed_hosts()
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     from verifiers.sandbox import Sandbox
     from verifiers.sandbox.types import SandboxError
 
@@ -264,6 +305,31 @@ def worker(
     finally:
         stop.set()
         w.close()
+
+
+def _reexec_clean(token: str, env: dict[str, str]) -> None:
+    """Replace this process (same pid) by ``python -m hub worker`` with the same options, ``env`` as
+    its whole environment, and the token on an inherited pipe instead of argv or the environment."""
+    import sys
+
+    argv = sys.argv[sys.argv.index("worker") + 1 :] if "worker" in sys.argv else []
+    rest: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--token", "--token-fd"):
+            skip = True
+            continue
+        if arg.startswith(("--token=", "--token-fd=")):
+            continue
+        rest.append(arg)
+    read_end, write_end = os.pipe()
+    os.write(write_end, token.encode())
+    os.close(write_end)
+    os.set_inheritable(read_end, True)
+    os.execve(sys.executable, [sys.executable, "-m", "hub", "worker", *rest, "--token-fd", str(read_end)], env)
 
 
 @user_app.command("create")

@@ -74,6 +74,12 @@ RESERVED_OWNERS = {
     "signin", "signout", "search", "tags", "new", "settings", "admin-panel", "favicon.ico", "robots.txt",
     "root", "hub", "login", "logout", "users", "orgs", "owners", "tokens", "environments",
 }  # fmt: skip
+# The accounts the hub itself creates and relies on (the bootstrap admin, the embedded check worker's
+# account): reserved like the route names, so no registration can take one first (a user or an org
+# named ``check-worker`` would get, or block, the embedded worker's token). A test checks that every
+# account name the hub's code creates is in this set.
+SYSTEM_ACCOUNTS = {"admin", "check-worker"}
+RESERVED_OWNERS |= SYSTEM_ACCOUNTS | {"system", "hub-admin", "worker", "check-workers", "checks", "check-jobs"}
 ADMIN_TOKEN_RE = re.compile(r"^vfh_[A-Za-z0-9_-]{32,196}$")
 
 
@@ -93,6 +99,30 @@ def normalise_owner(name: str) -> str:
     if n in RESERVED_OWNERS:
         raise HubError(400, f"the name {name!r} is reserved")
     return n
+
+
+def metadata_differs(
+    a: tuple[str | None, str | None, list[str]], b: tuple[str | None, str | None, list[str]]
+) -> list[str]:
+    """Which of (summary, Requires-Python, dependencies) differ between two files of one version.
+    Always compared, empty included: a wheel without dependencies and an sdist with some are two
+    different releases, whichever arrived first."""
+    names = ("summary", "requires-python", "dependencies")
+    norm = [
+        ((a[0] or "").strip(), (b[0] or "").strip()),
+        ((a[1] or "").strip(), (b[1] or "").strip()),
+        (sorted(_canonical_requirement(d) for d in a[2]), sorted(_canonical_requirement(d) for d in b[2])),
+    ]
+    return [n for n, (x, y) in zip(names, norm, strict=True) if x != y]
+
+
+def _canonical_requirement(raw: str) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return str(Requirement(raw))
+    except InvalidRequirement:
+        return raw.strip()
 
 
 @dataclass
@@ -336,6 +366,16 @@ class Hub:
             raise HubError(400, "more than one wheel in one upload (a version holds one wheel and one sdist)")
         if len({st.filename for st in staged}) != len(staged):
             raise HubError(400, "the same filename was uploaded twice")
+        infos = [st.info for st in staged if st.info]
+        for other in infos[1:]:
+            differs = metadata_differs(
+                (infos[0].summary, infos[0].requires_python, infos[0].dependencies),
+                (other.summary, other.requires_python, other.dependencies),
+            )
+            if differs:
+                raise HubError(
+                    400, f"the wheel and the sdist of one version disagree ({', '.join(differs)} differ)"
+                )
 
     @staticmethod
     def _check_fields(st: StagedUpload) -> None:
@@ -567,16 +607,10 @@ class Hub:
                     f"version {ver.version} already has its {info.kind}; a published version takes no new "
                     "files except its missing wheel or sdist counterpart (publish a new version)",
                 )
-            deps = json.loads(ver.dependencies or "[]")
-            differs = [
-                field
-                for field, mine, theirs in (
-                    ("summary", info.summary, ver.summary),
-                    ("requires-python", info.requires_python, ver.requires_python),
-                    ("dependencies", sorted(info.dependencies), sorted(deps)),
-                )
-                if mine and theirs and mine != theirs
-            ]
+            differs = metadata_differs(
+                (info.summary, info.requires_python, info.dependencies),
+                (ver.summary, ver.requires_python, json.loads(ver.dependencies or "[]")),
+            )
             if differs:
                 raise HubError(
                     409,

@@ -189,8 +189,9 @@ def render_project(data: dict[str, Any], mime: str, root: str) -> bytes:
                 "size": int(r[5]),
                 "upload-time": _iso(r[8]),
                 "yanked": yanked,
+                # PEP 714's key only: pip 23.0 (Debian 12's) crashes on the old JSON key
+                # `dist-info-metadata` when it is an object, which is why PEP 714 renamed it.
                 "core-metadata": core,
-                "dist-info-metadata": core,
             }
             files.append(entry)
         versions = sorted({r[0] for r in data["files"]}, key=version_key)
@@ -393,8 +394,10 @@ def download_file(request: Request, prefix: str, sha256: str, filename: str) -> 
     if row is None:
         raise _hidden(request, "file not found")
     if row[4]:
-        principal = principal_of(request)
-        if principal is None or not principal.can_read(row[3], row[2], True):
+        # A worker token reads no private file here (its job's files come from the job API): the same
+        # 404 as an absent file, never a 403 that would say the file exists.
+        principal = principal_of(request, allow_worker=True)
+        if principal is None or principal.scope == "worker" or not principal.can_read(row[3], row[2], True):
             raise _hidden(request, "file not found")
     # Visibility can change, so no file is cached as immutable: a private one only by the client (and
     # revalidated), a public one by shared caches for ten minutes.

@@ -211,6 +211,9 @@ class CheckRun(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    # the worker token whose claim holds the lease, and the files that claim may download (JSON)
+    claimed_by_token_id: Mapped[int | None] = mapped_column(Integer)
+    job_files: Mapped[str] = mapped_column(Text, default="[]")
 
 
 class HubState(Base):

@@ -173,6 +173,14 @@ class Settings(BaseSettings):
     )
     check_max_log_bytes: int = Field(default=16 * 1024, description="Log tail kept per check (the end)")
     check_max_report_bytes: int = Field(default=64 * 1024, description="Bound on a check's stored report")
+    check_max_running_per_owner: int = Field(
+        default=2,
+        ge=1,
+        description=(
+            "Check jobs of one owner that run at once (live leases); the queue serves the owner served "
+            "least recently first, so one owner's hanging versions never starve the others"
+        ),
+    )
 
     test_crash_at: Literal["stored", "committed"] | None = Field(
         default=None,

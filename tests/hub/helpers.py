@@ -168,13 +168,16 @@ def make_wheel(
     metadata_version: str | None = None,
     with_record: bool = True,
     compresslevel: int = 6,
+    requires: list[str] | None = None,
 ) -> tuple[str, bytes]:
-    """A wheel (filename, bytes) whose RECORD lists its members unless told otherwise."""
+    """A wheel (filename, bytes) whose RECORD lists its members unless told otherwise; ``requires``
+    become its ``Requires-Dist`` lines."""
     dist = name.replace("-", "_")
     di = f"{dist}-{version}.dist-info"
+    deps = "".join(f"Requires-Dist: {r}\n" for r in requires or [])
     meta = (
         f"Metadata-Version: 2.1\nName: {metadata_name or name}\nVersion: {metadata_version or version}\n"
-        "Summary: hand-made test wheel\n\n"
+        f"Summary: hand-made test archive\n{deps}\n"
     ).encode()
     all_members = [Member(f"{dist}/__init__.py", b"X = 1\n"), *(members or [])]
     all_members += [
@@ -217,12 +220,17 @@ def make_sdist(
     pkg_info_name: str | None = None,
     top: str | None = None,
     with_pkg_info: bool = True,
+    requires: list[str] | None = None,
+    pyproject: str | None = None,
 ) -> tuple[str, bytes]:
-    """An sdist (filename, bytes) with a PKG-INFO and the given extra members."""
+    """An sdist (filename, bytes) with a PKG-INFO (``requires`` its ``Requires-Dist`` lines), a
+    ``pyproject.toml`` (``pyproject`` replaces the default one) and the given extra members."""
     dist = name.replace("-", "_")
     top = top if top is not None else f"{dist}-{version}"
-    pkg_info = f"Metadata-Version: 2.1\nName: {pkg_info_name or name}\nVersion: {version}\nSummary: hand-made\n\n".encode()
-    base = [Member(f"{top}/pyproject.toml", f'[project]\nname = "{name}"\nversion = "{version}"\n'.encode())]
+    deps = "".join(f"Requires-Dist: {r}\n" for r in requires or [])
+    pkg_info = f"Metadata-Version: 2.1\nName: {pkg_info_name or name}\nVersion: {version}\nSummary: hand-made test archive\n{deps}\n".encode()
+    project = pyproject if pyproject is not None else f'[project]\nname = "{name}"\nversion = "{version}"\n'
+    base = [Member(f"{top}/pyproject.toml", project.encode())]
     if with_pkg_info:
         base.append(Member(f"{top}/PKG-INFO", pkg_info))
     buf = io.BytesIO()

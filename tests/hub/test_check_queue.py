@@ -39,6 +39,7 @@ def test_racing_workers_never_share_a_job(hub: HubClient, packages: PackageFacto
     for name in names:
         _publish(hub, packages, name)
     core = hub.hub
+    core.settings.check_max_running_per_owner = len(names)  # one owner here: the race, not the bound
     n_workers = 8
     barrier = threading.Barrier(n_workers)
     claimed: list[int] = []
@@ -144,7 +145,10 @@ def test_worker_api_serves_the_job_wheel_of_a_private_environment(
     core = hub.hub
     with core.db.session() as s:
         user, _ = core.create_user(s, "queue-worker")
-        worker, _t = core.create_token(s, user, scope="worker")
+        stranger, _t = core.create_token(s, user, scope="worker")
+        worker, _t = core.create_token(s, checks.system_worker(core, s), scope="worker")
+    # another user's worker token checks public environments and its own only
+    assert hub.post("/api/v1/check-jobs/claim", stranger, json={"worker": "x"}).json()["job"] is None
     assert hub.get("/api/v1/environments/admin/queue-private", worker).status_code == 403
     job = hub.post("/api/v1/check-jobs/claim", worker, json={"worker": "api"}).json()["job"]
     assert job["env"] == "admin/queue-private" and job["wheel"]["filename"] == pkg.wheel.name

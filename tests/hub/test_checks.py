@@ -563,6 +563,17 @@ def test_serve_with_worker(tmp_path: Path) -> None:
         push(h, "chk-embedded", GOOD)
         run = wait_for(h, "chk-embedded", ("passed", "failed", "error"))
         assert run["status"] == "passed", (run, log_path.read_text()[-3000:])
+        # The embedded worker never had the admin token, nor its own token where others can read it
+        # (its environment, its command line): it got the token on a pipe.
+        (worker_pid,) = host_processes_named(f"http://127.0.0.1:{port}")
+        environ = Path(f"/proc/{worker_pid}/environ").read_bytes()
+        cmdline = Path(f"/proc/{worker_pid}/cmdline").read_bytes()
+        assert admin.encode() not in environ and admin.encode() not in cmdline
+        assert b"VF_HUB_ADMIN_TOKEN" not in environ and b"VF_HUB_WORKER_TOKEN" not in environ
+        assert b"vfh_" not in environ and b"vfh_" not in cmdline
+        assert b"--token-fd" in cmdline
+        with h.client() as c:  # the job ran under the hub's own worker account (seen by an admin)
+            assert c.get("/api/v1/environments/admin/chk-embedded/versions/0.1.0/checks").json()[0]["worker"]
     finally:
         proc.terminate()
         proc.wait(timeout=60)

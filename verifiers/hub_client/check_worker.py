@@ -1,18 +1,29 @@
-"""The check worker (``vf hub worker --hub URL --token T``): runs the hub's verified-environment checks.
+"""The check worker (``vf hub worker --hub URL``): runs the hub's verified-environment checks.
 
 It talks to the hub only over HTTP (``/api/v1/check-jobs/...``, see ``hub/api/checks.py``): claim a
 job, heartbeat its lease while it runs, report the verdict. For each job it
 
-1. downloads the version's wheel from the hub and checks its sha256 against the hub's record;
-2. downloads the wheel's dependencies (other than ``verifiers``) as wheels only
-   (``pip download --only-binary=:all:``, so nothing of the environment runs outside the sandbox);
-3. in the sandbox (bubblewrap by default, no network, CPU / memory / process / disk / wall-clock
-   limits): creates a fresh virtual environment, installs those wheels offline, and runs
-   :func:`verifiers.check.check_environment` on the installed environment. ``verifiers`` itself is
-   the worker's own installation, mounted read-only (the ``verifiers`` on PyPI is another library);
-4. reports ``passed`` or ``failed`` (with the first failed check as the reason, the log tail and a
+1. downloads the version's wheel, and the wheels of its hub dependencies (the same owner's
+   environments, resolved by the hub by the rule ``vf install`` follows), from the hub's job API,
+   and checks each sha256 against the hub's record. The host never parses, builds or installs them;
+2. in the sandbox (bubblewrap by default; CPU / memory / process / disk / wall-clock limits), in one
+   work dir, runs two phases:
+
+   * **setup**: creates a fresh virtual environment and has pip install those wheels, resolving
+     every other dependency **as a wheel** from the public index (``--index-url``, PyPI by default).
+     This phase's only network is an allow-listed proxy (:mod:`verifiers.sandbox.egress`) to that
+     index's hosts; the hub, the host's loopback and everything else stay out of reach. pip runs
+     ``--isolated`` with no cache (nothing carries over from one job to the next);
+   * **check**: no network at all; runs :func:`verifiers.check.check_environment` on the installed
+     environment. ``verifiers`` itself is the worker's own installation, mounted read-only (the
+     ``verifiers`` on PyPI is another library: a stub record in the venv says it is installed);
+3. reports ``passed`` or ``failed`` (with the first failed check as the reason, the log tail and a
    report: load arguments, rollouts, scripted replies, rewards, duration, versions), or ``error``
-   when the checker itself could not run (the hub retries those).
+   when the checker itself could not run (the hub retries those). The verdict comes out of the
+   sandbox and is treated as hostile: one tagged line, bounded, read against a strict schema.
+
+Nothing of the worker's host reaches a report or a log tail: no host name, paths or pip output of
+the host. The worker's own process starts from an allow-listed environment (`clean_environment`).
 
 A worker killed mid-job simply stops heartbeating; the hub gives the job to another worker once the
 lease runs out. When the hub answers a heartbeat with 409 (the lease was lost) the run is cancelled,
@@ -26,31 +37,55 @@ import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
-import io
 import json
 import logging
+import math
 import os
 import re
 import secrets
 import socket
-import subprocess
-import sys
-import tempfile
 import time
-import zipfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-__all__ = ["CheckWorker", "WorkerConfig", "run_worker", "verifiers_binds"]
+__all__ = ["CheckWorker", "WorkerConfig", "clean_environment", "parse_verdict", "run_worker", "verifiers_binds"]
 
 log = logging.getLogger("verifiers.check_worker")
 
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,200}\.whl$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _VERDICT = "VF-CHECK-VERDICT"
 MAX_WHEEL_BYTES = 150 * 1024 * 1024
+MAX_HUB_DEPENDENCIES = 64
+MAX_VERDICT_BYTES = 1024 * 1024
+PYPI = "https://pypi.org/simple/"
+PYPI_FILES = ("files.pythonhosted.org", 443)
+_RELAY_PORT = 3128
+
+#: What the worker process keeps of the environment it was started with: nothing else (no tokens,
+#: database URLs or cloud keys of whoever started it, no PIP_* / UV_* / proxy settings) unless an
+#: operator names it (``vf hub worker --keep-env NAME``).
+ENV_ALLOW = (
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
+    "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV", "VF_SANDBOX_BACKEND",
+    "VF_SANDBOX_DIR", "VF_HUB_URL",
+)  # fmt: skip
+#: Always set for the worker: pip's configuration files are never read.
+ENV_FORCED = {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PYTHONNOUSERSITE": "1"}
+
+
+def clean_environment(environ: Mapping[str, str], keep: Iterable[str] = ()) -> dict[str, str]:
+    """The worker's environment: the allow-listed variables of ``environ`` (and ``keep``), plus
+    `ENV_FORCED`."""
+    names = set(ENV_ALLOW) | set(keep)
+    out = {k: v for k, v in environ.items() if k in names}
+    out.update(ENV_FORCED)
+    return out
+
 
 # Runs inside the sandbox with the fresh venv's interpreter. Whatever the environment prints goes to
 # stderr (the log); the verdict is the last stdout line, tagged with a per-run random tag.
@@ -72,15 +107,52 @@ sys.stdout.write("\n" + tag + " " + json.dumps(out, default=str) + "\n")
 sys.stdout.flush()
 """
 
-_SCRIPT = r"""
+# Refuses direct references (name @ URL / path) in the wheels' metadata, inside the sandbox: the hub
+# refuses them at upload, but a version stored before it did must fail, not fetch.
+_DIRECT_REFS = r"""
+import email.parser, sys, zipfile
+from pip._vendor.packaging.requirements import Requirement
+bad = []
+for path in sys.argv[1:]:
+    with zipfile.ZipFile(path) as zf:
+        for n in zf.namelist():
+            if n.count("/") == 1 and n.endswith(".dist-info/METADATA"):
+                msg = email.parser.Parser().parsestr(zf.read(n).decode("utf-8", "replace"), headersonly=True)
+                for raw in msg.get_all("Requires-Dist") or []:
+                    try:
+                        if Requirement(raw).url:
+                            bad.append(raw)
+                    except Exception:
+                        bad.append(raw)
+if bad:
+    print("VF-CHECK-DIRECT-REFERENCE " + "; ".join(b[:200] for b in bad[:3]), file=sys.stderr)
+    sys.exit(4)
+"""
+
+_SETUP = r"""
 set -e
+cd /workspace
+echo "== checking the wheels' metadata" >&2
+"$VF_CHECK_PYTHON" -I direct_refs.py wheels/*.whl
 echo "== creating a fresh virtual environment" >&2
 "$VF_CHECK_PYTHON" -m venv --without-pip /workspace/venv >&2
-echo "== installing $(ls wheels | tr '\n' ' ')(offline, no dependency resolution)" >&2
-if ! "$VF_CHECK_PYTHON" -m pip --python /workspace/venv/bin/python install --no-index --no-deps \
-     --disable-pip-version-check --no-cache-dir --no-compile wheels/*.whl >&2; then
+site=$(/workspace/venv/bin/python -I -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# The worker's own verifiers is mounted; this record tells pip it is installed (PyPI's is another library).
+mkdir -p "$site/verifiers-$VF_CHECK_VERIFIERS.dist-info"
+printf 'Metadata-Version: 2.1\nName: verifiers\nVersion: %s\n' "$VF_CHECK_VERIFIERS" > "$site/verifiers-$VF_CHECK_VERIFIERS.dist-info/METADATA"
+: > "$site/verifiers-$VF_CHECK_VERIFIERS.dist-info/RECORD"
+echo "verifiers==$VF_CHECK_VERIFIERS" > constraints.txt
+"$VF_CHECK_PYTHON" -I relay.py /workspace/.egress.sock $VF_CHECK_RELAY_PORT > relay.log 2>&1 &
+for _ in $(seq 100); do grep -q ready relay.log 2>/dev/null && break; sleep 0.05; done
+echo "== installing $(cd wheels && ls | tr '\n' ' ')with their dependencies (wheels only)" >&2
+cert=""
+if [ -f ca.pem ]; then cert="--cert /workspace/ca.pem"; fi
+if ! "$VF_CHECK_PYTHON" -m pip --python /workspace/venv/bin/python install --isolated --no-input      --disable-pip-version-check --no-cache-dir --no-compile --only-binary=:all: --progress-bar off      --index-url "$VF_CHECK_INDEX_URL" --proxy "http://127.0.0.1:$VF_CHECK_RELAY_PORT" $cert      -c constraints.txt wheels/*.whl >&2; then
   echo "VF-CHECK-INSTALL-FAILED" >&2; exit 3
 fi
+"""
+
+_SCRIPT = r"""
 echo "== running the checker" >&2
 exec /workspace/venv/bin/python -I -c "import sys; sys.path[:0] = ['/opt/python-packages']; exec(open('/workspace/driver.py').read())" "$@"
 """
@@ -91,13 +163,15 @@ class WorkerConfig:
     hub_url: str
     token: str
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
-    #: Where the environment's own dependencies come from (pip's default index when None).
+    #: The public index the environments' other dependencies come from (PyPI when None).
     index_url: str | None = None
+    #: More ``host:port`` the setup phase may reach (e.g. the index's file host when it differs).
+    allow_hosts: tuple[str, ...] = ()
     backend: str | None = None  # sandbox backend; VF_SANDBOX_BACKEND / bwrap by default
     #: The interpreter the fresh venv is made from: under /usr (the sandbox sees the host's /usr), with
     #: the venv and pip modules, and the same major.minor as this worker's Python (its verifiers is mounted).
     python: str = "/usr/bin/python3"
-    timeout_s: float = 300.0  # wall clock of the whole sandboxed install + check
+    timeout_s: float = 300.0  # wall clock of the sandboxed check
     memory_mb: int = 4096
     processes: int = 256
     disk_mb: int = 1024
@@ -105,7 +179,7 @@ class WorkerConfig:
     rollouts_per_example: int = 2
     timeout_per_rollout: float = 60.0
     poll_interval: float = 2.0
-    download_timeout_s: float = 300.0
+    download_timeout_s: float = 300.0  # wall clock of the sandboxed setup (dependency installation)
 
 
 def verifiers_binds() -> dict[str, str]:
@@ -153,36 +227,6 @@ def verifiers_binds() -> dict[str, str]:
     assert spec is not None and spec.submodule_search_locations
     binds[str(Path(next(iter(spec.submodule_search_locations))))] = f"{PACKAGES_DIR}/verifiers"
     return binds
-
-
-def wheel_requirements(wheel: bytes) -> list[str]:
-    """The wheel's ``Requires-Dist`` that apply here (no extras), ``verifiers`` left out."""
-    from email.parser import HeaderParser
-
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    with zipfile.ZipFile(io.BytesIO(wheel)) as zf:
-        names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
-        if len(names) != 1:
-            raise ValueError("the wheel has no single .dist-info/METADATA")
-        info = zf.getinfo(names[0])
-        if info.file_size > 4 * 1024 * 1024:
-            raise ValueError("the wheel's METADATA is too large")
-        meta = HeaderParser().parsestr(zf.read(names[0]).decode("utf-8", "replace"))
-    out = []
-    for raw in meta.get_all("Requires-Dist") or []:
-        try:
-            req = Requirement(raw)
-        except InvalidRequirement as exc:
-            raise ValueError(f"invalid requirement {raw!r}: {exc}") from None
-        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-            continue
-        if canonicalize_name(req.name) == "verifiers":
-            continue  # the worker's own verifiers is mounted; PyPI's `verifiers` is another library
-        req.marker = None
-        out.append(str(req))
-    return out
 
 
 class CheckerError(Exception):
@@ -318,12 +362,16 @@ class CheckWorker:
             "rollouts_per_example": cfg.rollouts_per_example,
             "wheel": job["wheel"]["filename"],
             "wheel_sha256": job["wheel"]["sha256"],
-            "worker": cfg.name,
         }
         try:
-            wheel = await asyncio.to_thread(self._download_wheel, job)
-            deps = await asyncio.to_thread(self._download_dependencies, wheel)
-            return await self._sandboxed(job, wheel, deps, report)
+            if job.get("unresolvable"):
+                raise EnvironmentFailure(f"its hub dependencies cannot be resolved: {str(job['unresolvable'])[:500]}")
+            files = await asyncio.to_thread(self._download_files, job)
+            report["hub_dependencies"] = [
+                {"env": str(d.get("env"))[:200], "version": str(d.get("version"))[:64], "sha256": d["sha256"]}
+                for d in job.get("hub_dependencies") or []
+            ]
+            return await self._sandboxed(job, files, report)
         except EnvironmentFailure as exc:
             return "failed", str(exc), str(exc), report
         except CheckerError as exc:
@@ -331,133 +379,120 @@ class CheckWorker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug or an unexpected state of this machine: the checker's fault
-            import traceback
-
+            # The traceback (host paths) goes to this worker's log, never into the hub's record.
             log.exception("check %s: the checker failed", job.get("id"))
-            return "error", f"the checker failed: {type(exc).__name__}: {exc}", traceback.format_exc(), report
+            why = f"the checker failed ({type(exc).__name__}); see the worker's log"
+            return "error", why, why, report
 
-    def _download_wheel(self, job: dict[str, Any]) -> bytes:
-        info = job["wheel"]
-        if not _WHEEL_NAME.match(str(info.get("filename", ""))):
-            raise CheckerError(f"the hub sent an unusable wheel name {str(info.get('filename'))[:80]!r}")
+    def _download_files(self, job: dict[str, Any]) -> dict[str, bytes]:
+        """The job's wheel and its hub dependencies' wheels, each checked against the hub's sha256."""
+        deps = job.get("hub_dependencies") or []
+        if not isinstance(deps, list) or len(deps) > MAX_HUB_DEPENDENCIES:
+            raise CheckerError("the hub sent an unusable list of hub dependencies")
+        out: dict[str, bytes] = {}
+        for info in [job["wheel"], *deps]:
+            name = str(info.get("filename", ""))
+            sha = str(info.get("sha256", ""))
+            if not _WHEEL_NAME.match(name) or not _SHA256.match(sha) or name in out:
+                raise CheckerError(f"the hub sent an unusable wheel name or hash {name[:80]!r}")
+            out[name] = self._download(job, f"/api/v1/check-jobs/{int(job['id'])}/files/{sha}", sha)
+        return out
+
+    def _download(self, job: dict[str, Any], path: str, sha256: str) -> bytes:
         buf = bytearray()
-        with self.http.stream(
-            "GET", f"/api/v1/check-jobs/{int(job['id'])}/wheel", headers={"X-VF-Lease": job["lease_token"]}
-        ) as resp:
+        with self.http.stream("GET", path, headers={"X-VF-Lease": job["lease_token"]}) as resp:
             if resp.status_code != 200:
-                raise CheckerError(f"downloading the wheel failed: HTTP {resp.status_code}")
+                raise CheckerError(f"downloading a file of the job failed: HTTP {resp.status_code}")
             for chunk in resp.iter_bytes():
                 buf += chunk
                 if len(buf) > MAX_WHEEL_BYTES:
-                    raise CheckerError("the wheel is larger than the worker accepts")
+                    raise CheckerError("a wheel is larger than the worker accepts")
         digest = hashlib.sha256(buf).hexdigest()
-        if digest != info["sha256"]:
-            raise CheckerError(f"the wheel's sha256 {digest} differs from the hub's record {info['sha256']}")
+        if digest != sha256:
+            raise CheckerError(f"a wheel's sha256 {digest} differs from the hub's record {sha256}")
         return bytes(buf)
 
-    def _download_dependencies(self, wheel: bytes) -> dict[str, bytes]:
-        try:
-            reqs = wheel_requirements(wheel)
-        except (ValueError, zipfile.BadZipFile) as exc:
-            raise EnvironmentFailure(f"the wheel's metadata cannot be read: {exc}") from None
-        if not reqs:
-            return {}
-        with tempfile.TemporaryDirectory(prefix="vf-check-deps-") as tmp:
-            cmd = [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--only-binary=:all:",
-                "--disable-pip-version-check",
-                "--dest",
-                tmp,
-                "--progress-bar",
-                "off",
-            ]
-            if self.config.index_url:
-                cmd += ["--index-url", self.config.index_url]
-            try:
-                proc = subprocess.run(
-                    [*cmd, "--", *reqs],
-                    capture_output=True,
-                    text=True,
-                    timeout=self.config.download_timeout_s,
-                    env=_plain_env(),
-                )
-            except subprocess.TimeoutExpired:
-                raise CheckerError("downloading the dependencies timed out") from None
-            if proc.returncode != 0:
-                tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
-                if "No matching distribution" in tail or "Could not find a version" in tail:
-                    raise EnvironmentFailure(f"dependencies with no installable wheel: {tail}")
-                raise CheckerError(f"downloading the dependencies failed: {tail}")
-            out = {}
-            for p in Path(tmp).iterdir():
-                if p.name.endswith(".whl") and _WHEEL_NAME.match(p.name):
-                    if canonicalize(p.name.split("-")[0]) == "verifiers":
-                        continue  # another library of that name: never shadow the mounted verifiers
-                    out[p.name] = p.read_bytes()
-            return out
+    def allowed_hosts(self) -> set[tuple[str, int]]:
+        """Where the setup phase may connect: the public index (and PyPI's file host with PyPI)."""
+        from verifiers.sandbox.egress import hosts_of
+
+        index = self.config.index_url or PYPI
+        hosts = hosts_of([index])
+        if hosts == {("pypi.org", 443)}:
+            hosts.add(PYPI_FILES)
+        for extra in self.config.allow_hosts:
+            host, _, port = extra.rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"--allow-host takes HOST:PORT, not {extra!r}")
+            hosts.add((host.lower(), int(port)))
+        return hosts
 
     async def _sandboxed(
-        self, job: dict[str, Any], wheel: bytes, deps: dict[str, bytes], report: dict[str, Any]
+        self, job: dict[str, Any], wheels: dict[str, bytes], report: dict[str, Any]
     ) -> tuple[str, str, str, dict[str, Any]]:
         from verifiers.sandbox import Sandbox
+        from verifiers.sandbox.egress import RELAY, EgressProxy
         from verifiers.sandbox.types import SandboxError
 
         cfg = self.config
         if self._binds is None:
             self._binds = await asyncio.to_thread(verifiers_binds)
         tag = f"{_VERDICT}-{secrets.token_hex(16)}"
-        files: dict[str, str | bytes] = {f"wheels/{name}": data for name, data in deps.items()}
-        files[f"wheels/{job['wheel']['filename']}"] = wheel
-        files["driver.py"] = _DRIVER
-        files["run.sh"] = _SCRIPT
+        files: dict[str, str | bytes] = {f"wheels/{name}": data for name, data in wheels.items()}
+        files.update({"driver.py": _DRIVER, "setup.sh": _SETUP, "run.sh": _SCRIPT, "relay.py": RELAY,
+                      "direct_refs.py": _DIRECT_REFS})  # fmt: skip
+        ca = _ca_bundle()
+        if ca is not None:
+            files["ca.pem"] = ca
         spec = f"{job['owner']}/{job['name']}"
-        try:
-            sandbox = Sandbox(
-                cfg.backend,
-                timeout=cfg.timeout_s,
-                limits={
-                    "memory_mb": cfg.memory_mb,
-                    "processes": cfg.processes,
-                    "disk_mb": cfg.disk_mb,
-                    "output_bytes": 4 * 1024 * 1024,
-                    "file_size_mb": 256,
-                },
-                ro_binds=self._binds,
-                env={
-                    "HOME": "/workspace",
-                    "PIP_NO_CACHE_DIR": "1",
-                    "PIP_NO_INPUT": "1",
-                    "VF_CHECK_PYTHON": cfg.python,
-                },
-                python=cfg.python,
-            )
-            report["sandbox"] = sandbox.backend_name
-            result = await sandbox.run(
-                f"bash run.sh {spec} {tag} {cfg.num_examples} {cfg.rollouts_per_example} {cfg.timeout_per_rollout}",
-                files=files,
-            )
-        except SandboxError as exc:
-            raise CheckerError(f"the sandbox could not run: {exc}") from None
-        stderr = result.stderr if isinstance(result.stderr, str) else str(result.stderr)
-        stdout = result.stdout if isinstance(result.stdout, str) else str(result.stdout)
+        limits = {
+            "memory_mb": cfg.memory_mb,
+            "processes": cfg.processes,
+            "disk_mb": cfg.disk_mb,
+            "output_bytes": 4 * 1024 * 1024,
+            "file_size_mb": 256,
+        }
         report["limits"] = {
             "wall_clock_s": cfg.timeout_s,
             "memory_mb": cfg.memory_mb,
             "processes": cfg.processes,
             "disk_mb": cfg.disk_mb,
         }
-        verdict = None
-        for line in reversed(stdout.splitlines()):
-            if line.startswith(tag + " "):
-                with contextlib.suppress(ValueError):
-                    verdict = json.loads(line[len(tag) + 1 :])
-                break
-        other = "\n".join(line for line in stdout.splitlines() if not line.startswith(tag))
-        log_text = (other + "\n" + stderr).strip()
+        try:
+            sandbox = Sandbox(
+                cfg.backend,
+                timeout=cfg.timeout_s,
+                limits=limits,
+                ro_binds=self._binds,
+                env={
+                    "HOME": "/workspace",
+                    "PIP_CONFIG_FILE": "/dev/null",
+                    "PIP_NO_CACHE_DIR": "1",
+                    "PIP_NO_INPUT": "1",
+                    "VF_CHECK_PYTHON": cfg.python,
+                    "VF_CHECK_INDEX_URL": cfg.index_url or PYPI,
+                    "VF_CHECK_RELAY_PORT": str(_RELAY_PORT),
+                    "VF_CHECK_VERIFIERS": importlib.metadata.version("verifiers"),
+                },
+                python=cfg.python,
+            )
+            report["sandbox"] = sandbox.backend_name
+            async with sandbox.session(files=files) as session:
+                proxy = EgressProxy(session.workdir / ".egress.sock", self.allowed_hosts())
+                async with proxy:
+                    setup = await session.run("bash setup.sh", timeout=cfg.download_timeout_s)
+                failure = _setup_failure(setup, proxy.denied, cfg)
+                if failure is not None:
+                    return "failed", failure, _log_of(setup.stdout, setup.stderr, tag), report
+                result = await session.run(
+                    f"bash run.sh {spec} {tag} {cfg.num_examples} {cfg.rollouts_per_example} {cfg.timeout_per_rollout}"
+                )
+        except SandboxError as exc:
+            raise CheckerError(f"the sandbox could not run: {exc}") from None
+        stdout = result.stdout if isinstance(result.stdout, str) else str(result.stdout)
+        stderr = result.stderr if isinstance(result.stderr, str) else str(result.stderr)
+        verdict = parse_verdict(stdout, tag)
+        log_text = (_log_of(setup.stdout, setup.stderr, tag) + "\n" + _log_of(stdout, stderr, tag)).strip()
         if result.kill_reason == "timeout":
             report["duration_s"] = round(result.duration_s, 3)
             return (
@@ -470,36 +505,134 @@ class CheckWorker:
             return "failed", f"the check ran out of memory (limit {cfg.memory_mb} MiB)", log_text, report
         if result.kill_reason == "output":
             return "failed", "the check wrote more output or files than allowed", log_text, report
-        if "VF-CHECK-INSTALL-FAILED" in stderr:
-            return "failed", "the wheel did not install into a fresh virtual environment", log_text, report
         if verdict is None:
             return "failed", f"the checker gave no verdict (exit status {result.exit_code})", log_text, report
-        rewards = [r.get("reward") for r in verdict.get("rollouts") or []]
+        rewards = [r.get("reward") for r in verdict["rollouts"]]
         report.update(
-            num_rollouts=len(verdict.get("rollouts") or []),
+            num_rollouts=len(verdict["rollouts"]),
             rewards=rewards,
-            scripted_replies=verdict.get("replies") or [],
-            checks=verdict.get("checks") or [],
-            duration_s=verdict.get("duration_s"),
-            python_version=verdict.get("python_version"),
-            verifiers_version=verdict.get("verifiers_version"),
+            scripted_replies=verdict["replies"],
+            checks=verdict["checks"],
+            duration_s=verdict["duration_s"],
+            python_version=verdict["python_version"],
+            verifiers_version=verdict["verifiers_version"],
         )
-        if verdict.get("ok") and result.exit_code == 0:
+        if verdict["ok"] and result.exit_code == 0:
             return "passed", "", log_text, report
-        failed = [c for c in verdict.get("checks") or [] if not c.get("ok") and not c.get("skipped")]
-        reason = "; ".join(f"{c.get('name')}: {c.get('detail')}" for c in failed[:2]) or (
+        failed = [c for c in verdict["checks"] if not c["ok"] and not c["skipped"]]
+        reason = "; ".join(f"{c['name']}: {c['detail']}" for c in failed[:2]) or (
             f"the checker exited with status {result.exit_code}"
         )
         return "failed", reason, log_text, report
 
 
-def canonicalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+def _ca_bundle() -> bytes | None:
+    """The host's CA certificates for pip's HTTPS in the setup phase (the sandbox has no /etc/ssl)."""
+    import ssl
+
+    candidates = []
+    with contextlib.suppress(ImportError):
+        import certifi
+
+        candidates.append(certifi.where())
+    candidates += [ssl.get_default_verify_paths().cafile or "", "/etc/ssl/certs/ca-certificates.crt"]
+    for path in candidates:
+        with contextlib.suppress(OSError):
+            if path and os.path.getsize(path) < 4 * 1024 * 1024:
+                return Path(path).read_bytes()
+    return None
 
 
-def _plain_env() -> dict[str, str]:
-    """The environment for pip on the worker: no hub credentials."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("VF_HUB_TOKEN", "VF_HUB_ADMIN"))}
+_FILE_URL = re.compile(r"https?://[^\s'\"]+/([^/\s'\"]+\.(?:whl|tar\.gz|zip))(?:#\S*)?")
+
+
+def _log_of(stdout: str, stderr: str, tag: str) -> str:
+    """What a run printed, for the log tail everyone sees: without the verdict line, and without
+    the lines where pip names the worker's configured index (an operator's mirror is a host detail)."""
+    other = "\n".join(line for line in stdout.splitlines() if not line.startswith(tag))
+    text = _FILE_URL.sub(r"\1", other + "\n" + stderr)
+    return "\n".join(ln for ln in text.splitlines() if not ln.startswith("Looking in indexes:")).strip()
+
+
+def _setup_failure(setup: Any, denied: list[str], cfg: WorkerConfig) -> str | None:
+    """Why the setup phase failed (the environment's fault), or None when it succeeded."""
+    stderr = setup.stderr if isinstance(setup.stderr, str) else str(setup.stderr)
+    if setup.exit_code == 0 and not setup.killed:
+        return None
+    if setup.kill_reason == "timeout":
+        return f"installing the dependencies did not finish within {cfg.download_timeout_s:g} s"
+    if setup.kill_reason == "memory":
+        return f"installing the dependencies ran out of memory (limit {cfg.memory_mb} MiB)"
+    if setup.kill_reason == "output":
+        return "installing the dependencies wrote more output or files than allowed"
+    m = re.search(r"VF-CHECK-DIRECT-REFERENCE (.*)", stderr)
+    if m:
+        return (
+            "it depends on a direct reference (name @ URL or path), which a check never fetches: "
+            + m.group(1)[:300]
+        )
+    if denied:
+        return (
+            "installing the dependencies needed a host the checker does not reach: "
+            + ", ".join(sorted(set(denied))[:5])
+            + " (only the public index is allowed)"
+        )
+    if "No matching distribution" in stderr or "Could not find a version" in stderr:
+        line = next((ln for ln in stderr.splitlines() if "No matching distribution" in ln
+                     or "Could not find a version" in ln), "")  # fmt: skip
+        return f"dependencies with no installable wheel: {line.strip()[:300]}"
+    if "VF-CHECK-INSTALL-FAILED" in stderr:
+        err = next((ln for ln in stderr.splitlines() if ln.startswith("ERROR")), "")
+        return "the wheel did not install into a fresh virtual environment" + (f": {err[:300]}" if err else "")
+    return f"the setup of the check failed (exit status {setup.exit_code})"
+
+
+def _text(v: Any, limit: int = 2000) -> str:
+    return v[:limit] if isinstance(v, str) else ""
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def parse_verdict(stdout: str, tag: str) -> dict[str, Any] | None:
+    """The verdict line a run wrote (the last line tagged ``tag``), read as hostile input: at most
+    `MAX_VERDICT_BYTES`, JSON, and only the fields of the schema below, each of its type and bounded
+    (anything else is dropped; a malformed verdict is no verdict)."""
+    line = None
+    for candidate in reversed(stdout.splitlines()):
+        if candidate.startswith(tag + " "):
+            line = candidate[len(tag) + 1 :]
+            break
+    if line is None or len(line.encode("utf-8", "replace")) > MAX_VERDICT_BYTES:
+        return None
+    try:
+        raw = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("ok"), bool):
+        return None
+    checks = []
+    for c in raw.get("checks") if isinstance(raw.get("checks"), list) else []:
+        if isinstance(c, dict) and len(checks) < 50:
+            checks.append({"name": _text(c.get("name"), 100), "ok": c.get("ok") is True,
+                           "skipped": c.get("skipped") is True, "detail": _text(c.get("detail"))})  # fmt: skip
+    rollouts = []
+    for r in raw.get("rollouts") if isinstance(raw.get("rollouts"), list) else []:
+        if isinstance(r, dict) and len(rollouts) < 256:
+            rollouts.append({"reward": _number(r.get("reward"))})
+    replies = [_text(r) for r in (raw.get("replies") if isinstance(raw.get("replies"), list) else [])[:64]]
+    return {
+        "ok": raw["ok"],
+        "checks": checks,
+        "rollouts": rollouts,
+        "replies": replies,
+        "duration_s": _number(raw.get("duration_s")),
+        "python_version": _text(raw.get("python_version"), 32) or None,
+        "verifiers_version": _text(raw.get("verifiers_version"), 64) or None,
+    }
 
 
 def run_worker(config: WorkerConfig, *, max_jobs: int | None = None) -> None:

@@ -1,7 +1,7 @@
 """web sessions remember the token that signed them in
 
 Revision ID: 0005_sessions
-Revises: 0003
+Revises: 0004_worker
 Create Date: 2026-12-03
 
 ``tokens.parent_id`` is set on a web session (``/signin``) and names the token it was signed in
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005_sessions"
-down_revision = "0003"
+down_revision = "0004_worker"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,373 @@
+"""The hub's side of "nothing of an environment runs outside the sandbox" (issue 22, items 1, 3, 7, 9,
+10, 11), against the in-process hub on SQLite and on a real PostgreSQL:
+
+* uploads whose metadata has direct references (``name @ URL``, a ``file:`` path) are refused, in a
+  wheel's METADATA, an sdist's PKG-INFO and its pyproject.toml, with one clear error and nothing kept;
+* a version's second file must carry the same metadata, empty fields included;
+* every account name the hub itself uses is reserved;
+* the check queue is fair across owners and bounds each owner's running jobs;
+* a worker token is useless outside its own claims; viewers never see the worker's host;
+* a job's hub dependencies are the same owner's environments, resolved by the hub.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+from sqlalchemy import update
+
+from hub import checks
+from hub.models import CheckRun
+from tests.hub.helpers import HubClient, Member, PackageFactory, make_sdist, make_wheel
+
+DIRECT = [
+    "evil @ https://attacker.example/evil-1.0.tar.gz",
+    "evil @ file:///tmp/evil",
+    "evil @ git+https://attacker.example/evil.git",
+]
+
+
+def _worker_token(hub: HubClient, user: str | None = None) -> str:
+    core = hub.hub
+    with core.db.session() as s:
+        if user is None:
+            account = checks.system_worker(core, s)
+        else:
+            account, _first = core.create_user(s, user)
+        secret, _tok = core.create_token(s, account, scope="worker")
+    return secret
+
+
+# ------------------------------------------------------------------------------- direct references
+@pytest.mark.parametrize("ref", DIRECT)
+def test_direct_references_are_refused_in_every_metadata_file(hub: HubClient, ref: str) -> None:
+    alice = hub.user("alice")
+    before = hub.row_counts()
+    uploads = {
+        "wheel METADATA": [make_wheel("dref-env", requires=[ref])],
+        "sdist PKG-INFO": [make_sdist("dref-env", requires=[ref])],
+        "pyproject dependencies": [
+            make_sdist("dref-env", pyproject=f'[project]\nname = "dref-env"\nversion = "0.1.0"\ndependencies = ["{ref}"]\n')
+        ],
+        "pyproject optional dependencies": [
+            make_sdist(
+                "dref-env",
+                pyproject=(
+                    '[project]\nname = "dref-env"\nversion = "0.1.0"\n'
+                    f'[project.optional-dependencies]\nextra = ["{ref}"]\n'
+                ),
+            )
+        ],
+        "build-system requires": [
+            make_sdist(
+                "dref-env",
+                pyproject=f'[build-system]\nrequires = ["{ref}"]\n[project]\nname = "dref-env"\nversion = "0.1.0"\n',
+            )
+        ],
+    }
+    for where, files in uploads.items():
+        r = hub.publish_files("alice", "dref-env", files, alice)
+        assert r.status_code == 400, (where, r.status_code, r.text)
+        assert "direct reference" in r.json()["detail"], (where, r.text)
+    # twine's path refuses them too
+    fn, data = make_wheel("dref-env", requires=[ref])
+    r = hub.client.post(
+        "/legacy/", auth=("__token__", alice), files={"content": (fn, data)}, data={":action": "file_upload"}
+    )
+    assert r.status_code == 400 and "direct reference" in r.text, r.text
+    assert hub.row_counts() == before  # nothing half-written
+    assert hub.stored_keys() == [] and hub.temp_files() == []
+    # by name, the same dependency is fine
+    ok = hub.publish_files("alice", "dref-env", [make_wheel("dref-env", requires=["evil>=1"])], alice)
+    assert ok.status_code == 201, ok.text
+
+
+# ------------------------------------------------------------------------------- the counterpart
+def test_counterpart_metadata_is_compared_even_when_empty(hub: HubClient) -> None:
+    alice = hub.user("alice")
+    # a wheel without dependencies, then an sdist with some: two different releases
+    assert hub.publish_files("alice", "cp-env", [make_wheel("cp-env")], alice).status_code == 201
+    r = hub.publish_files("alice", "cp-env", [make_sdist("cp-env", requires=["numpy>=1"])], alice)
+    assert r.status_code == 409 and "dependencies" in r.text, r.text
+    # and the other way round
+    assert hub.publish_files("alice", "cp-env", [make_sdist("cp-env", "0.2.0", requires=["numpy>=1"])], alice).status_code == 201
+    r = hub.publish_files("alice", "cp-env", [make_wheel("cp-env", "0.2.0")], alice)
+    assert r.status_code == 409 and "dependencies" in r.text, r.text
+    # both in one request must agree as well
+    r = hub.publish_files("alice", "cp-env", [make_wheel("cp-env", "0.3.0"), make_sdist("cp-env", "0.3.0", requires=["x"])], alice)
+    assert r.status_code == 400 and "disagree" in r.text, r.text
+    # the same metadata joins (the requirement spelled differently is the same requirement)
+    assert hub.publish_files("alice", "cp-env", [make_wheel("cp-env", "0.4.0", requires=["numpy >= 1"])], alice).status_code == 201
+    assert hub.publish_files("alice", "cp-env", [make_sdist("cp-env", "0.4.0", requires=["numpy>=1"])], alice).status_code == 201
+    files = hub.get("/api/v1/environments/alice/cp-env/versions/0.1.0").json()["files"]
+    assert [f["kind"] for f in files] == ["wheel"]
+
+
+# ------------------------------------------------------------------------------- system names
+def test_every_system_account_name_is_reserved(hub: HubClient) -> None:
+    from hub.core import RESERVED_OWNERS, SYSTEM_ACCOUNTS
+
+    assert checks.SYSTEM_WORKER in SYSTEM_ACCOUNTS and "admin" in SYSTEM_ACCOUNTS
+    assert SYSTEM_ACCOUNTS <= RESERVED_OWNERS
+    # Every account name the hub's own code creates or looks up is one of them.
+    root = Path(__file__).resolve().parents[2] / "hub"
+    used = set()
+    for path in root.rglob("*.py"):
+        text = path.read_text()
+        used |= set(re.findall(r"Owner\.name == \"([a-z0-9-]+)\"", text))
+        used |= set(re.findall(r"^SYSTEM_[A-Z]+ = \"([a-z0-9-]+)\"", text, re.M))
+    assert used and used <= SYSTEM_ACCOUNTS, used
+    alice = hub.user("alice")
+    for name in sorted(SYSTEM_ACCOUNTS | {"Check_Worker", "check.worker"}):
+        r = hub.post("/api/v1/users", hub.admin_token, json={"name": name})
+        assert r.status_code == 400 and "reserved" in r.text, (name, r.text)
+        r = hub.post("/api/v1/orgs", alice, json={"name": name})
+        assert r.status_code == 400 and "reserved" in r.text, (name, r.text)
+    # the hub's own account is made by the hub, and a worker token of it works
+    token = _worker_token(hub)
+    assert hub.post("/api/v1/check-jobs/claim", token, json={}).json() == {"job": None}
+
+
+def test_system_worker_refuses_an_organisation_holding_its_name(hub: HubClient) -> None:
+    """A database from before the reservation, where an org took the name: one clear error."""
+    from hub.errors import HubError
+    from hub.models import Owner
+
+    core = hub.hub
+    with core.db.session() as s:
+        s.add(Owner(name="check-worker", display_name="check-worker", kind="org", is_admin=False, description=""))
+    with core.db.session() as s, pytest.raises(HubError, match="organisation or an administrator"):
+        checks.embedded_worker_token(core, s)
+
+
+# ------------------------------------------------------------------------------- fairness
+def _publish(hub: HubClient, packages: PackageFactory, owner: str, token: str, name: str) -> None:
+    r = hub.publish(owner, packages.get(name), token)
+    assert r.status_code == 201, r.text
+
+
+def test_one_owners_hanging_versions_do_not_starve_another(hub: HubClient, packages: PackageFactory) -> None:
+    core = hub.hub
+    core.settings.check_max_running_per_owner = 2
+    alice, bob = hub.user("alice"), hub.user("bob")
+    for i in range(5):  # alice pushes five versions first (say, each hangs until its wall clock)
+        _publish(hub, packages, "alice", alice, f"fair-alice-{i}")
+    _publish(hub, packages, "bob", bob, "fair-bob-0")
+    _publish(hub, packages, "bob", bob, "fair-bob-1")
+    order = []
+    for i in range(4):
+        job = checks.claim(core.db, core.settings, f"w{i}")
+        assert job is not None
+        order.append(job["owner"])
+    # round robin over owners, then alice is at her bound: two running, no third
+    assert order == ["alice", "bob", "alice", "bob"], order
+    assert checks.claim(core.db, core.settings, "w5") is None
+    with core.db.session() as s:
+        running = s.query(CheckRun).filter(CheckRun.status == "running").all()
+        assert sorted(r.worker for r in running) == ["w0", "w1", "w2", "w3"]
+        first = next(r for r in running if r.worker == "w0")
+        # alice's first one finishes: she gets the next slot (bob has nothing queued)
+        job_id, lease = first.id, first.lease_token
+    assert checks.finish(core.db, core.settings, job_id, lease, "failed", "hangs", "", {}) is not None
+    job = checks.claim(core.db, core.settings, "w6")
+    assert job is not None and job["owner"] == "alice"
+    # a lease that ran out frees its owner's slot too
+    with core.db.session() as s:
+        s.execute(update(CheckRun).where(CheckRun.worker == "w2").values(lease_expires_at=dt.datetime(2000, 1, 1)))
+    job = checks.claim(core.db, core.settings, "w7")
+    assert job is not None and job["owner"] == "alice"
+    assert checks.claim(core.db, core.settings, "w8") is None
+
+
+def test_the_owner_bound_holds_under_racing_claims(hub: HubClient, packages: PackageFactory) -> None:
+    import threading
+
+    core = hub.hub
+    core.settings.check_max_running_per_owner = 2
+    alice = hub.user("alice")
+    for i in range(6):
+        _publish(hub, packages, "alice", alice, f"race-alice-{i}")
+    barrier = threading.Barrier(6)
+    got: list[dict] = []
+    lock = threading.Lock()
+
+    def claim(i: int) -> None:
+        barrier.wait()
+        job = checks.claim(core.db, core.settings, f"r{i}")
+        if job is not None:
+            with lock:
+                got.append(job)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert len(got) == 2, [j["name"] for j in got]
+
+
+# ------------------------------------------------------------------------------- worker tokens
+def test_a_worker_token_is_useless_outside_its_own_claims(hub: HubClient, packages: PackageFactory) -> None:
+    alice = hub.user("alice")
+    r = hub.publish("alice", packages.get("scope-private"), alice, private=True)
+    assert r.status_code == 201, r.text
+    mallory = _worker_token(hub, "mallory")  # a worker token of an ordinary user (stolen, say)
+    system = _worker_token(hub)
+    other_system = _worker_token(hub)
+    # mallory's token claims no private job of alice's
+    assert hub.post("/api/v1/check-jobs/claim", mallory, json={"worker": "m"}).json()["job"] is None
+    job = hub.post("/api/v1/check-jobs/claim", system, json={"worker": "sys"}).json()["job"]
+    assert job is not None and job["env"] == "alice/scope-private"
+    lease = {"X-VF-Lease": job["lease_token"]}
+    body = {"lease_token": job["lease_token"], "status": "passed"}
+    # even with the lease, another token can neither download, heartbeat nor report
+    for token in (mallory, other_system):
+        assert hub.get(job["wheel"]["url"], token, headers=lease).status_code == 404
+        assert hub.post(f"/api/v1/check-jobs/{job['id']}/heartbeat", token, json=body).status_code == 409
+        assert hub.post(f"/api/v1/check-jobs/{job['id']}/report", token, json=body).status_code == 409
+    # the claim's own token downloads the job's files, and only those
+    r = hub.get(job["wheel"]["url"], system, headers=lease)
+    assert r.status_code == 200 and hashlib.sha256(r.content).hexdigest() == job["wheel"]["sha256"]
+    other = hub.publish("alice", packages.get("scope-other"), alice, private=True)
+    assert other.status_code == 201
+    other_sha = other.json()["files"][0]["sha256"]
+    assert hub.get(f"/api/v1/check-jobs/{job['id']}/files/{other_sha}", system, headers=lease).status_code == 404
+    # a private file and a missing one look alike to a worker token on the index's file route
+    private_url = next(f["url"] for f in hub.get(
+        "/api/v1/environments/alice/scope-private/versions/0.1.0", alice).json()["files"])  # fmt: skip
+    missing_url = re.sub(r"/files/[0-9a-f]{2}/[0-9a-f]{64}/", "/files/00/" + "0" * 64 + "/", private_url)
+    assert missing_url != private_url
+    answers = [hub.get(u, system) for u in (private_url, missing_url)]
+    assert [a.status_code for a in answers] == [404, 404], [a.text for a in answers]
+    assert answers[0].json() == answers[1].json()
+    # the verdict, reported by the claim's own token, stands; viewers do not see the worker
+    assert hub.post(f"/api/v1/check-jobs/{job['id']}/report", system, json=body).status_code == 200
+    shown = hub.get("/api/v1/environments/alice/scope-private/versions/0.1.0/checks", alice).json()[0]
+    assert shown["status"] == "passed" and shown["worker"] is None
+    seen_by_admin = hub.get("/api/v1/environments/alice/scope-private/versions/0.1.0/checks", hub.admin_token)
+    assert seen_by_admin.json()[0]["worker"] == "sys"
+    # an expired lease downloads nothing either
+    job2 = hub.post("/api/v1/check-jobs/claim", system, json={"worker": "sys"}).json()["job"]
+    assert job2 is not None
+    with hub.hub.db.session() as s:
+        s.execute(update(CheckRun).where(CheckRun.id == job2["id"]).values(lease_expires_at=dt.datetime(2000, 1, 1)))
+    assert hub.get(job2["wheel"]["url"], system, headers={"X-VF-Lease": job2["lease_token"]}).status_code == 404
+
+
+def test_check_details_show_viewers_no_host_details(hub: HubClient, packages: PackageFactory) -> None:
+    alice = hub.user("alice")
+    assert hub.publish("alice", packages.get("host-env"), alice).status_code == 201
+    system = _worker_token(hub)
+    job = hub.post("/api/v1/check-jobs/claim", system, json={"worker": "build-host-7:4242"}).json()["job"]
+    # a report is read against a strict schema: no field it does not know (like a host name)
+    body = {"lease_token": job["lease_token"], "status": "passed", "report": {"worker": "build-host-7:4242", "rewards": [1.0]}}
+    assert hub.post(f"/api/v1/check-jobs/{job['id']}/report", system, json=body).status_code == 422
+    body["report"] = {"rewards": [1.0], "checks": [{"name": "load", "ok": True, "detail": "x" * 3000}]}
+    assert hub.post(f"/api/v1/check-jobs/{job['id']}/report", system, json=body).status_code == 422
+    body["report"] = {"rewards": [1.0]}
+    assert hub.post(f"/api/v1/check-jobs/{job['id']}/report", system, json=body).status_code == 200
+    for viewer in (None, alice):
+        runs = hub.get("/api/v1/environments/alice/host-env/versions/0.1.0/checks", viewer).json()
+        assert "build-host-7" not in json.dumps(runs), runs
+        page = hub.get("/alice/host-env", viewer)
+        assert page.status_code == 200 and "build-host-7" not in page.text
+    # a report stored by an older worker (its host in it, fields the page did not expect) reads cleanly
+    with hub.hub.db.session() as s:
+        s.execute(update(CheckRun).where(CheckRun.id == job["id"]).values(
+            report_json=json.dumps({"worker": "build-host-7:4242", "rewards": "not a list"})))  # fmt: skip
+    runs = hub.get("/api/v1/environments/alice/host-env/versions/0.1.0/checks").json()
+    assert "build-host-7" not in json.dumps(runs) and runs[0]["report"] == {}
+    page = hub.get("/alice/host-env")
+    assert page.status_code == 200 and "build-host-7" not in page.text
+
+
+# ------------------------------------------------------------------------------- hub dependencies
+def test_jobs_carry_the_same_owners_hub_dependencies(hub: HubClient, packages: PackageFactory) -> None:
+    alice, bob = hub.user("alice"), hub.user("bob")
+    core = hub.hub
+    core.settings.check_max_running_per_owner = 10
+    for v in ("1.0.0", "1.5.0", "2.0.0"):
+        assert hub.publish("alice", packages.get("hd-dep", v), alice).status_code == 201
+    assert hub.publish("alice", packages.get("hd-deep", "1.0.0"), alice).status_code == 201
+    r = hub.publish("alice", packages.get("hd-mid", "1.0.0", dependencies=["hd-deep>=1"]), alice)
+    assert r.status_code == 201
+    assert hub.publish("bob", packages.get("hd-bobs", "1.0.0"), bob).status_code == 201
+    env = packages.get("hd-env", "1.0.0", dependencies=["hd-dep<2", "hd-mid", "hd-bobs", "numpy>=1"])
+    assert hub.publish("alice", env, alice).status_code == 201
+    system = _worker_token(hub)
+    with core.db.session() as s:  # only hd-env's job is of interest
+        s.execute(update(CheckRun).where(CheckRun.status == "queued").values(status="passed"))
+        from hub.models import Environment, Version
+
+        env_row = s.query(Environment).filter(Environment.name == "hd-env").one()
+        ver = s.query(Version).filter(Version.env_id == env_row.id).one()
+        checks.enqueue(s, ver, trigger="recheck")
+    job = hub.post("/api/v1/check-jobs/claim", system, json={}).json()["job"]
+    assert job["env"] == "alice/hd-env" and job["unresolvable"] is None
+    deps = {d["env"]: d["version"] for d in job["hub_dependencies"]}
+    # the same owner's environments, transitively; bob's hd-bobs and numpy are the public index's
+    assert deps == {"alice/hd-dep": "1.5.0", "alice/hd-mid": "1.0.0", "alice/hd-deep": "1.0.0"}, deps
+    lease = {"X-VF-Lease": job["lease_token"]}
+    for d in job["hub_dependencies"]:
+        r = hub.get(d["url"], system, headers=lease)
+        assert r.status_code == 200 and hashlib.sha256(r.content).hexdigest() == d["sha256"]
+
+
+def test_an_unsatisfiable_hub_dependency_is_the_environments_fault(hub: HubClient, packages: PackageFactory) -> None:
+    alice = hub.user("alice")
+    assert hub.publish("alice", packages.get("un-dep", "1.0.0"), alice).status_code == 201
+    assert hub.publish("alice", packages.get("un-env", "1.0.0", dependencies=["un-dep>=5"]), alice).status_code == 201
+    system = _worker_token(hub)
+    jobs = [hub.post("/api/v1/check-jobs/claim", system, json={}).json()["job"] for _ in range(2)]
+    job = next(j for j in jobs if j and j["name"] == "un-env")
+    assert "un-dep>=5" in job["unresolvable"] and job["hub_dependencies"] == []
+
+
+def test_member_helpers_still_build_valid_archives(hub: HubClient) -> None:
+    """The builders' ``requires``/``pyproject`` options make valid uploads when nothing is hostile."""
+    alice = hub.user("alice")
+    files = [make_wheel("ok-env", requires=["numpy>=1"], members=[Member("ok_env/x.py", b"")]),
+             make_sdist("ok-env", requires=["numpy>=1"])]  # fmt: skip
+    r = hub.publish_files("alice", "ok-env", files, alice)
+    assert r.status_code == 201, r.text
+    assert hub.get("/api/v1/environments/alice/ok-env/versions/0.1.0").json()["dependencies"] == ["numpy>=1"]
+
+
+def test_the_json_index_never_sends_the_key_old_pip_crashes_on(hub: HubClient, packages: PackageFactory) -> None:
+    """pip 23.0 (Debian 12's, the sandbox's pip) crashes on a JSON ``dist-info-metadata`` object
+    (PEP 714 renamed it ``core-metadata`` for that reason); the HTML page keeps both attributes."""
+    alice = hub.user("alice")
+    assert hub.publish("alice", packages.get("pep714-env"), alice).status_code == 201
+    doc = hub.get("/simple/pep714-env/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}).json()
+    wheel = next(f for f in doc["files"] if f["filename"].endswith(".whl"))
+    assert "dist-info-metadata" not in wheel and wheel["core-metadata"]["sha256"]
+
+
+def test_worker_token_cli_makes_tokens_of_the_system_account(tmp_path: Path) -> None:
+    """``python -m hub worker-token`` (the documented way to equip workers elsewhere): each call a
+    new token of ``check-worker``, none revoking another; they claim jobs and nothing else."""
+    import os
+    import secrets
+    import subprocess
+    import sys
+
+    client = HubClient.create(tmp_path / "hub", database_url=None, admin_token="vfh_" + secrets.token_urlsafe(32))
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VF_HUB")}
+        tokens = []
+        for _ in range(2):
+            res = subprocess.run([sys.executable, "-m", "hub", "worker-token", "--data", str(tmp_path / "hub")],
+                                 capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+            assert res.returncode == 0, res.stderr
+            tokens.append(res.stdout.strip())
+        assert len(set(tokens)) == 2 and all(t.startswith("vfh_") for t in tokens)
+        for token in tokens:
+            assert client.post("/api/v1/check-jobs/claim", token, json={}).json() == {"job": None}
+            assert client.get("/api/v1/whoami", token).status_code == 403
+    finally:
+        client.close()
