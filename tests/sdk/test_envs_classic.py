@@ -373,6 +373,8 @@ def test_set_kwargs_unknown_keywords_and_seq_len() -> None:
     # ... and refused only where every classic release refused it (the classic parsers took none).
     with pytest.raises(TypeError, match=r"XMLParser\(\) got an unexpected keyword argument 'field'"):
         vf.XMLParser(field=["answer"])
+    with pytest.raises(TypeError, match=r"MathRubric\(\) got an unexpected keyword argument 'max_verify_char'"):
+        vf.MathRubric(max_verify_char=10)  # 0.1.7's and 0.3.0's MathRubric took no **kwargs
     # ... while every keyword the classic constructors take still works.
     env = vf.ToolEnv(dataset=[{"question": "q"}], map_kwargs={"num_proc": 2}, pass_threshold=0.5, max_turns=3,
                      timeout_seconds=5.0, stop_errors=[ValueError], message_type="chat", max_workers=4)

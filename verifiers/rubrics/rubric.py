@@ -100,8 +100,12 @@ class Rubric:
     """Weighted reward functions; reward = sum(weight * value), each value logged under its name.
 
     ``funcs``/``weights``: reward functions (sync or async) and their weights (default 1.0 each).
-    ``parser``: handed to reward functions as ``parser``. Unknown keywords become attributes.
+    ``parser``: handed to reward functions as ``parser``. Unknown keywords become attributes
+    (with a warning; see :mod:`verifiers.classic.keywords`).
     """
+
+    #: True for a subclass whose classic releases all refused unknown constructor keywords.
+    _refuses_unknown_keywords = False
 
     def __init__(
         self,
@@ -122,8 +126,9 @@ class Rubric:
         self.class_objects: dict[str, Any] = {}
         from verifiers.classic.keywords import accept_keywords
 
-        # 0.1.x kept unknown keywords as attributes (0.3.x refused them): kept, a typo warned about
-        for key, value in accept_keywords(self, kwargs).items():
+        # 0.1.x kept unknown keywords as attributes (0.3.x refused them): kept, a typo warned about;
+        # refused for the subclasses whose every classic release refused them
+        for key, value in accept_keywords(self, kwargs, refuse=self._refuses_unknown_keywords).items():
             setattr(self, key, value)
 
     # ----- building -------------------------------------------------------------------------------
