@@ -56,6 +56,8 @@ class MathRubric(Rubric):
     is named ``correct_answer``.
     """
 
+    _refuses_unknown_keywords = True  # as 0.1.7's and 0.3.0's did (no **kwargs)
+
     def __init__(
         self,
         funcs: Sequence[Callable[..., Any]] | None = None,

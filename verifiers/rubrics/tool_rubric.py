@@ -33,6 +33,8 @@ class ToolRubric(Rubric):
     ['total_tool_calls', 'len_calls']
     """
 
+    _refuses_unknown_keywords = True  # as 0.1.7's did (no **kwargs; 0.3.0 has no ToolRubric)
+
     def __init__(self, tools: Sequence[Callable[..., Any]] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.tools = list(tools or [])
