@@ -68,9 +68,18 @@ def ensure_peer_venv() -> Path:
     return python
 
 
-def clean_env() -> dict[str, str]:
-    """Environment for driver subprocesses: no PYTHONPATH (the peer must not see this repo)."""
+def is_ours(executable: str) -> bool:
+    """True for our venv's python (or a script of that venv, such as ``vf``)."""
+    return Path(executable).parent == OUR_PYTHON.parent
+
+
+def clean_env(ours: bool = False) -> dict[str, str]:
+    """Environment for driver subprocesses: no PYTHONPATH (the peer must not see this repo); ours
+    gets this checkout on its path, so that a worktree measures its own code and not the one the
+    shared venv's editable install points to."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    if ours:
+        env["PYTHONPATH"] = str(REPO)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["TQDM_DISABLE"] = "1"
     env["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
@@ -85,7 +94,7 @@ def run_json(cmd: Sequence[str], *, timeout: float = 1800) -> dict[str, Any]:
         proc = subprocess.run(
             list(cmd),
             cwd=cwd,
-            env=clean_env(),
+            env=clean_env(is_ours(cmd[0])),
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -44,6 +44,7 @@ from _common import (
     add_priority_argument,
     clean_env,
     ensure_peer_venv,
+    is_ours,
     log,
     machine,
     median,
@@ -179,7 +180,7 @@ def probe(python: str, dataset: str) -> dict:
         proc = subprocess.run(
             [python, "-c", PROBE, dataset],
             cwd=cwd,
-            env=clean_env(),
+            env=clean_env(is_ours(python)),
             capture_output=True,
             text=True,
             timeout=300,
@@ -207,7 +208,7 @@ def command_probe(argv: list[str]) -> dict:
         proc = subprocess.run(
             argv,
             cwd=cwd,
-            env={**clean_env(), "COLUMNS": "120"},
+            env={**clean_env(is_ours(argv[0])), "COLUMNS": "120"},
             capture_output=True,
             text=True,
             timeout=300,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
 
 if TYPE_CHECKING:
@@ -92,10 +93,6 @@ def __getattr__(name: str) -> Any:
         from verifiers.clients.response import ModelResponse
 
         return ModelResponse
-    if name in ("RolloutScore", "RolloutScores"):  # classic home of the rubric's score records
-        from verifiers.rubrics import rubric
-
-        return getattr(rubric, name)
     if name == "ClientConfig":
         from verifiers.clients.config import ClientConfig
 
@@ -367,6 +364,25 @@ def to_messages(objs: Iterable[Any]) -> list[Message]:
 # ----------------------------------------------------------------------------------------------------
 # Rollout state
 # ----------------------------------------------------------------------------------------------------
+
+
+# Score records of the classic Rubric (``score_rollout`` / ``score_rollouts``); classic environments
+# import them from here and from ``verifiers.rubrics.rubric``.
+@dataclass(slots=True)
+class RolloutScore:
+    """The score of one rollout (OLD ``Rubric`` return type of ``score_rollout``)."""
+
+    reward: float
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RolloutScores:
+    """Scores of several rollouts (OLD ``Rubric`` return type of ``score_rollouts``)."""
+
+    reward: list[float]
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+
 
 
 class State(dict):

@@ -205,13 +205,17 @@ async def test_custom_rollout_that_raises_records_source_rollout(exc: type[BaseE
     assert by_id[0]["reward"] == 1.0 and by_id[2]["error"] is None
 
 
-async def test_a_run_that_loses_rollouts_fails_loudly(tmp_path: Path) -> None:
-    class Lossy(vf.SingleTurnEnv):
-        async def _run_group(self, group_inputs, *args, **kwargs):
-            states = await super()._run_group(group_inputs, *args, **kwargs)
-            return states[:-1]  # a broken override drops one rollout of every group
+async def test_a_run_that_loses_rollouts_fails_loudly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from verifiers.engine import group as group_stage
 
-    env = Lossy(dataset=ROWS, rubric=vf.Rubric(funcs=[exact]))
+    real = group_stage.run_group
+
+    async def lossy(*args, **kwargs):
+        states = await real(*args, **kwargs)
+        return states[:-1]  # a broken group stage drops one rollout of every group
+
+    monkeypatch.setattr(group_stage, "run_group", lossy)
+    env = vf.SingleTurnEnv(dataset=ROWS, rubric=vf.Rubric(funcs=[exact]))
     with FaultServer(chat_body("ok")) as srv:
         with pytest.raises(RuntimeError, match=r"lost rollouts: 8 requested, 4 finished \+ 0 errored"):
             await env.evaluate(client_for(srv), "m", rollouts_per_example=2, results_path=tmp_path / "r")

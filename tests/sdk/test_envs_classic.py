@@ -360,13 +360,17 @@ async def test_extra_columns_reach_reward_functions(server_factory) -> None:
 
 
 def test_set_kwargs_unknown_keywords_and_seq_len() -> None:
-    # A typo is refused at once (it used to become an attribute nobody read) ...
-    with pytest.raises(TypeError, match=r"SingleTurnEnv\(\) got an unexpected keyword argument 'sytem_prompt' \(did you mean 'system_prompt'\?\)"):
-        vf.SingleTurnEnv(dataset=[{"question": "q"}], sytem_prompt="S")
-    with pytest.raises(TypeError, match="'custom_option'"):
-        vf.SingleTurnEnv(dataset=[{"question": "q"}], custom_option=3)
-    with pytest.raises(TypeError, match=r"Rubric\(\) got an unexpected keyword argument 'weight' \(did you mean 'weights'\?\)"):
-        vf.Rubric(funcs=[], weight=[])
+    # Classic constructors (0.1.x and 0.3.x Environment, 0.1.x Rubric) turned unknown keywords into
+    # attributes, and real environments rely on it; a typo is kept the same way but warned about,
+    # naming the closest accepted keyword ...
+    with pytest.warns(UserWarning, match=r"SingleTurnEnv\(\) got an unknown keyword argument 'sytem_prompt' \(did you mean 'system_prompt'\?\)"):
+        env = vf.SingleTurnEnv(dataset=[{"question": "q"}], sytem_prompt="S")
+    assert env.sytem_prompt == "S" and env.system_prompt is None
+    with pytest.warns(UserWarning, match="'custom_option'"):
+        assert vf.SingleTurnEnv(dataset=[{"question": "q"}], custom_option=3).custom_option == 3
+    with pytest.warns(UserWarning, match=r"Rubric\(\) got an unknown keyword argument 'weight' \(did you mean 'weights'\?\)"):
+        assert vf.Rubric(funcs=[], weight=[]).weight == []
+    # ... and refused only where every classic release refused it (the classic parsers took none).
     with pytest.raises(TypeError, match=r"XMLParser\(\) got an unexpected keyword argument 'field'"):
         vf.XMLParser(field=["answer"])
     # ... while every keyword the classic constructors take still works.
@@ -445,3 +449,20 @@ async def test_old_get_model_response_argument_order(server_factory) -> None:
     old_order = await env.get_model_response(prompt, srv.base_url, "m")
     assert new_order.message["content"] == old_order.message["content"] == "hi"
     await env.aclose()
+
+
+def test_a_classic_0_1_environment_passing_a_concurrency_keyword_loads(server_factory, recwarn) -> None:
+    # A real 0.1.x environment: load_environment() hands SingleTurnEnv its concurrency setting, which
+    # 0.1.x kept as an attribute (its evaluate read it back); it must load and run here too.
+    import warnings
+
+    def load_environment(**kwargs):
+        return vf.SingleTurnEnv(dataset=[{"question": "q", "answer": "a"}], rubric=vf.Rubric(funcs=[lambda completion: 1.0]),
+                                max_concurrent=32, **kwargs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a keyword a classic release documented is no typo: no warning
+        env = load_environment()
+    assert env.max_concurrent == 32
+    out = env.evaluate(server_factory("a").base_url, "m")
+    assert out.reward == [1.0]

@@ -12,9 +12,10 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from verifiers.classic import drive
+from verifiers.engine.plans import GroupPlan
 from verifiers.envs.environment import Environment
 from verifiers.rubrics.rubric import Rubric, ScoreResult
-from verifiers.types import State
 
 __all__ = ["EnvGroup", "EnvGroupRubric"]
 
@@ -125,10 +126,11 @@ class EnvGroup(Environment):
             return self.env_map[task]
         raise KeyError(f"no environment in this group for env_id {name!r} / task {task!r}; members: {self.env_names}")
 
-    async def _run_one(self, input: Mapping[str, Any], client: Any, model: str, sampling_args: Mapping[str, Any], timeout: float | None) -> State:
-        env = self.route(input)
-        sa = env._merge_sampling_args(sampling_args) if env.sampling_args else sampling_args
-        return await env.run_rollout(input, client, model, sa, timeout=timeout)
+    def _engine_plan(self) -> GroupPlan:
+        """Each row runs with the plan of the member it routes to (and that member's sampling
+        defaults under the caller's); this group's rubric scores, routing to the members'."""
+        plans = {id(env): drive.rollout_plan(env, sampling_args=env.sampling_args) for env in self.envs}
+        return GroupPlan(plan_for=lambda row: plans[id(self.route(row))], scorer=self.rubric)
 
     async def rollout(self, input: Any, client: Any, model: str, sampling_args: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         return await self.route(input).rollout(input, client, model, sampling_args, **kwargs)

@@ -1,17 +1,10 @@
-"""``Environment``: datasets, the rollout engine, scoring and results.
+"""``Environment``: the classic API's environment -- a dataset, a rubric, and the hooks a rollout runs.
 
-The engine is plain asyncio:
-
-* ``evaluate`` builds one *group* per example (``rollouts_per_example`` rollouts, scored together so
-  group reward functions and advantages see them all) and runs groups with at most
-  ``max_concurrent`` in flight: a fixed number of worker tasks pull groups from a shared iterator,
-  so a 20,000-example run never creates 20,000 tasks up front.
-* Requests in flight are bounded separately by ``max_concurrent_requests`` (one semaphore shared by
-  every rollout of the run, wrapped around the model client).
-* Each rollout runs under ``timeout_per_rollout`` (or the environment's ``timeout_seconds``);
-  workers run in a ``TaskGroup`` so cancelling a run cancels and awaits every task it started.
-* Finished rollouts are written to ``results.jsonl`` at once (flushed), and only a small summary
-  is kept in memory while saving (see :class:`~verifiers.types.GenerateOutputs`).
+The rollout engine is :mod:`verifiers.engine` (the run, the group, one rollout and its turn loop);
+this class holds what an environment *is* (datasets, parser, rubric, sampling defaults, tools,
+settings, teardown) and hands the engine plans built from its hooks by the classic adapter
+(:mod:`verifiers.classic.drive`). ``evaluate`` / ``generate`` / ``run_group`` / ``run_rollout``
+are the classic entry points to the engine's stages.
 
 Errors inside a rollout never abort the run: they are recorded on the rollout (``state["error"]``)
 with a source (``model``, ``env_response``, ``setup``, ``timeout``, ``reward:<name>`` ...). That
@@ -28,46 +21,37 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
-import contextvars
-import gc
 import json
 import logging
-import math
 import random
-import time
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from verifiers.clients.slots import SLOT_WAIT, acquire_slot
+from verifiers.classic import drive, runs
+from verifiers.classic.bridge import SyncOrAsync, run_sync
+from verifiers.classic.datasets import make_dataset
+from verifiers.classic.keywords import CLASSIC_ENVIRONMENT_KEYWORDS, accept_keywords
+from verifiers.classic.options import classic_options
+from verifiers.engine import group as group_stage
+from verifiers.engine import rollout as rollout_stage
+from verifiers.engine.client import is_model_client
+from verifiers.engine.plans import GroupPlan
 from verifiers.envs.daemon_pool import DaemonThreadPool
-from verifiers.errors import error_record, is_user_raised
 from verifiers.parsers.parser import Parser
 from verifiers.rubrics.rubric import Rubric
 from verifiers.types import GenerateOutputs, State, SystemMessage, UserMessage, to_message, to_messages
-from verifiers.utils.async_utils import SyncOrAsync, func_spec, run_sync
 from verifiers.utils.data_utils import is_hf_dataset, rows_from_source, source_columns
-from verifiers.utils.results import (
-    LazyOutputs,
-    ProgressTracker,
-    ResultsWriter,
-    RolloutSummary,
-    build_metadata,
-    read_results,
-    record_from_state,
-    write_metadata,
-)
+from verifiers.utils.decorators import collect_hooks
 
 __all__ = ["Environment"]
 
 logger = logging.getLogger("verifiers")
 
-_OVERRIDES: dict[type, bool] = {}
 _TEARDOWN_AT_EXIT: weakref.WeakSet[Environment] = weakref.WeakSet()
 
 
@@ -78,99 +62,7 @@ def _teardown_remaining() -> None:
         try:
             env.close()
         except Exception:
-            logger.exception("teardown of %r at exit failed", env)  # class -> "overrides rollout()" (checked once per class)
-
-
-class _RolloutClock:
-    """The timeout of one rollout, which can be stopped while the rollout waits in a queue."""
-
-    __slots__ = ("paused", "remaining", "scope")
-
-    def __init__(self, scope: asyncio.Timeout) -> None:
-        self.scope = scope
-        self.paused = 0
-        self.remaining: float | None = None
-
-    def pause(self) -> None:
-        self.paused += 1
-        if self.paused > 1:
-            return
-        when = self.scope.when()
-        if when is None or self.scope.expired():
-            return
-        self.remaining = max(0.0, when - asyncio.get_running_loop().time())
-        with contextlib.suppress(RuntimeError):
-            self.scope.reschedule(None)
-
-    def resume(self) -> None:
-        self.paused -= 1
-        if self.paused or self.remaining is None:
-            return
-        remaining, self.remaining = self.remaining, None
-        with contextlib.suppress(RuntimeError):
-            self.scope.reschedule(asyncio.get_running_loop().time() + remaining)
-
-    def left(self) -> float | None:
-        """Seconds left before the rollout times out (None: no limit)."""
-        if self.remaining is not None:
-            return self.remaining
-        when = self.scope.when()
-        return None if when is None else max(0.0, when - asyncio.get_running_loop().time())
-
-
-#: The clock of the rollout running in the current task (tool calls and model calls inherit it);
-#: the model client's own request bound (``ClientConfig.max_concurrent_requests``) pauses it too.
-_CLOCK = SLOT_WAIT
-#: Set by a group run: id(state) -> seconds its rollout had left when it ended (bounds scoring).
-_TIME_LEFT: contextvars.ContextVar[dict[int, float] | None] = contextvars.ContextVar("vf_time_left", default=None)
-
-
-def _record_timeout(state: State, message: str) -> None:
-    state["error"] = {"type": "TimeoutError", "message": message, "source": "timeout"}
-    state["stop_condition"] = "timeout"
-    state["is_truncated"] = True
-    state["is_completed"] = True
-
-
-class _BoundedClient:
-    """A model client whose requests share one semaphore (``max_concurrent_requests``).
-
-    Waiting for a slot does not count against the calling rollout's timeout.
-    """
-
-    __slots__ = ("inner", "semaphore")
-
-    def __init__(self, inner: Any, semaphore: asyncio.Semaphore) -> None:
-        self.inner = inner
-        self.semaphore = semaphore
-
-    async def chat(self, **kwargs: Any) -> Any:
-        await acquire_slot(self.semaphore)
-        try:
-            return await self.inner.chat(**kwargs)
-        finally:
-            self.semaphore.release()
-
-    async def completion(self, **kwargs: Any) -> Any:
-        await acquire_slot(self.semaphore)
-        try:
-            return await self.inner.completion(**kwargs)
-        finally:
-            self.semaphore.release()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-def _is_model_client(obj: Any) -> bool:
-    chat = getattr(obj, "chat", None)
-    return callable(chat) and asyncio.iscoroutinefunction(chat)
-
-
-def _client_base_url(client: Any) -> str | None:
-    inner = getattr(client, "inner", client)
-    url = getattr(inner, "base_url", None)
-    return str(url) if url is not None else None
+            logger.exception("teardown of %r at exit failed", env)
 
 
 class Environment:
@@ -187,8 +79,9 @@ class Environment:
       ``rubric``, ``sampling_args`` (defaults merged under the caller's), ``message_type``
       (``"chat"`` or ``"completion"``), ``oai_tools`` (OLD) / ``tool_defs`` (NEW), ``max_workers``
       (thread pool for sync tools), ``env_id``, ``env_args``, ``max_seq_len``, ``score_rollouts``.
-    * Unknown keywords are refused with a TypeError naming the closest accepted one (the classic
-      ``map_kwargs`` and ``pass_threshold`` are accepted and kept as attributes).
+    * Other keywords become attributes, as in classic releases (``map_kwargs``, ``pass_threshold``
+      and the classic run options such as ``max_concurrent`` silently; anything else with a
+      warning naming the closest accepted keyword: see :mod:`verifiers.classic.keywords`).
     """
 
     def __init__(
@@ -232,14 +125,10 @@ class Environment:
         self._executor: Executor | None = None
         self._clients: dict[int, Any] = {}
         self._torn_down = False
-        from verifiers.utils.keywords import CLASSIC_ENVIRONMENT_KEYWORDS, accept_keywords
-
         for key, value in accept_keywords(self, kwargs, CLASSIC_ENVIRONMENT_KEYWORDS).items():
             setattr(self, key, value)
         for split in ("train", "eval"):
             self._check_columns(split)
-        from verifiers.utils.decorators import collect_hooks
-
         if collect_hooks(type(self), "teardown"):
             _TEARDOWN_AT_EXIT.add(self)
 
@@ -431,7 +320,7 @@ class Environment:
         """Our ModelClient for whatever the caller passed (AsyncOpenAI, config, URL ...)."""
         if client is None:
             raise ValueError("a model client is required (a ModelClient, ClientConfig, base URL or openai client)")
-        if _is_model_client(client):
+        if is_model_client(client):
             return client
         cached = self._clients.get(id(client))
         if cached is not None and cached[0] is client:
@@ -442,6 +331,7 @@ class Environment:
         self._clients[id(client)] = (client, mc)
         return mc
 
+    @drive.engine_default
     async def get_model_response(
         self,
         client: Any,
@@ -464,7 +354,7 @@ class Environment:
         return await mc.chat(model=model, messages=prompt, tools=oai_tools, sampling_args=sampling_args)
 
     # ================================================================================================
-    # Rollouts (MultiTurnEnv implements the loop)
+    # Rollouts: the engine's stages, driven by this environment's plans (verifiers.classic.drive)
     # ================================================================================================
 
     def init_state(self, input: Mapping[str, Any], client: Any = None, model: str | None = None, sampling_args: Any = None) -> State:
@@ -498,32 +388,11 @@ class Environment:
         """Run one rollout of ``input`` and return its state. Implemented by MultiTurnEnv."""
         raise NotImplementedError(f"{type(self).__name__} must implement rollout()")
 
-    async def _drive(self, state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
-        """Fill ``state`` by running the rollout (MultiTurnEnv implements the turn loop)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement rollout()")
+    def _engine_plan(self) -> GroupPlan:
+        """How the engine runs this environment's groups (EnvGroup routes rows to its members)."""
+        return drive.group_plan(self)
 
-    @staticmethod
-    def _adopt_rollout_result(state: State, result: Any) -> State:
-        if isinstance(result, tuple) and len(result) == 2:  # OLD: (completion, state)
-            completion, st = result
-            if isinstance(st, Mapping):
-                state.update(st)
-            state["completion"] = completion
-        elif isinstance(result, Mapping):
-            state.update(result)
-        return state
-
-    def _rollout_overridden(self) -> bool:
-        cls = type(self)
-        cached = _OVERRIDES.get(cls)
-        if cached is None:
-            from verifiers.envs.multiturn_env import MultiTurnEnv
-
-            own = cls.rollout
-            cached = own is not Environment.rollout and own is not MultiTurnEnv.rollout
-            _OVERRIDES[cls] = cached
-        return cached
-
+    @drive.engine_default
     async def run_rollout(
         self,
         input: Mapping[str, Any],
@@ -539,56 +408,8 @@ class Environment:
         the rollout waits for a request slot; what is left of it when the rollout ends bounds its
         scoring (see :meth:`run_group`).
         """
-        state = self.init_state(input, client, model, sampling_args)
-        limit = timeout if timeout is not None else getattr(self, "timeout_seconds", None)
-        t0 = time.perf_counter()
-        clock: _RolloutClock | None = None
-        scope: asyncio.Timeout | None = None
-        try:
-            if limit is not None and limit > 0:
-                async with asyncio.timeout(limit) as scope:
-                    clock = _RolloutClock(scope)
-                    token = _CLOCK.set(clock)
-                    try:
-                        await self._drive_any(state, client, model, sampling_args or {})
-                    finally:
-                        _CLOCK.reset(token)
-            else:
-                await self._drive_any(state, client, model, sampling_args or {})
-        except TimeoutError as exc:
-            clock = None
-            if scope is not None and scope.expired():
-                _record_timeout(state, f"rollout exceeded {limit} s")
-            else:  # a TimeoutError of the rollout's own code (a custom rollout()), not the limit
-                if not state.get("error"):
-                    state["error"] = error_record(exc, "rollout")
-                state["is_completed"] = True
-        except BaseException as exc:  # a bug in a custom rollout(): keep the run going, record it
-            if not is_user_raised(exc):
-                raise
-            if not state.get("error"):
-                state["error"] = error_record(exc, "rollout")
-            state["is_completed"] = True
-        budget = _TIME_LEFT.get()
-        if budget is not None and clock is not None:
-            budget[id(state)] = clock.left() or 0.0
-        state["timing"]["generation_ms"] = (time.perf_counter() - t0) * 1000.0
-        return state
-
-    async def _drive_any(self, state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
-        if not self._rollout_overridden():
-            await self._drive(state, client, model, sampling_args)
-            return
-        names = func_spec(self.rollout).names
-        if names and names[0] == "client":  # OLD: rollout(client, model, prompt, answer, task, info, sampling_args)
-            result = await self.rollout(
-                client, model, state["prompt"], state.get("answer", ""), state.get("task", "default"),
-                state.get("info", {}), sampling_args,
-            )
-        else:
-            result = await self.rollout(dict(state), client, model, sampling_args)
-        self._adopt_rollout_result(state, result)
-        state["is_completed"] = True
+        plan = drive.rollout_plan(self, whole=False)
+        return (await rollout_stage.run_rollout(plan, input, client, model, sampling_args, timeout)).state
 
     async def run_group(
         self,
@@ -601,76 +422,10 @@ class Environment:
         **kwargs: Any,
     ) -> list[State]:
         """All rollouts of one example, run concurrently and scored together."""
-        client = self._model_client(client)
-        sa = self._merge_sampling_args(sampling_args)
-        return await self._run_group(group_inputs, client, model, sa, score, timeout)
-
-    async def _run_group(
-        self,
-        group_inputs: Sequence[Mapping[str, Any]],
-        client: Any,
-        model: str,
-        sampling_args: Mapping[str, Any],
-        score: bool,
-        timeout: float | None,
-    ) -> list[State]:
-        t0 = time.perf_counter()
-        budget: dict[int, float] = {}
-        token = _TIME_LEFT.set(budget)
-        try:
-            if len(group_inputs) == 1:
-                states = [await self._run_one(group_inputs[0], client, model, sampling_args, timeout)]
-            else:
-                states = list(
-                    await asyncio.gather(*(self._run_one(inp, client, model, sampling_args, timeout) for inp in group_inputs))
-                )
-        finally:
-            _TIME_LEFT.reset(token)
-        if score:
-            # Scoring runs under what is left of the rollouts' timeouts (the longest of the group's
-            # rollouts that are still live: group reward functions see them all at once).
-            left = [budget[id(st)] for st in states if id(st) in budget and not st.get("error")]
-            if left:
-                try:
-                    async with asyncio.timeout(max(left)):
-                        await self._score_group(states)
-                except TimeoutError:
-                    for st in states:
-                        if not st.get("error"):
-                            _record_timeout(st, "scoring did not finish within the rollout timeout")
-                            st["reward"] = 0.0
-                            st["metrics"] = {name: 0.0 for name in self.rubric.get_reward_func_names()}
-            else:
-                await self._score_group(states)
-        total = (time.perf_counter() - t0) * 1000.0
-        for st in states:
-            st["timing"]["total_ms"] = total
-        return states
-
-    async def _run_one(
-        self, input: Mapping[str, Any], client: Any, model: str, sampling_args: Mapping[str, Any], timeout: float | None
-    ) -> State:
-        return await self.run_rollout(input, client, model, sampling_args, timeout=timeout)
-
-    async def _score_group(self, states: list[State]) -> None:
-        try:
-            await self.rubric.score_group(states)
-        except BaseException as exc:  # a broken rubric: record on every rollout, keep the run going
-            if not is_user_raised(exc):
-                raise
-            err = error_record(exc, "rubric")
-            for st in states:
-                st["error"] = st.get("error") or err
-                st["reward"] = 0.0
-
-    async def _score_apart(self, states: list[State], gate: asyncio.Semaphore | None, independent: bool) -> None:
-        """Classic scoring options: ``max_concurrent_scoring`` and ``independent_scoring``."""
-        for part in ([st] for st in states) if independent else [states]:
-            if gate is None:
-                await self._score_group(part)
-            else:
-                async with gate:
-                    await self._score_group(part)
+        return await group_stage.run_group(
+            self._engine_plan(), group_inputs, self._model_client(client), model,
+            self._merge_sampling_args(sampling_args), score=score, timeout=timeout,
+        )
 
     def _merge_sampling_args(self, sampling_args: Mapping[str, Any] | None) -> dict[str, Any]:
         if not self.sampling_args:
@@ -680,28 +435,8 @@ class Environment:
         return merged
 
     # ================================================================================================
-    # Runs: generate / evaluate
+    # Runs: generate / evaluate (the classic entry points; verifiers.classic.runs)
     # ================================================================================================
-
-    def _inputs_from(self, inputs: Any) -> list[dict[str, Any]]:
-        # Formatting is idempotent (a ready prompt keeps its system message and gets no few-shot),
-        # so rows that already went through get_dataset() (and an Arrow round trip) are safe here.
-        return [self._format_row(row, i) for i, row in enumerate(rows_from_source(inputs))]
-
-    @staticmethod
-    def _group_rows(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-        groups: dict[Any, list[dict[str, Any]]] = {}
-        for row in rows:
-            key = row.get("example_id")
-            try:
-                hash(key)
-            except TypeError:
-                key = json.dumps(key, sort_keys=True, default=str)
-            group = groups.setdefault(key, [])
-            if "rollout_index" not in row:
-                row = {**row, "rollout_index": len(group)}
-            group.append(row)
-        return list(groups.values())
 
     def generate(
         self,
@@ -724,39 +459,23 @@ class Environment:
 
         Awaitable (NEW: ``await env.generate(...)``) and usable directly (OLD synchronous
         ``generate``): see :class:`~verifiers.utils.async_utils.SyncOrAsync`. The classic keywords
-        are accepted (see :func:`_classic_options`); any other keyword is refused.
+        are accepted (see :func:`verifiers.classic.options.classic_options`); any other keyword is refused.
         """
-        opts = _classic_options("generate", kwargs)
+        opts = classic_options(Environment.generate, kwargs)
         if max_concurrent_requests is None:
             max_concurrent_requests = opts.pop("max_concurrent_generation", None)
-        return SyncOrAsync(
-            lambda: self._generate(
-                inputs, client, model, sampling_args, score_rollouts, max_concurrent, max_concurrent_requests,
-                save_results, results_path, timeout_per_rollout, on_progress, state_columns, opts,
-            )
-        )
 
-    async def _generate(
-        self, inputs: Any, client: Any, model: str, sampling_args: Any, score_rollouts: bool, max_concurrent: int,
-        max_concurrent_requests: int | None, save_results: bool, results_path: Any, timeout_per_rollout: float | None,
-        on_progress: Any, state_columns: Sequence[str] | None = None, opts: dict[str, Any] | None = None,
-    ) -> GenerateOutputs:
-        opts = dict(opts or {})
-        rows = self._inputs_from(inputs)
-        groups = _shuffled(self._group_rows(rows), opts)
-        num_examples = opts.pop("num_examples", None)
-        if num_examples is not None and num_examples > 0:
-            groups = groups[:num_examples]
-        repeat = opts.pop("rollouts_per_example", None)
-        if repeat is not None and repeat > 1:  # OLD generate: each input row is sampled `repeat` times
-            groups = [[{**row, "rollout_index": i * repeat + r} for i, row in enumerate(g) for r in range(repeat)] for g in groups]
-        rpe = max((len(g) for g in groups), default=1)
-        return await self._run(
-            groups, client, model, sampling_args, rollouts_per_example=rpe, score=score_rollouts and self.score_rollouts,
-            max_concurrent=max_concurrent, max_concurrent_requests=max_concurrent_requests,
-            save_results=save_results, results_path=results_path, resume=False,
-            timeout_per_rollout=timeout_per_rollout, on_progress=on_progress, state_columns=state_columns, options=opts,
-        )
+        async def run() -> GenerateOutputs:
+            groups, rpe = runs.generate_groups(self, inputs, opts)
+            return await runs.run_classic(
+                self, groups, client, model, sampling_args, rollouts_per_example=rpe,
+                score=score_rollouts and self.score_rollouts, max_concurrent=max_concurrent,
+                max_concurrent_requests=max_concurrent_requests, save_results=save_results,
+                results_path=results_path, resume=False, timeout_per_rollout=timeout_per_rollout,
+                on_progress=on_progress, state_columns=state_columns, options=opts,
+            )
+
+        return SyncOrAsync(run)
 
     a_generate = generate  # OLD async name (awaitable either way)
 
@@ -803,212 +522,37 @@ class Environment:
         ``interleave_scoring``, ``use_tqdm``, ``on_log``, ``hf_hub_dataset_name``. Any other keyword
         is refused with a ``TypeError`` (a misspelt option must not be silently ignored).
         """
-        opts = _classic_options("evaluate", kwargs)
+        opts = classic_options(Environment.evaluate, kwargs)
         if max_concurrent_requests is None:
             max_concurrent_requests = opts.pop("max_concurrent_generation", None)
         for key in ("num_examples", "rollouts_per_example"):
             opts.pop(key, None)
-        return SyncOrAsync(
-            lambda: self._evaluate(
-                client, model, sampling_args, num_examples, rollouts_per_example, max_concurrent,
-                max_concurrent_requests, save_results, results_path, resume, timeout_per_rollout, on_progress,
-                score_rollouts, state_columns, opts,
+
+        async def run() -> GenerateOutputs:
+            groups, rpe = runs.evaluate_groups(self, num_examples, rollouts_per_example, opts)
+            return await runs.run_classic(
+                self, groups, client, model, sampling_args, rollouts_per_example=rpe,
+                score=score_rollouts and self.score_rollouts, max_concurrent=max_concurrent,
+                max_concurrent_requests=max_concurrent_requests, save_results=save_results,
+                results_path=results_path, resume=resume, timeout_per_rollout=timeout_per_rollout,
+                on_progress=on_progress, state_columns=state_columns, options=opts,
             )
-        )
+
+        return SyncOrAsync(run)
 
     def evaluate_sync(self, client: Any, model: str, sampling_args: Mapping[str, Any] | None = None, **kwargs: Any) -> GenerateOutputs:
         """Synchronous ``evaluate`` (runs in a fresh event loop)."""
-        return run_sync(lambda: self._evaluate_kw(client, model, sampling_args, **kwargs))
 
-    async def _evaluate_kw(self, client: Any, model: str, sampling_args: Any, **kwargs: Any) -> GenerateOutputs:
-        return await self.evaluate(client, model, sampling_args, **kwargs)
+        async def run() -> GenerateOutputs:
+            return await self.evaluate(client, model, sampling_args, **kwargs)
 
-    async def _evaluate(
-        self, client: Any, model: str, sampling_args: Any, num_examples: int, rollouts_per_example: int,
-        max_concurrent: int, max_concurrent_requests: int | None, save_results: bool, results_path: Any,
-        resume: bool, timeout_per_rollout: float | None, on_progress: Any, score_rollouts: bool,
-        state_columns: Sequence[str] | None = None, opts: dict[str, Any] | None = None,
-    ) -> GenerateOutputs:
-        rows = _shuffled(self._rows("eval"), opts or {})
-        if num_examples is not None and num_examples > 0:
-            rows = rows[:num_examples]
-        rpe = max(1, int(rollouts_per_example))
-        groups = [[{**row, "rollout_index": r} for r in range(rpe)] for row in rows]
-        return await self._run(
-            groups, client, model, sampling_args, rollouts_per_example=rpe, score=score_rollouts and self.score_rollouts,
-            max_concurrent=max_concurrent, max_concurrent_requests=max_concurrent_requests,
-            save_results=save_results, results_path=results_path, resume=resume,
-            timeout_per_rollout=timeout_per_rollout, on_progress=on_progress, state_columns=state_columns,
-            options=opts,
-        )
+        return run_sync(run)
 
     def default_results_path(self, model: str) -> Path:
         """``outputs/evals/<env_id>--<model with / replaced by -->/<run_id>/``."""
         env = (self.env_id or type(self).__name__).replace("/", "--")
         run_id = datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
         return Path("outputs") / "evals" / f"{env}--{model.replace('/', '--')}" / run_id
-
-    async def _run(
-        self,
-        groups: list[list[dict[str, Any]]],
-        client: Any,
-        model: str,
-        sampling_args: Any,
-        *,
-        rollouts_per_example: int,
-        score: bool,
-        max_concurrent: int,
-        max_concurrent_requests: int | None,
-        save_results: bool,
-        results_path: Any,
-        resume: bool,
-        timeout_per_rollout: float | None,
-        on_progress: Any,
-        state_columns: Sequence[str] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> GenerateOutputs:
-        options = dict(options or {})
-        started = datetime.now(UTC)
-        t0 = time.perf_counter()
-        owned_client = not _is_model_client(client)
-        mc = self._model_client(client)
-        if options.get("max_retries") is not None:
-            mc = _with_max_retries(mc, int(options["max_retries"]))
-            owned_client = owned_client or mc is not self._model_client(client)
-        run_client: Any = mc
-        # The classic caller's own semaphore (0.1.x `semaphore` / `generation_semaphore`) bounds its
-        # requests, shared with whatever else the caller bounds with it.
-        caller_gate = options.get("generation_semaphore") or options.get("semaphore")
-        if caller_gate is not None:
-            run_client = _BoundedClient(run_client, caller_gate)
-        if max_concurrent_requests is not None and max_concurrent_requests > 0:
-            run_client = _BoundedClient(run_client, asyncio.Semaphore(max_concurrent_requests))
-        sa = self._merge_sampling_args(sampling_args)
-        score_limit = options.get("max_concurrent_scoring")
-        score_gate = asyncio.Semaphore(score_limit) if score_limit is not None and score_limit > 0 else None
-        if options.get("scoring_semaphore") is not None:
-            score_gate = options["scoring_semaphore"]
-        independent = bool(options.get("independent_scoring"))
-
-        # Output order follows the inputs: (group position, rollout index).
-        position = {}
-        for gi, group in enumerate(groups):
-            for row in group:
-                position[(_key(row.get("example_id")), row.get("rollout_index", 0))] = gi
-        folder: Path | None = None
-        if save_results or results_path is not None or resume:
-            folder = Path(results_path) if results_path is not None else self.default_results_path(model)
-        summaries: list[RolloutSummary] = []
-        kept: list[tuple[tuple[int, int], Any]] = []  # (order key, offset or record)
-        states_kept: list[tuple[tuple[int, int], State]] = []
-        if folder is not None and resume:
-            records, offsets = read_results(folder, repair=True)
-            done: set[tuple[Any, int]] = set()
-            for rec, off in zip(records, offsets, strict=True):
-                k = (_key(rec.get("example_id")), int(rec.get("rollout_index") or 0))
-                if k in done or k not in position:
-                    continue
-                done.add(k)
-                summaries.append(RolloutSummary.from_record(rec))
-                kept.append(((position[k], k[1]), off))
-            groups = [
-                g2 for g2 in ([r for r in g if (_key(r.get("example_id")), r.get("rollout_index", 0)) not in done] for g in groups) if g2
-            ]
-        total = len(summaries) + sum(len(g) for g in groups)
-        requested = total
-        on_start = options.get("on_start")
-        if callable(on_start):
-            try:
-                on_start(total)
-            except Exception:
-                logger.warning("on_start callback failed", exc_info=True)
-        tracker = ProgressTracker(total=total, callback=on_progress)
-        tracker.summaries = summaries
-        tracker.done = len(summaries)
-        tracker.reward_sum = sum(s.reward for s in summaries)
-        tracker.errors = sum(1 for s in summaries if s.error_source)
-        writer = ResultsWriter(folder) if folder is not None else None
-
-        extra_columns = tuple(state_columns or ())
-
-        def finish(state: State) -> None:
-            reward = state.get("reward")
-            if isinstance(reward, float) and not math.isfinite(reward):  # set by custom scoring code
-                if not state.get("error"):
-                    state["error"] = {"type": "ValueError", "message": f"the rollout's reward is {reward}", "source": "reward"}
-                state["reward"] = 0.0
-            record = record_from_state(state)
-            for col in extra_columns:
-                record[col] = state.get(col)
-            order = (position.get((_key(state.get("example_id")), state.get("rollout_index", 0)), 0), state.get("rollout_index", 0))
-            if writer is not None:
-                kept.append((order, writer.write(record)))
-            else:
-                kept.append((order, record))
-                states_kept.append((order, state))
-            tracker.add(RolloutSummary.from_record(record))
-
-        it = iter(groups)
-
-        scoring = score and (score_gate is not None or independent)
-
-        async def worker() -> None:
-            for group in it:
-                states = await self._run_group(group, run_client, model, sa, score and not scoring, timeout_per_rollout)
-                if scoring:
-                    await self._score_apart(states, score_gate, independent)
-                for st in states:
-                    finish(st)
-
-        n_workers = len(groups) if max_concurrent is None or max_concurrent <= 0 else min(max_concurrent, len(groups))
-        try:
-            if n_workers:
-                with _relaxed_gc():
-                    async with asyncio.TaskGroup() as tg:
-                        for _ in range(n_workers):
-                            tg.create_task(worker())
-        except BaseExceptionGroup as group_error:
-            # Rollout errors are recorded, never raised; what lands here is a bug or an I/O failure
-            # (disk full). Raise it as itself rather than wrapped in a one-item group.
-            if len(group_error.exceptions) == 1:
-                raise group_error.exceptions[0] from None
-            raise
-        finally:
-            if writer is not None:
-                writer.close()
-            if owned_client:
-                await _close_quietly(mc)
-                self._clients.pop(id(client), None)
-
-        if tracker.done != requested:
-            # Every requested rollout must come back finished or errored; anything else is a bug
-            # (an overridden group runner that dropped states): say so instead of a short result.
-            errored = tracker.errors
-            raise RuntimeError(
-                f"the run lost rollouts: {requested} requested, {tracker.done - errored} finished + {errored} errored"
-                + (f"; the {tracker.done} saved ones are in {folder}" if folder is not None else "")
-            )
-        kept.sort(key=lambda item: item[0])
-        states_kept.sort(key=lambda item: item[0])
-        finished = datetime.now(UTC)
-        meta_extra = {
-            "env_id": self.env_id,
-            "env_args": self.env_args,
-            "model": model,
-            "base_url": _client_base_url(mc),
-            "sampling_args": sa,
-            "time_ms": (time.perf_counter() - t0) * 1000.0,
-            "started_at": started.isoformat(),
-            "finished_at": finished.isoformat(),
-            "versions": {"verifiers": _verifiers_version(), "environment": self.env_version},
-            "path": str(folder) if folder is not None else None,
-        }
-        metadata = build_metadata(tracker.summaries, rollouts_per_example=rollouts_per_example, extra=meta_extra)
-        if folder is not None:
-            write_metadata(folder, metadata)
-            outputs: Any = LazyOutputs(folder / "results.jsonl", [off for _, off in kept])
-            return GenerateOutputs(outputs, metadata, None)
-        return GenerateOutputs([rec for _, rec in kept], metadata, [st for _, st in states_kept])
 
     def make_dataset(
         self,
@@ -1018,31 +562,9 @@ class Environment:
         state_columns: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> Any:
-        """OLD helper: a ``datasets.Dataset`` of evaluation results (prompt, completion, answer,
-        task, reward, one column per metric, and any ``state_columns``). Pushing to the Hugging Face
-        Hub is not supported (no network); save the run folder instead."""
-        if push_to_hub:
-            raise ValueError("push_to_hub is not supported; use save_results=True and `vf push` for the Environments Hub")
-        from datasets import Dataset
-
-        if isinstance(results, SyncOrAsync):
-            results = results.result()
-        records = list(results["outputs"]) if isinstance(results, Mapping) and "outputs" in results else list(results)
-        metric_names: list[str] = []
-        for rec in records:
-            for k in rec.get("metrics") or {}:
-                if k not in metric_names:
-                    metric_names.append(k)
-        rows = []
-        for rec in records:
-            row = {k: rec.get(k) for k in ("example_id", "prompt", "completion", "answer", "task", "reward")}
-            row["info"] = json.dumps(rec.get("info") or {})
-            for m in metric_names:
-                row[m] = (rec.get("metrics") or {}).get(m, 0.0)
-            for col in state_columns or ():
-                row[col] = rec.get(col)
-            rows.append(row)
-        return Dataset.from_list(rows)
+        """OLD helper: a ``datasets.Dataset`` of evaluation results (see
+        :func:`verifiers.classic.datasets.make_dataset`)."""
+        return make_dataset(results, push_to_hub, hub_name, state_columns)
 
     # ================================================================================================
     # Teardown
@@ -1053,8 +575,6 @@ class Environment:
 
         Environments with teardown hooks that were never closed are torn down at interpreter exit.
         """
-        from verifiers.utils.decorators import collect_hooks
-
         hooks = () if self._torn_down else collect_hooks(type(self), "teardown")
         self._torn_down = True
         _TEARDOWN_AT_EXIT.discard(self)
@@ -1066,7 +586,7 @@ class Environment:
             except Exception:
                 logger.exception("teardown hook %s failed", name)
         for _, mc in list(self._clients.values()):
-            await _close_quietly(mc)
+            await runs.close_quietly(mc)
         self._clients.clear()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
@@ -1080,137 +600,13 @@ class Environment:
         return f"{type(self).__name__}(env_id={self.env_id!r})"
 
 
-_GC_DEPTH = 0
-_GC_SAVED: tuple[int, int, int] | None = None
-
-
-@contextlib.contextmanager
-def _relaxed_gc() -> Any:
-    """Collect young objects less often while a run is going.
-
-    With hundreds of rollouts in flight, many young objects survive a few collections and the
-    default gen-0 threshold (700 allocations) makes the cyclic collector walk them again and again:
-    measured here it cost up to half of the engine's CPU time per rollout. Raising the threshold
-    for the duration of the run (restored afterwards; nested runs share one setting) removes that
-    cost; reference counting still frees almost everything immediately.
-    """
-    global _GC_DEPTH, _GC_SAVED
-    if _GC_DEPTH == 0:
-        _GC_SAVED = gc.get_threshold()
-        gc.set_threshold(max(_GC_SAVED[0], 50_000), _GC_SAVED[1], _GC_SAVED[2])
-    _GC_DEPTH += 1
-    try:
-        yield
-    finally:
-        _GC_DEPTH -= 1
-        if _GC_DEPTH == 0 and _GC_SAVED is not None:
-            gc.set_threshold(*_GC_SAVED)
-
-
-#: Keywords of the classic ``evaluate`` / ``generate`` that are accepted besides the named ones.
-_CLASSIC_KEYWORDS = frozenset({
-    "max_retries", "max_concurrent_generation", "max_concurrent_scoring", "independent_scoring", "on_start",
-    "on_log", "save_every", "interleave_scoring", "use_tqdm", "push_to_hf_hub", "hf_hub_dataset_name",
-    "num_examples", "rollouts_per_example", "shuffle", "shuffle_seed", "semaphore", "generation_semaphore",
-    "scoring_semaphore",
-})
-
-
-def _classic_options(where: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Check the extra keywords of ``evaluate``/``generate``: classic ones pass, others raise."""
-    unknown = sorted(k for k in kwargs if k not in _CLASSIC_KEYWORDS)
-    if unknown:
-        import difflib
-        import inspect
-
-        named = [n for n in inspect.signature(getattr(Environment, where)).parameters if n not in ("self", "kwargs")]
-        close = difflib.get_close_matches(unknown[0], [*named, *sorted(_CLASSIC_KEYWORDS)], n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise TypeError(
-            f"{where}() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}{hint}; "
-            f"besides its named parameters it accepts the classic {', '.join(sorted(_CLASSIC_KEYWORDS))}"
-        )
-    if kwargs.get("push_to_hf_hub"):
-        raise ValueError("push_to_hf_hub is not supported (no network); save the run with save_results=True")
-    max_retries = kwargs.get("max_retries")
-    if max_retries is not None and (isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0):
-        raise ValueError(f"max_retries must be a whole number >= 0, got {max_retries!r}")
-    seed = kwargs.get("shuffle_seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise ValueError(f"shuffle_seed must be a whole number >= 0 or None, got {seed!r}")
-    for key in ("semaphore", "generation_semaphore", "scoring_semaphore"):
-        gate = kwargs.get(key)
-        if gate is not None and not (hasattr(gate, "acquire") and hasattr(gate, "release") and hasattr(gate, "locked")):
-            raise TypeError(f"{key} must be an asyncio.Semaphore, got {type(gate).__name__}")
-    return dict(kwargs)
-
-
-def _shuffled(items: list[Any], opts: Mapping[str, Any]) -> list[Any]:
-    """The classic ``shuffle=True`` (seed ``shuffle_seed``, default 0): the same permutation as
-    ``datasets.Dataset.shuffle(seed=...)``, numpy's ``default_rng(seed).permutation``, so a classic
-    caller gets the rows it got before.
-
-    >>> _shuffled([1, 2, 3], {})
-    [1, 2, 3]
-    >>> sorted(_shuffled(list(range(5)), {"shuffle": True})) == list(range(5))
-    True
-    """
-    if not opts.get("shuffle") or len(items) < 2:
-        return items
-    import numpy as np
-
-    seed = opts.get("shuffle_seed")
-    order = np.random.default_rng(0 if seed is None else seed).permutation(len(items))
-    return [items[int(i)] for i in order]
-
-
-def _with_max_retries(client: Any, max_retries: int) -> Any:
-    """A copy of our model client with ``max_retries`` (the client itself when it already has it)."""
-    from verifiers.clients import ModelClient
-
-    if not isinstance(client, ModelClient):
-        raise TypeError(f"max_retries needs a model client of ours (or a base URL / openai client), got {type(client).__name__}")
-    if client.config.max_retries == max_retries:
-        return client
-    return ModelClient(client.config, max_retries=max_retries)
-
-
 def _drop_none(message: Any) -> Any:
     if isinstance(message, dict) and any(v is None for k, v in message.items() if k != "content"):
         return {k: v for k, v in message.items() if v is not None or k == "content"}
     return message
 
 
-def _key(value: Any) -> Any:
-    try:
-        hash(value)
-        return value
-    except TypeError:
-        return json.dumps(value, sort_keys=True, default=str)
-
-
-async def _close_quietly(client: Any) -> None:
-    close = getattr(client, "aclose", None)
-    if close is None:
-        return
-    try:
-        await close()
-    except Exception:
-        logger.debug("closing model client failed", exc_info=True)
-
-
-def _verifiers_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("verifiers")
-    except Exception:
-        return "unknown"
-
-
 # Signatures of the hook methods (classic public names, for annotations).
-from collections.abc import Awaitable  # noqa: E402
-
 StopCondition = Callable[[State], Awaitable[bool]]  # a @vf.stop method
 RolloutCleanup = Callable[[State], Awaitable[None]]  # a @vf.cleanup method
 EnvironmentTeardown = Callable[[], Awaitable[None]]  # a @vf.teardown method

@@ -42,7 +42,7 @@ class Parser:
         self.extract_fn = extract_fn
         from verifiers.utils.keywords import accept_keywords
 
-        accept_keywords(self, kwargs)  # the classic Parser takes no other keyword
+        accept_keywords(self, kwargs, refuse=True)  # the classic Parser took no other keyword
 
     # ----- parsing --------------------------------------------------------------------------------
 

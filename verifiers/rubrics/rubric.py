@@ -21,32 +21,18 @@ import inspect
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from verifiers.errors import JudgeError, error_record, is_user_raised
 from verifiers.parsers.parser import Parser
+from verifiers.train.advantages import group_advantages
+from verifiers.types import RolloutScore, RolloutScores, State
 from verifiers.utils.async_utils import call_with_kwargs, func_name, func_spec
 
 __all__ = ["GROUP_KEYWORDS", "RolloutScore", "RolloutScores", "Rubric", "ScoreResult"]
 
 GROUP_KEYWORDS = frozenset({"prompts", "completions", "answers", "states", "tasks", "infos", "example_ids"})
-
-
-@dataclass(slots=True)
-class RolloutScore:
-    """The score of one rollout (OLD API return type of ``score_rollout``)."""
-
-    reward: float
-    metrics: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class RolloutScores:
-    """Scores of several rollouts (OLD API return type of ``score_rollouts``)."""
-
-    reward: list[float]
-    metrics: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -63,7 +49,7 @@ def is_group_func(func: Callable[..., Any]) -> bool:
     return any(name in GROUP_KEYWORDS for name in func_spec(func).names)
 
 
-def error_source(exc: BaseException, default: str) -> str:
+def reward_error_source(exc: BaseException, default: str) -> str:
     """Where a reward-time exception came from: the judge, a parser, or the reward function."""
     if isinstance(exc, JudgeError):
         return "judge"
@@ -134,9 +120,11 @@ class Rubric:
         self.weights: list[float] = [float(w) for w in weights]
         self.parser: Parser = parser if parser is not None else Parser()
         self.class_objects: dict[str, Any] = {}
-        from verifiers.utils.keywords import accept_keywords
+        from verifiers.classic.keywords import accept_keywords
 
-        accept_keywords(self, kwargs)  # a typo is an error, not an attribute nobody reads
+        # 0.1.x kept unknown keywords as attributes (0.3.x refused them): kept, a typo warned about
+        for key, value in accept_keywords(self, kwargs).items():
+            setattr(self, key, value)
 
     # ----- building -------------------------------------------------------------------------------
 
@@ -219,7 +207,7 @@ class Rubric:
                     raise
                 value = 0.0
                 if error is None:
-                    error = error_record(exc, error_source(exc, f"reward:{name}"))
+                    error = error_record(exc, reward_error_source(exc, f"reward:{name}"))
             metrics[name] = value
             reward += weight * value
         for key, value in extra.items():  # a function's own name wins over a table entry
@@ -265,7 +253,7 @@ class Rubric:
                     if not is_user_raised(exc):
                         raise
                     floats = [0.0] * len(live_states)
-                    err = error_record(exc, error_source(exc, f"reward:{name}"))
+                    err = error_record(exc, reward_error_source(exc, f"reward:{name}"))
                     for i in live:
                         if results[i].error is None:
                             results[i].error = err
@@ -360,9 +348,7 @@ def apply_scores(states: Sequence[dict[str, Any]], results: Sequence[ScoreResult
             timing["scoring_ms"] = scoring_ms
     if not states:
         return
-    mean = sum(st["reward"] for st in states) / len(states)
-    for st in states:
-        adv = st["reward"] - mean
+    for st, adv in zip(states, group_advantages([st["reward"] for st in states]), strict=True):
         st["advantage"] = adv
         for step in st.get("trajectory") or ():
             if isinstance(step, dict):
@@ -372,7 +358,5 @@ def apply_scores(states: Sequence[dict[str, Any]], results: Sequence[ScoreResult
 
 # Callables that give reward functions extra keyword objects from a rollout's state, or a group's
 # states (classic public names, for annotations).
-from verifiers.types import State  # noqa: E402
-
 ScoreObjectProvider = Callable[[State], Mapping[str, object]]
 GroupScoreObjectProvider = Callable[[list[State]], Mapping[str, object]]

@@ -36,6 +36,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from verifiers.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, set_rng_state
 from verifiers.train.config import TrainConfig, load_env
+from verifiers.train.env_rows import env_eval_rows, env_rows, eval_record
 from verifiers.train.fsdp import DistInfo, barrier, broadcast_object, destroy, init_distributed
 from verifiers.train.inference import (
     InferenceServer,
@@ -54,24 +55,6 @@ from verifiers.train.orchestrator import (
 )
 from verifiers.train.samples import Sample
 from verifiers.train.trainer import Trainer
-
-
-def env_rows(env: Any) -> list[dict[str, Any]]:
-    """The training rows of an environment as plain dicts (its formatted train set)."""
-    ds = env.get_dataset() if hasattr(env, "get_dataset") else env.dataset
-    if hasattr(ds, "to_list"):
-        return ds.to_list()
-    return [dict(r) for r in ds]
-
-
-def env_eval_rows(env: Any) -> list[dict[str, Any]]:
-    """The rows of an environment's own eval split, or [] when it has none (never the train rows)."""
-    ds = getattr(env, "eval_dataset", None)
-    if ds is None:
-        return []
-    if hasattr(ds, "to_list"):
-        return ds.to_list()
-    return [dict(r) for r in ds]
 
 
 def ensure_model(cfg: TrainConfig, console: Console) -> Path:
@@ -107,19 +90,6 @@ def demonstration_samples(rows: list[dict[str, Any]], tokenizer: Any, n: int, of
 def _use_rank_device(dist: DistInfo) -> None:
     if torch.cuda.is_available():
         torch.cuda.set_device(dist.local_rank)
-
-
-async def eval_record(entry: EnvEntry, server: Any, rollout_fn: RolloutGroupFn, cfg: TrainConfig, label: str,
-                      groups: int) -> dict[str, Any]:
-    """Mean reward of ``groups`` fresh groups from the tail of ``entry``'s rows (its eval split, or the
-    train set away from the first RL examples) under the weights ``server`` holds now, as a
-    ``stage = "eval"`` metrics record; failed rollouts are not rewards."""
-    rows = entry.rows[-groups:]
-    results = await asyncio.gather(*(rollout_fn(entry, r, cfg.orchestrator.group_size, server.client, server.model,
-                                                cfg.sampling.to_args()) for r in rows))
-    rewards = [float(state_field(s, "reward") or 0.0) for g in results for s in g if rollout_error(s) is None]
-    return {"stage": "eval", "label": label, "step": 0, "reward/mean": sum(rewards) / max(1, len(rewards)),
-            "rollouts": len(rewards)}
 
 
 class Run:

@@ -110,14 +110,14 @@ def rollout_error(state: Any) -> dict[str, Any] | None:
     return {"type": "Error", "message": str(err), "source": "unknown"}
 
 
-def error_source(err: Mapping[str, Any]) -> str:
+def error_source_kind(err: Mapping[str, Any]) -> str:
     """The metric name of an error's source: ``tool:search`` -> ``tool`` (bounded metric names)."""
     return str(err.get("source") or "unknown").split(":", 1)[0] or "unknown"
 
 
 def _infra_error(err: Mapping[str, Any] | None) -> bool:
     """A model request that got no answer (connection refused/reset, timeout): the server's fault."""
-    if not err or error_source(err) != "model":
+    if not err or error_source_kind(err) != "model":
         return False
     return err.get("type") == "ModelTimeoutError" or "connection error" in str(err.get("message", "")).lower()
 
@@ -358,7 +358,7 @@ class Orchestrator:
         if err is None:
             self._window.append((False, None))
             return
-        key = (error_source(err), str(err.get("type")), str(err.get("source")))
+        key = (error_source_kind(err), str(err.get("type")), str(err.get("source")))
         self._window.append((True, key))
         if key not in self._samples_of_error:
             where = f"{self.envs[env_i].name} example {ex}" if env_i is not None else "unknown example"
@@ -496,7 +496,7 @@ class Orchestrator:
         stats["rollouts"] += len(g.states)
         for e in errs:
             if e is not None:
-                stats[f"errors/{error_source(e)}"] += 1
+                stats[f"errors/{error_source_kind(e)}"] += 1
         ok = [s for s, e in zip(g.states, errs, strict=True) if e is None]
         n_failed = len(g.states) - len(ok)
         if n_failed and (self.cfg.on_rollout_error == "drop_group" or len(ok) < 2):

@@ -27,6 +27,7 @@ from rich.console import Console
 
 from verifiers.train.checkpoint import latest_checkpoint, load_checkpoint
 from verifiers.train.config import TrainConfig, load_env
+from verifiers.train.env_rows import env_rows, eval_record
 from verifiers.train.exchange import Exchange, PeerError
 from verifiers.train.inference import InferenceServer, launch_vllm_servers, place_servers
 from verifiers.train.metrics import MetricsLog
@@ -149,8 +150,6 @@ async def run_orchestrator(cfg: TrainConfig, *, output: str | Path | None = None
         envs = []
         for e in cfg.env:
             env = load_env(e)
-            from verifiers.train.loop import env_rows
-
             envs.append(EnvEntry(e.display_name, env, e.ratio, env_rows(env)))
         if not envs:
             raise ValueError("no environment configured: add an [[env]] table with an id")
@@ -206,8 +205,6 @@ async def run_orchestrator(cfg: TrainConfig, *, output: str | Path | None = None
         if ckpt is not None:
             await _until_peer(apply(start), ex)  # the trainer republishes the resumed policy first
         elif cfg.sft.steps:
-            from verifiers.train.loop import eval_record
-
             records.append(await eval_record(envs[0], servers[0], rollout_fn, cfg, "initial", cfg.run.eval_groups))
             await _until_peer(apply(0), ex)
             records.append(await eval_record(envs[0], servers[0], rollout_fn, cfg, "after_sft", cfg.run.eval_groups))

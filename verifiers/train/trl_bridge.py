@@ -42,6 +42,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from verifiers.train.env_rows import env_rows
 from verifiers.train.samples import rollout_to_samples
 
 
@@ -49,17 +50,12 @@ def _key(prompt: Any) -> str:
     return json.dumps(prompt, sort_keys=True, default=str)
 
 
-def _rows(env: Any) -> list[dict[str, Any]]:
-    ds = env.get_dataset() if hasattr(env, "get_dataset") else env.dataset
-    return ds.to_list() if hasattr(ds, "to_list") else [dict(r) for r in ds]
-
-
 def trl_dataset(env: Any):
     """The environment's training rows as a ``datasets.Dataset`` with the ``prompt`` column TRL reads."""
     from datasets import Dataset
 
     return Dataset.from_list([{"prompt": r["prompt"], "example_id": r.get("example_id", i)}
-                              for i, r in enumerate(_rows(env))])
+                              for i, r in enumerate(env_rows(env))])
 
 
 def env_reward(completions: Sequence[Any], env_reward: Sequence[float] | None = None, **kwargs: Any) -> list[float]:
@@ -104,7 +100,7 @@ def make_rollout_func(env: Any, client: Any, *, model: str, sampling_args: dict[
     from verifiers.train.orchestrator import RolloutsFailingError, rollout_error
 
     mc = ModelClient.from_any(client)
-    rows = {_key(r["prompt"]): r for r in _rows(env)}
+    rows = {_key(r["prompt"]): r for r in env_rows(env)}
     args = dict(sampling_args or {})
     args["logprobs"] = True
     args["extra_body"] = {**args.get("extra_body", {}), "return_token_ids": True}

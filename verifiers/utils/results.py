@@ -273,7 +273,7 @@ def build_metadata(
     avg_metrics = {k: (sum(s.metrics.get(k, 0.0) for s in summaries) / n if n else 0.0) for k in metric_names}
     by_example: dict[Any, list[float]] = {}
     for s in summaries:
-        by_example.setdefault(_hashable(s.example_id), []).append(s.reward)
+        by_example.setdefault(hashable_key(s.example_id), []).append(s.reward)
     ks = sorted({1, *[2**i for i in range(1, 12) if 2**i <= rollouts_per_example], max(1, rollouts_per_example)})
     pass_k: dict[str, float] = {}
     for k in ks:
@@ -316,7 +316,9 @@ def build_metadata(
     return {**(extra or {}), **meta}
 
 
-def _hashable(value: Any) -> Any:
+def hashable_key(value: Any) -> Any:
+    """``value`` itself when it is hashable, else its canonical JSON text: the one key for an
+    ``example_id`` (which datasets may hold as a list or dict) in sets and dicts."""
     try:
         hash(value)
         return value

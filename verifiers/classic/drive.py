@@ -1,0 +1,261 @@
+"""How the engine drives a classic ``Environment``: its hooks and overrides become plans.
+
+A classic environment tells the engine what to do through methods it defines or overrides:
+
+* ``setup_state`` / ``env_response`` / ``@vf.stop`` / ``@vf.cleanup`` (``MultiTurnEnv``): the
+  :class:`~verifiers.engine.plans.TurnLoop` of the engine's turn loop;
+* an overridden ``is_completed(messages, state)`` (OLD): the stop check, after the built-ins;
+* an overridden ``get_model_response``: the model call of each turn;
+* an overridden ``rollout`` (NEW ``rollout(input, client, model, sampling_args) -> State`` or OLD
+  ``rollout(client, model, prompt, answer, task, info, sampling_args) -> (completion, state)``):
+  the whole turn loop;
+* an overridden ``run_rollout``: the whole rollout stage.
+
+The defaults are recognised by a mark on the function (:func:`engine_default`), never by asking
+which class an environment is, so this module imports no environment class. Plans are built per
+call (``evaluate``, ``run_group`` ...), so attributes changed after construction take effect.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from verifiers.engine.plans import GroupPlan, RolloutPlan, TurnLoop
+from verifiers.engine.stops import BUILTIN_STOPS, first_builtin_stop
+from verifiers.engine.turns import messages_of, play_turns
+from verifiers.errors import error_record, is_user_raised
+from verifiers.types import State
+from verifiers.utils.async_utils import func_spec
+from verifiers.utils.decorators import collect_hooks
+
+__all__ = [
+    "adopt_rollout_result",
+    "engine_default",
+    "group_plan",
+    "old_rollout_row",
+    "rollout_plan",
+    "run_stops",
+    "turn_loop",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_MARK = "_vf_engine_default"
+
+
+def engine_default(func: F) -> F:
+    """Mark a method as the engine's default, so that an override (a function without the mark)
+    is recognised as the environment's own."""
+    setattr(func, _MARK, True)
+    return func
+
+
+def _is_default(cls: type, name: str) -> bool:
+    return getattr(getattr(cls, name, None), _MARK, False)
+
+
+# ----- stop conditions -------------------------------------------------------------------------------
+
+_STOP_PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
+
+
+async def run_stops(env: Any, state: State, names: tuple[str, ...]) -> bool:
+    """Check the ``@vf.stop`` methods ``names`` in order; the first that fires is recorded."""
+    for name in names:
+        result = getattr(env, name)(state)
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            if not state.get("stop_condition"):
+                state["stop_condition"] = name
+            return True
+    return False
+
+
+def _stop_plan(cls: type) -> tuple[bool, tuple[str, ...]]:
+    """(built-ins can run inline, the remaining @stop names), computed once per class."""
+    plan = _STOP_PLANS.get(cls)
+    if plan is None:
+        names = collect_hooks(cls, "stop")
+        inline = all(_is_default(cls, n) for n in BUILTIN_STOPS) and names[: len(BUILTIN_STOPS)] == BUILTIN_STOPS
+        rest = tuple(n for n in names if n not in BUILTIN_STOPS) if inline else names
+        plan = _STOP_PLANS[cls] = (inline, rest)
+    return plan
+
+
+def _stop_check(env: Any) -> Callable[[State], Any]:
+    cls = type(env)
+    if not _is_default(cls, "is_completed"):
+        extra = tuple(n for n in collect_hooks(cls, "stop") if n not in BUILTIN_STOPS)
+
+        async def old_should_stop(state: State) -> bool:
+            # OLD environment: built-ins first (the classic loop enforced max_turns itself), then the
+            # override, then any @stop methods the subclass also has.
+            if await run_stops(env, state, BUILTIN_STOPS):
+                return True
+            if await env.is_completed(messages_of(state), state):
+                if not state.get("stop_condition"):
+                    state["stop_condition"] = "is_completed"
+                return True
+            return await run_stops(env, state, extra) if extra else False
+
+        return old_should_stop
+    inline, rest = _stop_plan(cls)
+    if not inline:
+        return lambda state: run_stops(env, state, rest)
+
+    async def should_stop(state: State) -> bool:
+        name = first_builtin_stop(state, env.max_turns, env.max_total_completion_tokens)
+        if name is not None:
+            if not state.get("stop_condition"):
+                state["stop_condition"] = name
+            return True
+        return await run_stops(env, state, rest) if rest else False
+
+    return should_stop
+
+
+# ----- the turn loop's other hooks -------------------------------------------------------------------
+
+
+def _cleanup(env: Any) -> Callable[[State], Any]:
+    names = collect_hooks(type(env), "cleanup")
+
+    async def cleanup(state: State) -> None:
+        for name in names:
+            try:
+                result = getattr(env, name)(state)
+                if inspect.isawaitable(result):
+                    await result
+            except BaseException as exc:
+                if not is_user_raised(exc):
+                    raise
+                if not state.get("error"):
+                    state["error"] = error_record(exc, "cleanup")
+
+    return cleanup
+
+
+def _respond(env: Any) -> Callable[[Any, State], Any]:
+    env_response = env.env_response
+
+    async def respond(messages: Any, state: State) -> Any:
+        reply = env_response(messages, state)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        if isinstance(reply, tuple) and len(reply) == 2 and (reply[1] is None or isinstance(reply[1], Mapping)):
+            reply, new_state = reply  # OLD: (messages, state)
+            if new_state is not None and new_state is not state:
+                state.update(new_state)
+        return reply
+
+    return respond
+
+
+def turn_loop(env: Any) -> TurnLoop:
+    """The engine's turn loop over ``env``'s hooks."""
+    cls = type(env)
+    request = None
+    if not _is_default(cls, "get_model_response"):
+        get_model_response = env.get_model_response
+
+        def request(client: Any, model: str, context: Any, tools: Any, sampling_args: Any, message_type: str) -> Any:
+            return get_model_response(client, model, context, tools, sampling_args, message_type)
+
+    return TurnLoop(
+        setup=env.setup_state,
+        respond=_respond(env),
+        should_stop=_stop_check(env),
+        cleanup=_cleanup(env),
+        request=request,
+        tools=env.oai_tools,
+        max_seq_len=env.max_seq_len,
+    )
+
+
+# ----- custom rollouts (OLD and NEW signatures) ------------------------------------------------------
+
+
+def adopt_rollout_result(state: State, result: Any) -> State:
+    """Merge what a custom ``rollout`` returned into ``state``: a state (NEW) or OLD
+    ``(completion, state)``."""
+    if isinstance(result, tuple) and len(result) == 2:  # OLD: (completion, state)
+        completion, st = result
+        if isinstance(st, Mapping):
+            state.update(st)
+        state["completion"] = completion
+    elif isinstance(result, Mapping):
+        state.update(result)
+    return state
+
+
+def _custom_rollout(env: Any) -> Callable[..., Any]:
+    async def play(state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
+        names = func_spec(env.rollout).names
+        if names and names[0] == "client":  # OLD: rollout(client, model, prompt, answer, task, info, sampling_args)
+            result = await env.rollout(
+                client, model, state["prompt"], state.get("answer", ""), state.get("task", "default"),
+                state.get("info", {}), sampling_args,
+            )
+        else:
+            result = await env.rollout(dict(state), client, model, sampling_args)
+        adopt_rollout_result(state, result)
+        state["is_completed"] = True
+
+    return play
+
+
+def old_rollout_row(input: Any, client: Any, model: Any, sampling_args: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any, Any, bool]:
+    """The classic ``rollout`` call shapes, as ``(row, client, model, sampling_args, old)``.
+
+    NEW: ``rollout(input, client, model, sampling_args=None)``. OLD: ``rollout(client, model,
+    prompt, answer="", task="default", info=None, sampling_args=None)`` (positionally, or with
+    ``prompt=`` as a keyword); ``old`` says the caller wants ``(completion, state)`` back.
+    """
+    if input is None and "prompt" in kwargs:  # OLD keyword form
+        input, client, model = kwargs.pop("client", client), kwargs.pop("model", model), kwargs.pop("prompt")
+    if isinstance(input, Mapping):
+        return input, client, model, sampling_args, False
+    client_, model_, prompt = input, client, model  # OLD positional form
+    opts = dict(zip(("answer", "task", "info", "sampling_args"), [sampling_args, *args], strict=False))
+    opts.update(kwargs)
+    row = {
+        "prompt": prompt,
+        "answer": opts.get("answer") or "",
+        "task": opts.get("task") or "default",
+        "info": opts.get("info") or {},
+        "example_id": kwargs.get("example_id", 0),
+    }
+    return row, client_, model_, opts.get("sampling_args"), True
+
+
+# ----- plans -----------------------------------------------------------------------------------------
+
+
+def rollout_plan(env: Any, *, sampling_args: Mapping[str, Any] | None = None, whole: bool = True) -> RolloutPlan:
+    """The plan of one of ``env``'s rollouts. ``whole=False`` ignores an overridden
+    ``run_rollout`` (the override itself calling the default must not loop back into it)."""
+    cls = type(env)
+    replace = env.run_rollout if whole and not _is_default(cls, "run_rollout") else None
+    turns = turn_loop(env) if _is_default(cls, "rollout") else None
+    return RolloutPlan(
+        init_state=env.init_state,
+        turns=turns,
+        play=None if turns is not None else _custom_rollout(env),
+        replace_rollout=replace,
+        timeout=getattr(env, "timeout_seconds", None),
+        sampling_args=dict(sampling_args or {}),
+    )
+
+
+def group_plan(env: Any) -> GroupPlan:
+    """Every row of ``env``'s groups gets the same plan; ``env.rubric`` scores."""
+    plan = rollout_plan(env)
+    return GroupPlan(plan_for=lambda row: plan, scorer=env.rubric)
+
+
+async def play_default_turns(env: Any, state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
+    """The default ``rollout``'s work: the engine's turn loop over ``env``'s hooks."""
+    await play_turns(turn_loop(env), state, client, model, sampling_args)

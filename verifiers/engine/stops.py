@@ -1,0 +1,65 @@
+"""The built-in stop conditions, each written once.
+
+``MultiTurnEnv``'s ``@vf.stop`` methods of the same names call these, and the turn loop's fast path
+(:func:`first_builtin_stop`, no coroutine per check: it runs twice per turn) calls them in the same
+order, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+from verifiers.types import State
+
+__all__ = [
+    "BUILTIN_STOPS",
+    "first_builtin_stop",
+    "has_error",
+    "has_final_env_response",
+    "max_total_completion_tokens_reached",
+    "max_turns_reached",
+    "prompt_too_long",
+]
+
+
+def has_error(state: State) -> bool:
+    return state.get("error") is not None
+
+
+def prompt_too_long(state: State) -> bool:
+    return bool(state.get("prompt_too_long"))
+
+
+def max_turns_reached(state: State, max_turns: int | None) -> bool:
+    return max_turns is not None and max_turns > 0 and state["turn"] >= max_turns
+
+
+def max_total_completion_tokens_reached(state: State, limit: int | None) -> bool:
+    return limit is not None and limit > 0 and state["usage"]["completion_tokens"] >= limit
+
+
+def has_final_env_response(state: State) -> bool:
+    return state.get("final_env_response") is not None
+
+
+#: Their names in the order they are checked (``state["stop_condition"]`` gets the first that fires).
+BUILTIN_STOPS = (
+    "has_error",
+    "prompt_too_long",
+    "max_turns_reached",
+    "max_total_completion_tokens_reached",
+    "has_final_env_response",
+)
+
+
+def first_builtin_stop(state: State, max_turns: int | None, max_total_completion_tokens: int | None) -> str | None:
+    """The name of the first built-in stop condition that fires, or None."""
+    if has_error(state):
+        return "has_error"
+    if prompt_too_long(state):
+        return "prompt_too_long"
+    if max_turns_reached(state, max_turns):
+        return "max_turns_reached"
+    if max_total_completion_tokens_reached(state, max_total_completion_tokens):
+        return "max_total_completion_tokens_reached"
+    if has_final_env_response(state):
+        return "has_final_env_response"
+    return None
