@@ -406,6 +406,15 @@ _register_hub_commands(app)
 
 def main() -> None:
     """Console-script entry point of ``vf``."""
+    import sys
+
+    argv = sys.argv[1:]
+    if argv[:1] == ["eval"]:
+        from verifiers.cli.v1_eval import main as v1_main
+        from verifiers.cli.v1_eval import wants_v1
+
+        if wants_v1(argv[1:]):  # a v1 environment or config: its own flags (verifiers/cli/v1_eval.py)
+            v1_main(argv[1:])
     app()
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from pydantic import ConfigDict, SerializeAsAny, ValidationError, model_validator
+from pydantic import ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
 from verifiers.v1.configs import BaseConfig, TaskConfig, TasksetConfig
 from verifiers.v1.plugins import (
@@ -106,6 +106,8 @@ class EnvConfig(BaseConfig):
 
     id: str = ""
     taskset: SerializeAsAny[TasksetConfig] = TasksetConfig()
+    max_concurrent_agents: int | None = Field(1, ge=1)
+    """Agent runs of one episode in flight at once (each turn holds a slot); None: no bound."""
 
     @model_validator(mode="before")
     @classmethod
@@ -136,3 +138,26 @@ def v1_taskset_class(module: ModuleType) -> type[Taskset] | None:
     if not any(isinstance(getattr(module, n, None), type) and issubclass(getattr(module, n), Taskset) for n in names):
         return None
     return plugin_class(module, Taskset, "taskset")
+
+
+def v1_factory(module: ModuleType, taskset_id: str) -> Any:
+    """For the classic loader: a ``load_environment(**env_args)`` for a v1 package, or None for a
+    module that is not one. ``env_args`` are the ``[env]`` table (``taskset``, ``id``, roles ...)
+    or, when none of its keys is an env key, the taskset's own knobs."""
+    if v1_taskset_class(module) is None:
+        return None
+
+    def load_environment(**env_args: Any) -> Any:
+        from verifiers.v1.env import environment_class
+        from verifiers.v1.env import load_environment as load_env
+
+        env_keys = set(environment_class(env_args.get("id") or None, taskset_id).config_type().model_fields)
+        if env_args and set(env_args) <= env_keys:
+            table = dict(env_args)
+            taskset = table.get("taskset")
+            table["taskset"] = {**(taskset if isinstance(taskset, dict) else {}), "id": taskset_id}
+        else:
+            table = {"taskset": {**env_args, "id": taskset_id}}
+        return load_env(table)
+
+    return load_environment

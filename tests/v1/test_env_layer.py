@@ -1,0 +1,163 @@
+"""Envs and agents on the engine, against a real loopback model server (ScriptedServer)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from verifiers.clients import ModelClient
+from verifiers.testing.scripted import ScriptedServer, reply, tool_call, tool_calls
+from verifiers.v1.env import load_environment
+from verifiers.v1.plugins import PluginError
+from verifiers.v1.rollout import run_v1
+
+
+def _sum_answer(request) -> str:
+    m = re.search(r"(\d+) \+ (\d+)", request.messages[-1]["content"] or "")
+    return str(int(m.group(1)) + int(m.group(2))) if m else "?"
+
+
+async def _run(env, srv, **kw):
+    client = ModelClient.from_any(srv.base_url)
+    try:
+        return await run_v1(env, list(env.taskset), client, model="scripted-model", **kw)
+    finally:
+        await client.aclose()
+
+
+async def test_single_turn_reward_one_episode_a_line(tmp_path) -> None:
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 3}})
+    async with ScriptedServer(_sum_answer, token_ids=True, logprobs=True) as srv:
+        out = await _run(env, srv, num_rollouts=2, folder=tmp_path)
+    lines = [json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()]
+    assert len(lines) == 6
+    assert out["metadata"]["avg_reward"] == 1.0 and out["metadata"]["num_errors"] == 0
+    ep = lines[0]
+    assert ep["ok"] and ep["complete"] and ep["env"]["id"] == "single-agent"
+    (trace,) = ep["traces"]
+    assert trace["rewards"]["correct"] == {"score": 1.0, "weight": 1.0}
+    assert trace["metrics"]["turns"] == 1.0
+    assert trace["agent"]["config"]["runtime"]["type"] == "subprocess"
+    # vLLM token ids and logprobs from the server land on the reply node
+    sampled = [n for n in trace["nodes"] if n.get("sampled")]
+    assert sampled and sampled[0]["token_ids"] and len(sampled[0]["logprobs"]) > 0
+    assert {(x["example_id"], x["rollout_index"]) for x in lines} == {(i, r) for i in range(3) for r in range(2)}
+
+
+async def test_tool_loop_on_the_null_harness() -> None:
+    def script(req):
+        if req.messages[-1]["role"] == "tool":
+            return reply(req.messages[-1]["content"])
+        m = re.search(r"(\d+) \+ (\d+)", req.messages[-1]["content"])
+        assert {t["function"]["name"] for t in req.tools} == {"add", "explode"}
+        return tool_calls(tool_call("add", {"a": int(m.group(1)), "b": int(m.group(2))}, id="c1"))
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 2}, "agent": {"harness": {"id": "null"}}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    states = out.state
+    assert [s["reward"] for s in states] == [1.0, 1.0]
+    trace = states[0]["_episode"].traces[0]
+    roles = [m.role for m in trace.messages]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert trace.metrics["turns"] == 2.0
+
+
+async def test_a_failing_tool_is_the_models_to_read() -> None:
+    def script(req):
+        if req.messages[-1]["role"] == "tool":
+            return reply("saw: " + req.messages[-1]["content"])
+        return tool_calls(tool_call("explode", {}, id="c1"))
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    trace = out.state[0]["_episode"].traces[0]
+    assert "boom" in trace.last_reply and trace.ok
+
+
+async def test_max_turns_stops_a_tool_loop() -> None:
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}, "agent": {"max_turns": 3}})
+    async with ScriptedServer(lambda req: tool_calls(tool_call("add", {"a": 1, "b": 1}, id="c1"))) as srv:
+        out = await _run(env, srv)
+        assert srv.request_count == 3
+    trace = out.state[0]["_episode"].traces[0]
+    assert trace.stop_condition == "max_turns" and trace.is_truncated
+
+
+async def test_stop_hook_on_the_response() -> None:
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
+    async with ScriptedServer(lambda req: tool_calls(tool_call("add", {"a": 1, "b": 1}, id="c1"), content="STOP")) as srv:
+        out = await _run(env, srv)
+        assert srv.request_count == 1
+    assert out.state[0]["_episode"].traces[0].stop_condition == "said_stop"
+
+
+async def test_best_of_n_compares_attempts() -> None:
+    answers = iter(["1", "0", "1", "9"])  # the first task's sum is 1: attempts 1 and 3 are right
+
+    env = load_environment({"id": "best-of-n", "n": 4, "taskset": {"id": "vf-sums", "n": 1}})
+    async with ScriptedServer(lambda req: next(answers)) as srv:
+        out = await _run(env, srv)
+    (state,) = out.state
+    traces = state["_episode"].traces
+    assert len(traces) == 4
+    assert sorted(t.metrics["best"] for t in traces) == [0.0, 0.0, 1.0, 1.0]
+    assert all(t.metrics["pass_at_n"] == 1.0 for t in traces)
+    assert state["reward"] == 0.5
+
+
+async def test_user_sim_relays_between_two_agents() -> None:
+    def script(req):
+        system = req.messages[0]["content"] if req.messages[0]["role"] == "system" else ""
+        if "playing a USER" in system:  # the user's side
+            n_user_turns = sum(1 for m in req.messages if m["role"] == "assistant")
+            if n_user_turns == 0:
+                return "Guess my favourite colour."
+            colour = "red" if "red" in system else "blue"
+            return "###DONE###" if colour in req.messages[-1]["content"] else f"No. It is {colour}."
+        # the assistant never sees the scenario
+        assert not any("favourite colour is" in (m["content"] or "") for m in req.messages)
+        heard = req.messages[-1]["content"]
+        return f"Then it is {heard.split()[-1].rstrip('.')}" if heard.startswith("No.") else "Is it green?"
+
+    env = load_environment({"id": "user-sim", "taskset": {"id": "vf-chat"}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    for state in out.state:
+        ep = state["_episode"]
+        by = {t.agent.name: t for t in ep.traces}
+        assert set(by) == {"user", "assistant"}
+        assert by["user"].agent.trainable is False and by["assistant"].agent.trainable
+        assert by["assistant"].rewards["named_colour"].score == 1.0
+        assert by["assistant"].metrics["user_turns"] == 3.0
+        assert state["reward"] == 1.0  # the trainable side's reward
+        assert by["user"].last_reply == "###DONE###"
+
+
+async def test_user_sim_ends_at_the_users_max_turns() -> None:
+    env = load_environment({"id": "user-sim", "taskset": {"id": "vf-chat"}, "user": {"max_turns": 2}})
+    async with ScriptedServer(lambda req: "hm") as srv:
+        out = await _run(env, srv)
+    by = {t.agent.name: t for t in out.state[0]["_episode"].traces}
+    assert by["user"].num_turns == 2  # the user's second turn was its last: the exchange ends
+    assert by["assistant"].num_turns == 1
+
+
+def test_unknown_role_key_is_one_clear_error() -> None:
+    with pytest.raises(PluginError, match="agnt"):
+        load_environment({"taskset": {"id": "vf-sums"}, "agnt": {"max_turns": 2}})
+
+
+async def test_a_server_failure_is_recorded_on_the_trace(tmp_path) -> None:
+    from verifiers.testing.scripted import error
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
+    async with ScriptedServer(error(400, "bad things")) as srv:
+        out = await _run(env, srv, folder=tmp_path)
+    rec = json.loads((tmp_path / "traces.jsonl").read_text())
+    assert out["metadata"]["num_errors"] == 1 and not rec["ok"] and not rec["complete"]
+    assert rec["traces"][0]["stop_condition"] == "provider_error"
+    assert rec["traces"][0]["rewards"] == {}  # an errored trace is not scored
