@@ -29,7 +29,7 @@ async def upstream():
 
 
 async def _proxied(upstream, **ctx_kwargs):
-    srv, client = upstream
+    _srv, client = upstream
     task = _task()
     trace = Trace.for_task(task)
     ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace, sampling={"temperature": 0.25}, **ctx_kwargs)

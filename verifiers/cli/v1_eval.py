@@ -260,12 +260,23 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
 
 def wants_v1(argv: list[str]) -> bool:
     """Whether an ``eval`` command line is a v1 one: a config file (``@``), a dotted flag
-    (``--env.x``), or a first argument naming an importable v1 package."""
+    (``--env.x``), ``--resume`` of a v1 run folder, or a first argument naming an importable
+    v1 package."""
     if any(a == "@" or a.startswith("@") for a in argv):
         return True
     if any(a.startswith(("--env.", "--sampling.", "--select.", "--client.", "--run.")) for a in argv):
         return True
-    first = next((a for a in argv if not a.startswith("-")), None)
+    for flag, folder in zip(argv, argv[1:], strict=False):
+        if flag == "--resume" and (Path(folder) / "configs" / "eval.json").is_file():
+            return True  # a v1 run folder (a classic one holds results.jsonl and no eval.json)
+    first, i = None, 0
+    while i < len(argv):  # the first argument that is not a flag's value
+        tok = argv[i]
+        if not tok.startswith("-"):
+            first = tok
+            break
+        takes_value = "=" not in tok and SHORT.get(tok, tok[2:].replace("-", "_")) not in FLAGS and not tok.startswith("--no-")
+        i += 2 if takes_value else 1
     if first is None or first.endswith(".py") or Path(first).exists():
         return False
     try:
