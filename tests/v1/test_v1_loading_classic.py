@@ -14,7 +14,7 @@ def test_a_v1_package_loads_as_a_v1_env_with_its_taskset_knobs() -> None:
     env = vf.load_environment("vf-sums", n=2, word="Hey. ")
     assert isinstance(env, SingleAgentEnv)
     assert env.taskset.config.n == 2
-    assert [t.data.prompt for t in env.taskset][0].startswith("Hey. ")
+    assert next(iter(env.taskset)).data.prompt.startswith("Hey. ")
 
 
 def test_env_keys_make_an_env_table() -> None:

@@ -15,6 +15,7 @@ line), ``metadata.json`` and ``configs/eval.json``; ``--resume`` (with the same 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import tomllib
 from datetime import UTC, datetime
@@ -266,7 +267,7 @@ def wants_v1(argv: list[str]) -> bool:
         return True
     if any(a.startswith(("--env.", "--sampling.", "--select.", "--client.", "--run.")) for a in argv):
         return True
-    for flag, folder in zip(argv, argv[1:], strict=False):
+    for flag, folder in itertools.pairwise(argv):
         if flag == "--resume" and (Path(folder) / "configs" / "eval.json").is_file():
             return True  # a v1 run folder (a classic one holds results.jsonl and no eval.json)
     first, i = None, 0
