@@ -161,3 +161,31 @@ async def test_a_server_failure_is_recorded_on_the_trace(tmp_path) -> None:
     assert out["metadata"]["num_errors"] == 1 and not rec["ok"] and not rec["complete"]
     assert rec["traces"][0]["stop_condition"] == "provider_error"
     assert rec["traces"][0]["rewards"] == {}  # an errored trace is not scored
+
+
+async def test_a_package_env_beside_its_taskset_runs_its_roles() -> None:
+    seen = []
+
+    def script(req):
+        seen.append(req.body.get("temperature"))
+        return "tiny" if req.messages[-1]["content"].startswith("Shorten") else "a very long poem indeed"
+
+    env = load_environment({"taskset": {"id": "vf-relay"}})
+    assert type(env).__name__ == "RelayEnv"
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    (state,) = out.state
+    by = {t.agent.name: t for t in state["_episode"].traces}
+    assert by["writer"].rewards["short"].score == 0.0 and by["editor"].rewards["short"].score == 1.0
+    assert seen == [None, 0.0]  # the editor role's own sampling
+    assert state["complete"] and state["reward"] == 0.5
+
+
+async def test_a_rollout_timeout_is_an_incomplete_episode_line(tmp_path) -> None:
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
+    async with ScriptedServer("1", delay=30) as srv:
+        out = await _run(env, srv, folder=tmp_path, timeout=0.5)
+    rec = json.loads((tmp_path / "traces.jsonl").read_text())
+    assert out["metadata"]["num_errors"] == 1
+    assert not rec["ok"] and not rec["complete"] and rec["error"]["source"]
+    assert rec["traces"] == [] or rec["traces"][0]["is_timeout"]

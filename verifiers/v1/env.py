@@ -14,7 +14,6 @@ the run: concurrency, timeouts, error recording, ``traces.jsonl``, resume and th
 from __future__ import annotations
 
 import asyncio
-import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Generic
 
@@ -24,7 +23,7 @@ from verifiers.v1.agents import Agent, AgentConfig, Agents, RunContext, agent_co
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.errors import EnvError
 from verifiers.v1.harness import Harness, load_harness
-from verifiers.v1.loading import EnvConfig, load_taskset, taskset_class
+from verifiers.v1.loading import EnvConfig, load_taskset
 from verifiers.v1.plugins import PluginError, concrete_type, import_plugin, plugin_class, validation_message
 from verifiers.v1.runtimes import SubprocessConfig
 from verifiers.v1.trace import Error, Trace, TraceTask
@@ -118,7 +117,6 @@ class Env(ABC, Generic[ConfigT]):
         run_ctx.on_trace = lambda trace, extra: finished.append((trace, extra))
         episode = Episode(env=EnvInfo(id=self.env_id, name=type(self).__name__),
                           task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash))  # fmt: skip
-        t0 = time.time()
         try:
             agents = self.agents_for(run_ctx)
             await self.setup(agents)
@@ -131,11 +129,8 @@ class Env(ABC, Generic[ConfigT]):
         finally:
             run_ctx.on_trace = previous
         episode.traces = [t for t, _ in finished]
-        if len(self._agent_specs) == 1 and len({t.agent.name for t in episode.traces}) <= 1:
-            pass  # single-role envs keep the role's name on the trace (the original blanks it)
         episode.ok = not episode.errors and all(t.ok for t in episode.traces) and bool(episode.traces)
         episode.is_timeout = any(t.is_timeout for t in episode.traces)
-        _ = t0
         return episode, finished
 
 
@@ -152,11 +147,7 @@ def environment_class(env_id: str | None = None, taskset_id: str | None = None) 
     if env_id:
         return plugin_class(import_environment(env_id), Env, "environment")
     if taskset_id:
-        module = __import__(taskset_class(taskset_id).__module__.split(".")[0])
-        try:
-            module = import_plugin(taskset_id, "taskset")
-        except ModuleNotFoundError:
-            pass
+        module = import_plugin(taskset_id, "taskset")
         names = getattr(module, "__all__", ()) or ()
         envs = [getattr(module, n) for n in names if isinstance(getattr(module, n, None), type) and issubclass(getattr(module, n), Env) and getattr(module, n) is not Env]
         if len(envs) == 1:

@@ -99,8 +99,9 @@ def load_taskset(config: TasksetConfig | dict[str, Any] | str) -> Taskset:
 
 
 class EnvConfig(BaseConfig):
-    """``[env]``: the env's id and its taskset, narrowed by id. The agent roles
-    (``[env.<role>]``) are kept as given until the env layer types them."""
+    """``[env]``: the env's id and its taskset, narrowed by id. An env's own config class (a
+    subclass declaring its roles as ``AgentConfig`` fields) types the roles; keys it does not
+    declare are kept here and refused when the env is built (``verifiers.v1.env.Env``)."""
 
     model_config = ConfigDict(extra="allow")
 
