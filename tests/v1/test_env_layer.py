@@ -189,3 +189,26 @@ async def test_a_rollout_timeout_is_an_incomplete_episode_line(tmp_path) -> None
     assert out["metadata"]["num_errors"] == 1
     assert not rec["ok"] and not rec["complete"] and rec["error"]["source"]
     assert rec["traces"] == [] or rec["traces"][0]["is_timeout"]
+
+
+async def test_bash_harness_runs_commands_and_edits_in_the_runtime(tmp_path) -> None:
+    def script(req):
+        last = req.messages[-1]
+        if last["role"] == "tool":
+            if "edited" in last["content"] or "wrote" in last["content"]:
+                return tool_calls(tool_call("bash", {"command": "cat note.txt"}, id="c3"))
+            if "exit code 0" in last["content"]:
+                return reply(last["content"].splitlines()[-1])
+        if last["role"] == "user":
+            assert {t["function"]["name"] for t in req.tools} >= {"bash", "edit", "add"}
+            return tool_calls(tool_call("edit", {"path": "note.txt", "old": "", "new": "1"}, id="c1"))
+        return "?"
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1},
+                            "agent": {"harness": {"id": "bash"}, "runtime": {"type": "subprocess", "workdir": str(tmp_path)}}})  # fmt: skip
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    trace = out.state[0]["_episode"].traces[0]
+    assert (tmp_path / "note.txt").read_text() == "1"
+    assert trace.last_reply == "1" and out.state[0]["reward"] == 1.0
+    assert trace.agent.config.harness["id"] == "bash"
