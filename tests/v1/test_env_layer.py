@@ -181,10 +181,16 @@ async def test_a_package_env_beside_its_taskset_runs_its_roles() -> None:
     assert state["complete"] and state["reward"] == 0.5
 
 
-async def test_a_rollout_timeout_is_an_incomplete_episode_line(tmp_path) -> None:
+async def test_a_rollout_timeout_is_an_incomplete_episode_line(tmp_path, monkeypatch) -> None:
+    import tempfile
+
+    boxes = tmp_path / "boxes"
+    boxes.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(boxes))
     env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
     async with ScriptedServer("1", delay=30) as srv:
         out = await _run(env, srv, folder=tmp_path, timeout=0.5)
+    assert not list(boxes.iterdir())  # the cancelled run's runtime was stopped
     rec = json.loads((tmp_path / "traces.jsonl").read_text())
     assert out["metadata"]["num_errors"] == 1
     assert not rec["ok"] and not rec["complete"] and rec["error"]["source"]

@@ -14,6 +14,7 @@ the run: concurrency, timeouts, error recording, ``traces.jsonl``, resume and th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Generic
 
@@ -122,6 +123,11 @@ class Env(ABC, Generic[ConfigT]):
             await self.setup(agents)
             await self.run(task, agents)
         except (asyncio.CancelledError, KeyboardInterrupt):
+            # a cancelled episode (the rollout's timeout) is never scored: stop what it started
+            for _, (_, runtime) in finished:
+                if runtime is not None:
+                    with contextlib.suppress(Exception):
+                        await runtime.stop()
             raise
         except Exception as exc:
             err = exc if isinstance(exc, EnvError) else EnvError(f"{type(exc).__name__}: {exc}")

@@ -164,12 +164,7 @@ def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None
         limit = max_concurrent_agents if max_concurrent_agents is not None else getattr(env.config, "max_concurrent_agents", None)
         run_ctx = RunContext(client=client, model=model, sampling=dict(sampling_args), proxy=proxy,
                              gate=asyncio.Semaphore(limit) if limit else None)  # fmt: skip
-        finished: list[Any] = []
-        try:
-            episode, finished = await env.run_episode(state["_task"], run_ctx)
-        except BaseException:
-            await stop_runtimes(finished)
-            raise
+        episode, finished = await env.run_episode(state["_task"], run_ctx)
         state["_episode"], state["_finished"] = episode, finished
         state["is_completed"] = True
         fill_state(state, episode, env)
