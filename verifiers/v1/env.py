@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
@@ -24,7 +25,7 @@ from verifiers.v1.agents import Agent, AgentConfig, Agents, RunContext, agent_co
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.errors import EnvError
 from verifiers.v1.harness import Harness, load_harness
-from verifiers.v1.loading import EnvConfig, load_taskset
+from verifiers.v1.loading import EnvConfig, load_taskset, v1_taskset_class
 from verifiers.v1.plugins import PluginError, concrete_type, import_plugin, plugin_class, validation_message
 from verifiers.v1.runtimes import SubprocessConfig
 from verifiers.v1.trace import Error, Trace, TraceTask
@@ -183,6 +184,26 @@ def load_environment(config: dict[str, Any] | EnvConfig) -> Env:
     except ValidationError as exc:
         raise PluginError(f"env config: {validation_message(exc)}") from None
     return cls(validated)
+
+
+def v1_factory(module: ModuleType, taskset_id: str) -> Any:
+    """For the classic loader: a ``load_environment(**env_args)`` for a v1 package, or None for a
+    module that is not one. ``env_args`` are the ``[env]`` table (``taskset``, ``id``, roles ...)
+    or, when none of its keys is an env key, the taskset's own knobs."""
+    if v1_taskset_class(module) is None:
+        return None
+
+    def factory(**env_args: Any) -> Any:
+        env_keys = set(environment_class(env_args.get("id") or None, taskset_id).config_type().model_fields)
+        if env_args and set(env_args) <= env_keys:
+            table = dict(env_args)
+            taskset = table.get("taskset")
+            table["taskset"] = {**(taskset if isinstance(taskset, dict) else {}), "id": taskset_id}
+        else:
+            table = {"taskset": {**env_args, "id": taskset_id}}
+        return load_environment(table)
+
+    return factory
 
 
 __all__ = ["Env", "EnvConfig", "env_config_type", "environment_class", "import_environment", "load_environment"]

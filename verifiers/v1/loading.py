@@ -140,25 +140,3 @@ def v1_taskset_class(module: ModuleType) -> type[Taskset] | None:
         return None
     return plugin_class(module, Taskset, "taskset")
 
-
-def v1_factory(module: ModuleType, taskset_id: str) -> Any:
-    """For the classic loader: a ``load_environment(**env_args)`` for a v1 package, or None for a
-    module that is not one. ``env_args`` are the ``[env]`` table (``taskset``, ``id``, roles ...)
-    or, when none of its keys is an env key, the taskset's own knobs."""
-    if v1_taskset_class(module) is None:
-        return None
-
-    def load_environment(**env_args: Any) -> Any:
-        from verifiers.v1.env import environment_class
-        from verifiers.v1.env import load_environment as load_env
-
-        env_keys = set(environment_class(env_args.get("id") or None, taskset_id).config_type().model_fields)
-        if env_args and set(env_args) <= env_keys:
-            table = dict(env_args)
-            taskset = table.get("taskset")
-            table["taskset"] = {**(taskset if isinstance(taskset, dict) else {}), "id": taskset_id}
-        else:
-            table = {"taskset": {**env_args, "id": taskset_id}}
-        return load_env(table)
-
-    return load_environment
