@@ -97,7 +97,11 @@ async def test_bad_and_unknown_requests_get_one_clear_error(upstream) -> None:
             bad = await http.post(f"{base}/chat/completions", content=b"{not json")
             shape = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "wizard", "content": 1}]})
             gone = await http.post(f"http://127.0.0.1:{proxy.port}/r/nope/v1/chat/completions", json={"messages": []})
+            deep = await http.post(f"{base}/chat/completions", content=b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+            odd = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "assistant", "tool_calls": [{"function": 3}]}]})
+            huge = await http.post(f"{base}/chat/completions", content=b'{"messages": "' + b"x" * (65 * 1024 * 1024) + b'"}')
     assert bad.status_code == 400 and shape.status_code == 400 and gone.status_code == 404
+    assert deep.status_code == 400 and odd.status_code == 400 and huge.status_code == 413
     assert not trace.calls
 
 

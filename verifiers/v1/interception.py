@@ -288,8 +288,9 @@ class InterceptionServer:
                 raise ValueError("the body must be a JSON object")
             messages = messages_from_openai(body.get("messages"))
             tools = tools_from_openai(body.get("tools"))
-        except (ValueError, ValidationError) as exc:
-            return _error(400, f"bad request: {str(exc)[:500]}")
+        except (ValueError, ValidationError, RecursionError, TypeError, AttributeError) as exc:
+            # anything a program can send that is not a chat request: one 400, nothing recorded
+            return _error(400, f"bad request: {type(exc).__name__}: {str(exc)[:500]}")
         stream = bool(body.get("stream"))
         sampling = {k: v for k, v in body.items() if k not in ("messages", "tools", "model", "stream", "stream_options", "tool_choice")}
         try:
