@@ -218,3 +218,30 @@ async def test_bash_harness_runs_commands_and_edits_in_the_runtime(tmp_path) -> 
     assert (tmp_path / "note.txt").read_text() == "1"
     assert trace.last_reply == "1" and out.state[0]["reward"] == 1.0
     assert trace.agent.config.harness["id"] == "bash"
+
+
+async def test_many_concurrent_episodes_each_get_exactly_one_line(tmp_path) -> None:
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 40}})
+    async with ScriptedServer(_sum_answer) as srv:
+        out = await _run(env, srv, num_rollouts=3, max_concurrent=16, max_concurrent_requests=8, folder=tmp_path)
+        assert srv.max_in_flight <= 8
+    lines = [json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()]
+    keys = [(x["example_id"], x["rollout_index"]) for x in lines]
+    assert len(keys) == len(set(keys)) == 120
+    assert out["metadata"]["avg_reward"] == 1.0
+    # every trace answered its own task (no crossed conversations between concurrent agents)
+    for x in lines:
+        (t,) = x["traces"]
+        a, b = t["task"]["data"]["a"], t["task"]["data"]["b"]
+        assert t["nodes"][-1]["message"]["content"] == str(a + b)
+
+
+async def test_a_role_with_its_own_client_talks_to_its_own_server() -> None:
+    async with ScriptedServer(lambda req: "###DONE###") as user_srv, ScriptedServer(lambda req: "hello") as main_srv:
+        env = load_environment({"id": "user-sim", "taskset": {"id": "vf-chat"}, "user": {"client": {"base_url": user_srv.base_url}}})
+        out = await _run(env, main_srv)
+        # the user (its own client) opens and ends each conversation; the assistant never speaks
+        assert user_srv.request_count == 2 and main_srv.request_count == 0
+    for state in out.state:
+        by = {t.agent.name: t for t in state["_episode"].traces}
+        assert by["user"].last_reply == "###DONE###" and by["assistant"].num_turns == 0

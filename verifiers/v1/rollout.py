@@ -152,7 +152,11 @@ def episode_record(state: State) -> dict[str, Any]:
     return record
 
 
-def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None = None) -> GroupPlan:
+def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None = None, clients: dict[str, Any] | None = None) -> GroupPlan:
+    """``clients``: the run's per-role model clients (a role's own ``client``), shared by every
+    episode and closed by the caller."""
+    role_clients = clients if clients is not None else {}
+
     def init_state(row: Mapping[str, Any], client: Any, model: str, sampling_args: Mapping[str, Any]) -> State:
         return {
             "example_id": row["example_id"], "rollout_index": row.get("rollout_index", 0), "_task": row["task"],
@@ -163,7 +167,7 @@ def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None
     async def play(state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
         limit = max_concurrent_agents if max_concurrent_agents is not None else getattr(env.config, "max_concurrent_agents", None)
         run_ctx = RunContext(client=client, model=model, sampling=dict(sampling_args), proxy=proxy,
-                             gate=asyncio.Semaphore(limit) if limit else None)  # fmt: skip
+                             gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients)  # fmt: skip
         episode, finished = await env.run_episode(state["_task"], run_ctx)
         state["_episode"], state["_finished"] = episode, finished
         state["is_completed"] = True
@@ -196,9 +200,13 @@ async def run_v1(
         metadata={"env_id": env.env_id, "taskset_id": env.config.taskset.id, "api": "v1", **(metadata or {})},
         record=episode_record, results_file=TRACES_FILE, keep_on_resume=lambda rec: bool(rec.get("complete")),
     )  # fmt: skip
+    clients: dict[str, Any] = {}
     await env.start()
     try:
-        return await run_groups(group_plan(env, proxy), groups, client, config)
+        return await run_groups(group_plan(env, proxy, clients=clients), groups, client, config)
     finally:
         await proxy.close()
+        for role_client in clients.values():
+            with contextlib.suppress(Exception):
+                await role_client.aclose()
         await env.stop()
