@@ -122,5 +122,7 @@ def test_bad_config_is_one_line(tmp_path) -> None:
     assert res.stderr.strip().count("\n") == 0 and "docker" in res.stderr and "Traceback" not in res.stderr
     res = _vf("eval", "vf-sums", "--env.agnt.max-turns", "2", "-m", "x", cwd=tmp_path)
     assert res.returncode == 1 and "agnt" in res.stderr and "Traceback" not in res.stderr
+    res = _vf("eval", "vf-sums", "--resume", "-m", "x", cwd=tmp_path)  # which run? (names are stamped)
+    assert res.returncode == 1 and "run.dir" in res.stderr
     res = _vf("eval", "@", str(tmp_path / "missing.toml"), cwd=tmp_path)
     assert res.returncode == 1 and "does not exist" in res.stderr

@@ -196,6 +196,8 @@ def run(argv: list[str]) -> int:
         from verifiers.v1.plugins import validation_message
 
         raise UserError(f"eval config: {validation_message(exc)}") from None
+    if cfg.resume and not (cfg.run.dir or cfg.run.name):
+        raise UserError("resume needs the run's folder: set run.dir (or run.name) in the config, or pass --resume <run folder>")
     if cfg.push:
         raise UserError("push is not available for v1 runs yet (the run folder is written locally)")
     try:
