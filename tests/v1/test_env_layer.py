@@ -40,6 +40,11 @@ async def test_single_turn_reward_one_episode_a_line(tmp_path) -> None:
     assert trace["rewards"]["correct"] == {"score": 1.0, "weight": 1.0}
     assert trace["metrics"]["turns"] == 1.0
     assert trace["agent"]["config"]["runtime"]["type"] == "subprocess"
+    timing = trace["timing"]
+    spans = [timing[k] for k in ("boot", "setup", "agent", "finalize", "scoring")]
+    assert all(s["end"] >= s["start"] > 0 for s in spans)  # every stage was stamped, in order
+    assert [s["start"] for s in spans] == sorted(s["start"] for s in spans)
+    assert trace["calls"][0]["time"]["end"] >= trace["calls"][0]["time"]["start"] > 0
     # vLLM token ids and logprobs from the server land on the reply node
     sampled = [n for n in trace["nodes"] if n.get("sampled")]
     assert sampled and sampled[0]["token_ids"] and len(sampled[0]["logprobs"]) > 0

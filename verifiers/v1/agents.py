@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic
@@ -207,6 +208,8 @@ class Agent:
         trace = Trace.for_task(task, agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
         trace.ok = True
         runtime = None
+        timing = trace.timing
+        timing.boot.start = time.time()
         try:
             runtime = make_runtime(self.config.runtime)
             trace.agent.runtime = runtime.info
@@ -221,9 +224,11 @@ class Agent:
             sampling=self._sampling(), max_turns=self.config.max_turns, endpoint="chat_completions",
         )  # fmt: skip
         it = Interaction(self, task, trace, runtime, ctx)  # type: ignore[arg-type]
+        timing.boot.end = timing.setup.start = time.time()
         if runtime is not None and not trace.is_completed:
             await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
             await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
+        timing.setup.end = timing.agent.start = time.time()
         try:
             limit = self.config.timeout.rollout or task.data.timeout.agent
             if limit:
@@ -235,8 +240,11 @@ class Agent:
             else:
                 yield it
         finally:
+            timing.agent.end = timing.finalize.start = time.time()
+            trace.split_agent_time()
             if runtime is not None and not trace.is_timeout:
                 await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
+            timing.finalize.end = time.time()
             if not trace.is_completed:
                 trace.stop("completed")
             trace.ok = not trace.errors

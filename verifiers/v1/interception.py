@@ -29,6 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from verifiers.v1.errors import InterceptionError, ProviderError
 from verifiers.v1.scoring import apply_intercepts, first_stop
+from verifiers.v1.trace import TimeSpan
 from verifiers.v1.types import (
     AssistantMessage,
     Message,
@@ -205,6 +206,7 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
         if trace.is_completed:
             raise Stopped(trace.stop_condition)
         args = {**(sampling or {}), **ctx.sampling}  # the agent's sampling wins over the program's
+        started = time.time()
         try:
             raw = await ctx.client.chat(model=ctx.model, messages=messages_to_openai(request.messages), tools=tools_to_openai(request.tools), sampling_args=args)
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -215,6 +217,7 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
         response = await apply_intercepts(ctx.intercepts, trace, response, task=ctx.task, runtime=ctx.runtime)
         sampling_record = Sampling.model_validate({k: v for k, v in args.items() if k not in ("extra_headers",)}) if args else None
         trace.commit_turn(request.messages, response, tools=request.tools, sampling=sampling_record, endpoint=ctx.endpoint)
+        trace.calls[-1].time = TimeSpan(start=started, end=time.time())
         await first_stop(ctx.stops, trace, response, task=ctx.task, runtime=ctx.runtime)
         if ctx.max_turns is not None and len(trace.calls) >= ctx.max_turns and response.message.tool_calls and not trace.is_completed:
             trace.stop("max_turns")  # the program wants another turn it may not have

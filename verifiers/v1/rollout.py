@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,7 +75,9 @@ class V1Scorer:
                 return
             for trace, (task, runtime) in finished:
                 if trace.ok:
+                    trace.timing.scoring.start = time.time()
                     await task.score(trace, runtime)
+                    trace.timing.scoring.end = time.time()
                     trace.ok = not trace.errors
             if not episode.errors:
                 try:
