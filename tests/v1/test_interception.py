@@ -41,7 +41,7 @@ async def test_non_streaming_call_is_recorded_rewritten_and_sampled(upstream) ->
     ctx, trace = await _proxied(upstream)
     async with InterceptionServer() as proxy:
         base = proxy.register(ctx)
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
             r = await http.post(f"{base}/chat/completions", json={"model": "x", "temperature": 1.9, "messages": [{"role": "user", "content": "my SECRET"}]})
     assert r.status_code == 200
     body = r.json()
@@ -61,7 +61,7 @@ async def test_streaming_call_reassembles_to_the_same_reply(upstream) -> None:
     ctx, trace = await _proxied(upstream)
     async with InterceptionServer() as proxy:
         base = proxy.register(ctx)
-        async with httpx.AsyncClient() as http, http.stream(
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http, http.stream(
             "POST", f"{base}/chat/completions", json={"model": "x", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
         ) as r:
             assert r.headers["content-type"].startswith("text/event-stream")
@@ -80,7 +80,7 @@ async def test_a_stop_hook_ends_the_rollout_and_refuses_the_next_call(upstream) 
     ctx, trace = await _proxied(upstream)
     async with InterceptionServer() as proxy:
         base = proxy.register(ctx)
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
             first = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "halt"}]})
             n = srv.request_count
             second = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "more"}]})
@@ -93,15 +93,17 @@ async def test_bad_and_unknown_requests_get_one_clear_error(upstream) -> None:
     ctx, trace = await _proxied(upstream)
     async with InterceptionServer() as proxy:
         base = proxy.register(ctx)
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
             bad = await http.post(f"{base}/chat/completions", content=b"{not json")
             shape = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "wizard", "content": 1}]})
             gone = await http.post(f"http://127.0.0.1:{proxy.port}/r/nope/v1/chat/completions", json={"messages": []})
             deep = await http.post(f"{base}/chat/completions", content=b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
             odd = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "assistant", "tool_calls": [{"function": 3}]}]})
+            nosecret = await http.post(f"{base}/chat/completions", headers={"Authorization": "Bearer guess"}, json={"messages": [{"role": "user", "content": "hi"}]})
             huge = await http.post(f"{base}/chat/completions", content=b'{"messages": "' + b"x" * (65 * 1024 * 1024) + b'"}')
     assert bad.status_code == 400 and shape.status_code == 400 and gone.status_code == 404
     assert deep.status_code == 400 and odd.status_code == 400 and huge.status_code == 413
+    assert nosecret.status_code == 404  # a route's URL alone does not reach the model
     assert not trace.calls
 
 
@@ -112,7 +114,7 @@ async def test_in_process_calls_record_the_same_trace_as_the_proxy(upstream) -> 
     ctx_b, direct = await _proxied(upstream)
     async with InterceptionServer() as proxy:
         base = proxy.register(ctx_a)
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx_a.secret}"}) as http:
             await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "my SECRET"}]})
     await model_call(ctx_b, [UserMessage(content="my SECRET")], None)
 

@@ -282,7 +282,7 @@ class Agent:
         endpoint = proxy.register(it.ctx)
         try:
             data = it.task.data.model_copy(update={"prompt": list(it.messages)})
-            result = await harness.launch(it.ctx, it.trace, it.runtime, endpoint, "", {}, data)
+            result = await harness.launch(it.ctx, it.trace, it.runtime, endpoint, it.ctx.secret or "", {}, data)
         finally:
             proxy.unregister(endpoint)
         if result is not None and not result.ok:

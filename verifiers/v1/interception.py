@@ -170,6 +170,8 @@ class CallContext:
     stops: list[Any] = field(default_factory=list)
     intercepts: list[Any] = field(default_factory=list)
     max_turns: int | None = None
+    secret: str | None = None
+    """The bearer token the proxy requires on this route (set by ``register``)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @classmethod
@@ -261,11 +263,23 @@ class InterceptionServer:
         await self.stop()
 
     def register(self, ctx: CallContext) -> str:
-        """Route a fresh path to ``ctx``; returns its base URL (ends in ``/v1``)."""
+        """Route a fresh path to ``ctx``; returns its base URL (ends in ``/v1``). Calls must carry
+        ``Authorization: Bearer <ctx.secret>`` (a fresh secret unless ``ctx`` has one): the URL
+        shows in the program's command line, the secret goes in its environment."""
         key = secrets.token_urlsafe(12)
+        ctx.secret = ctx.secret or secrets.token_urlsafe(24)
         self._routes[key] = ctx
         ctx.endpoint = ctx.endpoint or "chat_completions"
         return f"http://{self.host}:{self.port}/r/{key}/v1"
+
+    def _route(self, request: Any) -> CallContext | None:
+        ctx = self._routes.get(request.match_info["key"])
+        if ctx is None:
+            return None
+        given = request.headers.get("Authorization", "")
+        if ctx.secret and not secrets.compare_digest(given.encode(), f"Bearer {ctx.secret}".encode()):
+            return None  # a wrong secret looks like a wrong route: nothing to probe
+        return ctx
 
     def unregister(self, base_url: str) -> None:
         key = base_url.rstrip("/").split("/r/", 1)[-1].split("/", 1)[0]
@@ -274,7 +288,7 @@ class InterceptionServer:
     async def _models(self, request: Any) -> Any:
         from aiohttp import web
 
-        ctx = self._routes.get(request.match_info["key"])
+        ctx = self._route(request)
         if ctx is None:
             return _error(404, "unknown interception route")
         return web.json_response({"object": "list", "data": [{"id": ctx.model, "object": "model"}]})
@@ -282,9 +296,9 @@ class InterceptionServer:
     async def _chat(self, request: Any) -> Any:
         from aiohttp import web
 
-        ctx = self._routes.get(request.match_info["key"])
+        ctx = self._route(request)
         if ctx is None:
-            return _error(404, "unknown interception route (the rollout has ended)")
+            return _error(404, "unknown interception route or secret (or the rollout has ended)")
         try:
             body = await request.json()
             if not isinstance(body, dict):

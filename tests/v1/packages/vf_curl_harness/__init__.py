@@ -8,10 +8,10 @@ import sys
 import verifiers.v1 as vf
 
 PROGRAM = r"""
-import json, sys, urllib.request
+import json, os, sys, urllib.request
 endpoint, prompt = sys.argv[1], sys.argv[2]
 body = json.dumps({"model": "any", "messages": [{"role": "user", "content": prompt}], "temperature": 1.5}).encode()
-req = urllib.request.Request(endpoint + "/chat/completions", data=body, headers={"content-type": "application/json"})
+req = urllib.request.Request(endpoint + "/chat/completions", data=body, headers={"content-type": "application/json", "authorization": "Bearer " + os.environ["AGENT_API_KEY"]})
 with urllib.request.urlopen(req) as r:
     print(json.load(r)["choices"][0]["message"]["content"])
 """
@@ -27,7 +27,7 @@ class CurlHarness(vf.Harness[CurlHarnessConfig]):
     async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data):
         prompt = data.prompt[-1].content if isinstance(data.prompt, list) else str(data.prompt)
         await runtime.write("agent.py", PROGRAM)
-        result = await runtime.run_program([sys.executable, "agent.py", endpoint, prompt], timeout=60)
+        result = await runtime.run_program([sys.executable, "agent.py", endpoint, prompt], env={"AGENT_API_KEY": secret}, timeout=60)
         trace.info["program_stdout"] = result.stdout.strip()
         return result
 
