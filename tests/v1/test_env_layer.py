@@ -184,6 +184,7 @@ async def test_a_package_env_beside_its_taskset_runs_its_roles() -> None:
     assert by["writer"].rewards["short"].score == 0.0 and by["editor"].rewards["short"].score == 1.0
     assert seen == [None, 0.0]  # the editor role's own sampling
     assert state["complete"] and state["reward"] == 0.5
+    assert type(env).events == ["start", "setup", "run", "stop"]
 
 
 async def test_a_rollout_timeout_is_an_incomplete_episode_line(tmp_path, monkeypatch) -> None:

@@ -22,7 +22,19 @@ class RelayConfig(vf.EnvConfig):
 
 
 class RelayEnv(vf.Env[RelayConfig]):
+    events: list[str] = []
+
+    async def start(self) -> None:
+        self.events.append("start")
+
+    async def stop(self) -> None:
+        self.events.append("stop")
+
+    async def setup(self, agents) -> None:
+        self.events.append("setup")
+
     async def run(self, task, agents):
+        self.events.append("run")
         draft = await agents.writer.run(task)
         edit_task = type(task)(task.data.model_copy(update={"prompt": f"Shorten: {draft.last_reply}"}))
         await agents.editor.run(edit_task)
