@@ -251,3 +251,24 @@ async def test_a_role_with_its_own_client_talks_to_its_own_server() -> None:
     for state in out.state:
         by = {t.agent.name: t for t in state["_episode"].traces}
         assert by["user"].last_reply == "###DONE###" and by["assistant"].num_turns == 0
+
+
+async def test_an_env_whose_run_raises_is_a_failed_episode_the_run_survives(tmp_path) -> None:
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    class Broken(SingleAgentEnv):
+        async def run(self, task, agents):
+            await agents.agent.run(task)
+            if task.data.a == 1:
+                raise RuntimeError("env logic broke")
+
+    env = Broken(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 3}))
+    async with ScriptedServer(_sum_answer) as srv:
+        out = await _run(env, srv, folder=tmp_path)
+    lines = {x["example_id"]: x for x in map(json.loads, (tmp_path / "traces.jsonl").read_text().splitlines())}
+    assert out["metadata"]["num_errors"] == 1
+    bad = lines[1]
+    assert not bad["ok"] and not bad["complete"] and bad["error"]["source"] == "env"
+    assert "env logic broke" in bad["errors"][0]["message"]
+    assert len(bad["traces"]) == 1 and bad["traces"][0]["rewards"]["correct"]["score"] == 1.0  # kept, scored
+    assert lines[0]["ok"] and lines[2]["ok"]
