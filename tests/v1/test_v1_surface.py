@@ -20,9 +20,9 @@ from tests.compat.test_classic_surface import _install
 
 RELEASES = ("0.3.0", "0.4.0")
 
-_ENV = "Env/agent layer: issue 19 step 4, built on the rollout engine (issue 18)"
-_HARNESS = "harness layer (null/bash, the interception proxy, ACP): issue 19 step 5, built on the engine"
-_RUNTIME = "runtime layer (subprocess, our sandbox, container configs): issue 19 step 6"
+_ENV = "the rest of the env/agent layer (shared env configs, retries, config-merging helpers): after issue 19 step 4"
+_HARNESS = "ACP harnesses and harness sessions: after issue 19 step 5 (null/bash and the interception proxy are here)"
+_RUNTIME = "runtime processes, artifact collection: after issue 19 step 6 (subprocess and the container configs are here)"
 _CLIENT = "model clients of the v1 agents: come with the env/harness layer (step 4/5) over our ModelClient"
 _JUDGE = "judges: issue 19 step 8"
 _TOOLSET = "MCP toolsets: issue 19 step 7"
@@ -32,19 +32,16 @@ _GIT = "patch capture from a runtime's git checkout: comes with the runtime laye
 
 REASONS: dict[str, str] = {
     **dict.fromkeys(
-        ("Agent", "Agents", "AgentConfig", "Env", "SingleAgentEnv", "SingleAgentEnvConfig", "SharedEnvConfig", "Interaction",
-         "Segment", "make_agent", "default_agent_harness", "narrowed_env_annotation", "resolve_env_field", "merge_defaults",
-         "environment_class", "env_config_type", "import_environment", "load_environment", "RetryConfig", "RetryRule"),
+        ("SharedEnvConfig", "default_agent_harness", "narrowed_env_annotation", "resolve_env_field", "merge_defaults",
+         "RetryConfig", "RetryRule"),
         _ENV,
     ),
     **dict.fromkeys(
-        ("Harness", "HarnessConfig", "HarnessSession", "ACPConfig", "ACPHarness", "ACPTurn", "import_harness", "load_harness",
-         "harness_config_type", "default_harness_id"),
+        ("HarnessSession", "ACPConfig", "ACPHarness", "ACPTurn"),
         _HARNESS,
     ),
     **dict.fromkeys(
-        ("Runtime", "RuntimeConfig", "RuntimeInfo", "RuntimeProcess", "ProgramResult", "SubprocessConfig", "DockerConfig",
-         "PodmanConfig", "ApptainerConfig", "PrimeConfig", "ARTIFACTS_DIR", "collect", "restore"),
+        ("RuntimeInfo", "RuntimeProcess", "collect", "restore"),
         _RUNTIME,
     ),
     **dict.fromkeys(("Client", "BaseClientConfig", "ClientConfig", "EvalClientConfig", "TrainClientConfig", "resolve_client", "ModelContext"), _CLIENT),

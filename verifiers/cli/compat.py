@@ -139,7 +139,14 @@ def _vf_init(argv: list[str] | None) -> int:
 
 
 def vf_eval_main(argv: list[str] | None = None) -> None:
-    """Console-script entry point of ``vf-eval``."""
+    """Console-script entry point of ``vf-eval`` (a v1 environment or config goes to the v1 eval,
+    as the original's ``vf-eval`` does)."""
+    from verifiers.cli.v1_eval import main as v1_main
+    from verifiers.cli.v1_eval import wants_v1
+
+    args = sys.argv[1:] if argv is None else argv
+    if wants_v1(args):
+        v1_main(args)
     sys.exit(_vf_eval(argv))
 
 

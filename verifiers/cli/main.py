@@ -436,6 +436,15 @@ for _info in app.registered_commands:  # every vf command (the command list itse
 
 def main() -> None:
     """Console-script entry point of ``vf``."""
+    import sys
+
+    argv = sys.argv[1:]
+    if argv[:1] == ["eval"]:
+        from verifiers.cli.v1_eval import main as v1_main
+        from verifiers.cli.v1_eval import wants_v1
+
+        if wants_v1(argv[1:]):  # a v1 environment or config: its own flags (verifiers/cli/v1_eval.py)
+            v1_main(argv[1:])
     app()
 
 

@@ -90,7 +90,10 @@ class RunConfig:
     ``max_concurrent_requests`` requests in flight, ``request_gate`` is a caller's own semaphore
     around requests (the classic 0.1.x ``semaphore``), ``score_gate`` / ``independent_scoring``
     the classic scoring options. ``folder``: the run folder (None: nothing written);
-    ``metadata``: fields for ``metadata.json`` (environment id, arguments, version ...)."""
+    ``metadata``: fields for ``metadata.json`` (environment id, arguments, version ...).
+    ``record`` / ``results_file`` / ``keep_on_resume``: an API's own line per rollout (a v1
+    episode), the file in the run folder they go to (default ``results.jsonl``), and which saved
+    lines ``resume`` keeps (default: all; a v1 env's ``complete``)."""
 
     model: str
     sampling_args: Mapping[str, Any] = field(default_factory=dict)
@@ -108,3 +111,6 @@ class RunConfig:
     score_gate: asyncio.Semaphore | None = None
     independent_scoring: bool = False
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    record: Callable[[State], dict[str, Any]] | None = None
+    results_file: str | None = None
+    keep_on_resume: Callable[[dict[str, Any]], bool] | None = None

@@ -76,11 +76,11 @@ async def run_groups(
     kept: list[tuple[tuple[int, int], Any]] = []  # (order key, offset or record)
     states_kept: list[tuple[tuple[int, int], State]] = []
     if folder is not None and config.resume:
-        records, offsets = read_results(folder, repair=True)
+        records, offsets = read_results(folder, repair=True, name=config.results_file)
         done: set[tuple[Any, int]] = set()
         for rec, off in zip(records, offsets, strict=True):
             k = (hashable_key(rec.get("example_id")), int(rec.get("rollout_index") or 0))
-            if k in done or k not in position:
+            if k in done or k not in position or (config.keep_on_resume is not None and not config.keep_on_resume(rec)):
                 continue
             done.add(k)
             summaries.append(RolloutSummary.from_record(rec))
@@ -97,7 +97,7 @@ async def run_groups(
     tracker.done = len(summaries)
     tracker.reward_sum = sum(s.reward for s in summaries)
     tracker.errors = sum(1 for s in summaries if s.error_source)
-    writer = ResultsWriter(folder) if folder is not None else None
+    writer = ResultsWriter(folder, name=config.results_file) if folder is not None else None
     extra_columns = config.state_columns
 
     def finish(state: State) -> None:
@@ -106,7 +106,7 @@ async def run_groups(
             if not state.get("error"):
                 state["error"] = {"type": "ValueError", "message": f"the rollout's reward is {reward}", "source": "reward"}
             state["reward"] = 0.0
-        record = record_from_state(state)
+        record = (config.record or record_from_state)(state)
         for col in extra_columns:
             record[col] = state.get(col)
         index = state.get("rollout_index", 0)
@@ -174,7 +174,7 @@ async def run_groups(
     metadata = build_metadata(tracker.summaries, rollouts_per_example=config.rollouts_per_example, extra=meta_extra)
     if folder is not None:
         write_metadata(folder, metadata)
-        outputs: Any = LazyOutputs(folder / "results.jsonl", [off for _, off in kept])
+        outputs: Any = LazyOutputs(writer.path if writer is not None else folder / "results.jsonl", [off for _, off in kept])
         return GenerateOutputs(outputs, metadata, None)
     return GenerateOutputs([rec for _, rec in kept], metadata, [st for _, st in states_kept])
 

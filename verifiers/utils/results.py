@@ -153,10 +153,10 @@ def _int(value: Any) -> int:
 class ResultsWriter:
     """Appends records to ``results.jsonl`` and flushes after each one."""
 
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
+    def __init__(self, folder: str | os.PathLike[str], name: str | None = None) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.path = self.folder / RESULTS_FILE
+        self.path = self.folder / (name or RESULTS_FILE)
         self._fh = open(self.path, "ab")
 
     def write(self, record: dict[str, Any]) -> int:
@@ -177,14 +177,14 @@ class ResultsWriter:
         self.close()
 
 
-def read_results(folder: str | os.PathLike[str], repair: bool = False) -> tuple[list[dict[str, Any]], list[int]]:
+def read_results(folder: str | os.PathLike[str], repair: bool = False, name: str | None = None) -> tuple[list[dict[str, Any]], list[int]]:
     """Records of ``folder/results.jsonl`` and their byte offsets.
 
     A last line that is truncated (no newline, or not valid JSON: the run was killed mid-write) is
     ignored; with ``repair=True`` the file is cut back to the last complete line so that appending
     continues cleanly.
     """
-    path = Path(folder) / RESULTS_FILE
+    path = Path(folder) / (name or RESULTS_FILE)
     records: list[dict[str, Any]] = []
     offsets: list[int] = []
     if not path.exists():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from pydantic import ConfigDict, SerializeAsAny, ValidationError, model_validator
+from pydantic import ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
 from verifiers.v1.configs import BaseConfig, TaskConfig, TasksetConfig
 from verifiers.v1.plugins import (
@@ -99,13 +99,16 @@ def load_taskset(config: TasksetConfig | dict[str, Any] | str) -> Taskset:
 
 
 class EnvConfig(BaseConfig):
-    """``[env]``: the env's id and its taskset, narrowed by id. The agent roles
-    (``[env.<role>]``) are kept as given until the env layer types them."""
+    """``[env]``: the env's id and its taskset, narrowed by id. An env's own config class (a
+    subclass declaring its roles as ``AgentConfig`` fields) types the roles; keys it does not
+    declare are kept here and refused when the env is built (``verifiers.v1.env.Env``)."""
 
     model_config = ConfigDict(extra="allow")
 
     id: str = ""
     taskset: SerializeAsAny[TasksetConfig] = TasksetConfig()
+    max_concurrent_agents: int | None = Field(1, ge=1)
+    """Agent runs of one episode in flight at once (each turn holds a slot); None: no bound."""
 
     @model_validator(mode="before")
     @classmethod
@@ -136,3 +139,4 @@ def v1_taskset_class(module: ModuleType) -> type[Taskset] | None:
     if not any(isinstance(getattr(module, n, None), type) and issubclass(getattr(module, n), Taskset) for n in names):
         return None
     return plugin_class(module, Taskset, "taskset")
+

@@ -233,10 +233,10 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         _record(trace, exc, TaskError)
 
 
-def hook_boundary(fn: Callable[..., Any]) -> type:
-    """What a ``@vf.stop`` / ``@vf.intercept`` hook looks at: ``Request``, ``Response`` or ``Trace``,
-    from its parameters (annotated type, else the names ``request`` / ``response``)."""
-    from verifiers.v1.trace import Trace
+def hook_boundary(fn: Callable[..., Any]) -> type | None:
+    """What a ``@vf.stop`` / ``@vf.intercept`` hook looks at: ``Request``, ``Response``, or None
+    (the trace itself), from its parameters (annotated type, else the names ``request`` /
+    ``response``)."""
     from verifiers.v1.types import Request, Response
 
     try:
@@ -252,14 +252,20 @@ def hook_boundary(fn: Callable[..., Any]) -> type:
             found.add(Request if name == "request" else Response)
     if len(found) > 1:
         raise TypeError(f"{getattr(fn, '__name__', fn)} looks at both a Request and a Response; a hook takes one")
-    return found.pop() if found else Trace
+    return found.pop() if found else None
 
 
 def _boundary_available(trace: Trace, task: Task | None, runtime: Any, boundary: Any) -> dict[Any, Any]:
-    from verifiers.v1.trace import Trace as TraceCls
+    from pydantic import BaseModel
+
     from verifiers.v1.types import Request, Response
 
-    available: dict[Any, Any] = {"trace": trace, "state": trace.state, TraceCls: trace}
+    available: dict[Any, Any] = {"trace": trace, "state": trace.state}
+    # a hook annotated ``vf.Trace`` gets the trace whatever its parametrized class (Trace[MyData]);
+    # the trace's own classes are the keys, so scoring needs no import of the trace module
+    for klass in type(trace).__mro__:
+        if isinstance(klass, type) and issubclass(klass, BaseModel) and klass is not BaseModel:
+            available[klass] = trace
     if task is not None:
         available |= {"task": task.data, "config": task.config}
     if runtime is not None:
@@ -280,9 +286,8 @@ async def first_stop(
     condition. A hook that fails or returns a non-bool is recorded and stops the trace as a
     ``task_error``: a broken stop never lets a rollout run on unchecked."""
     from verifiers.v1.errors import TaskError
-    from verifiers.v1.trace import Trace as TraceCls
 
-    kind = TraceCls if boundary is None else type(boundary)
+    kind = None if boundary is None else type(boundary)
     available = _boundary_available(trace, task, runtime, boundary)
     for fn in hooks:
         if hook_boundary(fn) is not kind:
@@ -308,8 +313,7 @@ async def apply_intercepts(
     priority order: each returns a replacement of the same type or None (unchanged). Each rewrite
     is recorded on the trace; a failing hook is recorded and raised as a ``TaskError``."""
     from verifiers.v1.errors import TaskError
-    from verifiers.v1.trace import InterceptRecord
-    from verifiers.v1.types import Request
+    from verifiers.v1.types import InterceptRecord, Request
 
     for fn in hooks:
         if hook_boundary(fn) is not type(value):

@@ -25,6 +25,7 @@ from verifiers.v1.task import DataT, WireTaskData
 from verifiers.v1.types import (
     AssistantMessage,
     FinishReason,
+    InterceptRecord,
     Message,
     Messages,
     Response,
@@ -104,10 +105,6 @@ class TraceTask(BaseModel, Generic[DataT]):
     data: DataT
     key: str | None = None
     hash: str | None = None
-
-
-class InterceptRecord(BaseModel):
-    handler: str
 
 
 class Reward(BaseModel):

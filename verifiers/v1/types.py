@@ -94,6 +94,12 @@ class Tool(BaseModel):
     strict: bool | None = None
 
 
+class InterceptRecord(BaseModel):
+    """One ``@vf.intercept`` rewrite, as the trace records it (``request_rewrites`` ...)."""
+
+    handler: str
+
+
 class Request(BaseModel):
     """The conversation about to go to the model (what ``@vf.stop`` / ``@vf.intercept`` see)."""
 

@@ -1,0 +1,274 @@
+"""Envs and agents on the engine, against a real loopback model server (ScriptedServer)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from verifiers.clients import ModelClient
+from verifiers.testing.scripted import ScriptedServer, reply, tool_call, tool_calls
+from verifiers.v1.env import load_environment
+from verifiers.v1.plugins import PluginError
+from verifiers.v1.rollout import run_v1
+
+
+def _sum_answer(request) -> str:
+    m = re.search(r"(\d+) \+ (\d+)", request.messages[-1]["content"] or "")
+    return str(int(m.group(1)) + int(m.group(2))) if m else "?"
+
+
+async def _run(env, srv, **kw):
+    client = ModelClient.from_any(srv.base_url)
+    try:
+        return await run_v1(env, list(env.taskset), client, model="scripted-model", **kw)
+    finally:
+        await client.aclose()
+
+
+async def test_single_turn_reward_one_episode_a_line(tmp_path) -> None:
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 3}})
+    async with ScriptedServer(_sum_answer, token_ids=True, logprobs=True) as srv:
+        out = await _run(env, srv, num_rollouts=2, folder=tmp_path)
+    lines = [json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()]
+    assert len(lines) == 6
+    assert out["metadata"]["avg_reward"] == 1.0 and out["metadata"]["num_errors"] == 0
+    ep = lines[0]
+    assert ep["ok"] and ep["complete"] and ep["env"]["id"] == "single-agent"
+    (trace,) = ep["traces"]
+    assert trace["rewards"]["correct"] == {"score": 1.0, "weight": 1.0}
+    assert trace["metrics"]["turns"] == 1.0
+    assert trace["agent"]["config"]["runtime"]["type"] == "subprocess"
+    timing = trace["timing"]
+    spans = [timing[k] for k in ("boot", "setup", "agent", "finalize", "scoring")]
+    assert all(s["end"] >= s["start"] > 0 for s in spans)  # every stage was stamped, in order
+    assert [s["start"] for s in spans] == sorted(s["start"] for s in spans)
+    assert trace["calls"][0]["time"]["end"] >= trace["calls"][0]["time"]["start"] > 0
+    # vLLM token ids and logprobs from the server land on the reply node
+    sampled = [n for n in trace["nodes"] if n.get("sampled")]
+    assert sampled and sampled[0]["token_ids"] and len(sampled[0]["logprobs"]) > 0
+    assert {(x["example_id"], x["rollout_index"]) for x in lines} == {(i, r) for i in range(3) for r in range(2)}
+
+
+async def test_tool_loop_on_the_null_harness() -> None:
+    def script(req):
+        if req.messages[-1]["role"] == "tool":
+            return reply(req.messages[-1]["content"])
+        m = re.search(r"(\d+) \+ (\d+)", req.messages[-1]["content"])
+        assert {t["function"]["name"] for t in req.tools} == {"add", "explode"}
+        return tool_calls(tool_call("add", {"a": int(m.group(1)), "b": int(m.group(2))}, id="c1"))
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 2}, "agent": {"harness": {"id": "null"}}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    states = out.state
+    assert [s["reward"] for s in states] == [1.0, 1.0]
+    trace = states[0]["_episode"].traces[0]
+    roles = [m.role for m in trace.messages]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert trace.metrics["turns"] == 2.0
+
+
+async def test_a_failing_tool_is_the_models_to_read() -> None:
+    def script(req):
+        if req.messages[-1]["role"] == "tool":
+            return reply("saw: " + req.messages[-1]["content"])
+        return tool_calls(tool_call("explode", {}, id="c1"))
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    trace = out.state[0]["_episode"].traces[0]
+    assert "boom" in trace.last_reply and trace.ok
+
+
+async def test_max_turns_stops_a_tool_loop() -> None:
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}, "agent": {"max_turns": 3}})
+    async with ScriptedServer(lambda req: tool_calls(tool_call("add", {"a": 1, "b": 1}, id="c1"))) as srv:
+        out = await _run(env, srv)
+        assert srv.request_count == 3
+    trace = out.state[0]["_episode"].traces[0]
+    assert trace.stop_condition == "max_turns" and trace.is_truncated
+
+
+async def test_stop_hook_on_the_response() -> None:
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
+    async with ScriptedServer(lambda req: tool_calls(tool_call("add", {"a": 1, "b": 1}, id="c1"), content="STOP")) as srv:
+        out = await _run(env, srv)
+        assert srv.request_count == 1
+    assert out.state[0]["_episode"].traces[0].stop_condition == "said_stop"
+
+
+async def test_best_of_n_compares_attempts() -> None:
+    answers = iter(["1", "0", "1", "9"])  # the first task's sum is 1: attempts 1 and 3 are right
+
+    env = load_environment({"id": "best-of-n", "n": 4, "taskset": {"id": "vf-sums", "n": 1}})
+    async with ScriptedServer(lambda req: next(answers)) as srv:
+        out = await _run(env, srv)
+    (state,) = out.state
+    traces = state["_episode"].traces
+    assert len(traces) == 4
+    assert sorted(t.metrics["best"] for t in traces) == [0.0, 0.0, 1.0, 1.0]
+    assert all(t.metrics["pass_at_n"] == 1.0 for t in traces)
+    assert state["reward"] == 0.5
+
+
+async def test_user_sim_relays_between_two_agents() -> None:
+    def script(req):
+        system = req.messages[0]["content"] if req.messages[0]["role"] == "system" else ""
+        if "playing a USER" in system:  # the user's side
+            n_user_turns = sum(1 for m in req.messages if m["role"] == "assistant")
+            if n_user_turns == 0:
+                return "Guess my favourite colour."
+            colour = "red" if "red" in system else "blue"
+            return "###DONE###" if colour in req.messages[-1]["content"] else f"No. It is {colour}."
+        # the assistant never sees the scenario
+        assert not any("favourite colour is" in (m["content"] or "") for m in req.messages)
+        heard = req.messages[-1]["content"]
+        return f"Then it is {heard.split()[-1].rstrip('.')}" if heard.startswith("No.") else "Is it green?"
+
+    env = load_environment({"id": "user-sim", "taskset": {"id": "vf-chat"}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    for state in out.state:
+        ep = state["_episode"]
+        by = {t.agent.name: t for t in ep.traces}
+        assert set(by) == {"user", "assistant"}
+        assert by["user"].agent.trainable is False and by["assistant"].agent.trainable
+        assert by["assistant"].rewards["named_colour"].score == 1.0
+        assert by["assistant"].metrics["user_turns"] == 3.0
+        assert state["reward"] == 1.0  # the trainable side's reward
+        assert by["user"].last_reply == "###DONE###"
+
+
+async def test_user_sim_ends_at_the_users_max_turns() -> None:
+    env = load_environment({"id": "user-sim", "taskset": {"id": "vf-chat"}, "user": {"max_turns": 2}})
+    async with ScriptedServer(lambda req: "hm") as srv:
+        out = await _run(env, srv)
+    by = {t.agent.name: t for t in out.state[0]["_episode"].traces}
+    assert by["user"].num_turns == 2  # the user's second turn was its last: the exchange ends
+    assert by["assistant"].num_turns == 1
+
+
+def test_unknown_role_key_is_one_clear_error() -> None:
+    with pytest.raises(PluginError, match="agnt"):
+        load_environment({"taskset": {"id": "vf-sums"}, "agnt": {"max_turns": 2}})
+
+
+async def test_a_server_failure_is_recorded_on_the_trace(tmp_path) -> None:
+    from verifiers.testing.scripted import error
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
+    async with ScriptedServer(error(400, "bad things")) as srv:
+        out = await _run(env, srv, folder=tmp_path)
+    rec = json.loads((tmp_path / "traces.jsonl").read_text())
+    assert out["metadata"]["num_errors"] == 1 and not rec["ok"] and not rec["complete"]
+    assert rec["traces"][0]["stop_condition"] == "provider_error"
+    assert rec["traces"][0]["rewards"] == {}  # an errored trace is not scored
+
+
+async def test_a_package_env_beside_its_taskset_runs_its_roles() -> None:
+    seen = []
+
+    def script(req):
+        seen.append(req.body.get("temperature"))
+        return "tiny" if req.messages[-1]["content"].startswith("Shorten") else "a very long poem indeed"
+
+    env = load_environment({"taskset": {"id": "vf-relay"}})
+    assert type(env).__name__ == "RelayEnv"
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    (state,) = out.state
+    by = {t.agent.name: t for t in state["_episode"].traces}
+    assert by["writer"].rewards["short"].score == 0.0 and by["editor"].rewards["short"].score == 1.0
+    assert seen == [None, 0.0]  # the editor role's own sampling
+    assert state["complete"] and state["reward"] == 0.5
+    assert type(env).events == ["start", "setup", "run", "stop"]
+
+
+async def test_a_rollout_timeout_is_an_incomplete_episode_line(tmp_path, monkeypatch) -> None:
+    import tempfile
+
+    boxes = tmp_path / "boxes"
+    boxes.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(boxes))
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
+    async with ScriptedServer("1", delay=30) as srv:
+        out = await _run(env, srv, folder=tmp_path, timeout=0.5)
+    assert not list(boxes.iterdir())  # the cancelled run's runtime was stopped
+    rec = json.loads((tmp_path / "traces.jsonl").read_text())
+    assert out["metadata"]["num_errors"] == 1
+    assert not rec["ok"] and not rec["complete"] and rec["error"]["source"]
+    assert rec["traces"] == [] or rec["traces"][0]["is_timeout"]
+
+
+async def test_bash_harness_runs_commands_and_edits_in_the_runtime(tmp_path) -> None:
+    def script(req):
+        last = req.messages[-1]
+        if last["role"] == "tool":
+            if "edited" in last["content"] or "wrote" in last["content"]:
+                return tool_calls(tool_call("bash", {"command": "cat note.txt"}, id="c3"))
+            if "exit code 0" in last["content"]:
+                return reply(last["content"].splitlines()[-1])
+        if last["role"] == "user":
+            assert {t["function"]["name"] for t in req.tools} >= {"bash", "edit", "add"}
+            return tool_calls(tool_call("edit", {"path": "note.txt", "old": "", "new": "1"}, id="c1"))
+        return "?"
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1},
+                            "agent": {"harness": {"id": "bash"}, "runtime": {"type": "subprocess", "workdir": str(tmp_path)}}})  # fmt: skip
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    trace = out.state[0]["_episode"].traces[0]
+    assert (tmp_path / "note.txt").read_text() == "1"
+    assert trace.last_reply == "1" and out.state[0]["reward"] == 1.0
+    assert trace.agent.config.harness["id"] == "bash"
+
+
+async def test_many_concurrent_episodes_each_get_exactly_one_line(tmp_path) -> None:
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 40}})
+    async with ScriptedServer(_sum_answer) as srv:
+        out = await _run(env, srv, num_rollouts=3, max_concurrent=16, max_concurrent_requests=8, folder=tmp_path)
+        assert srv.max_in_flight <= 8
+    lines = [json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()]
+    keys = [(x["example_id"], x["rollout_index"]) for x in lines]
+    assert len(keys) == len(set(keys)) == 120
+    assert out["metadata"]["avg_reward"] == 1.0
+    # every trace answered its own task (no crossed conversations between concurrent agents)
+    for x in lines:
+        (t,) = x["traces"]
+        a, b = t["task"]["data"]["a"], t["task"]["data"]["b"]
+        assert t["nodes"][-1]["message"]["content"] == str(a + b)
+
+
+async def test_a_role_with_its_own_client_talks_to_its_own_server() -> None:
+    async with ScriptedServer(lambda req: "###DONE###") as user_srv, ScriptedServer(lambda req: "hello") as main_srv:
+        env = load_environment({"id": "user-sim", "taskset": {"id": "vf-chat"}, "user": {"client": {"base_url": user_srv.base_url}}})
+        out = await _run(env, main_srv)
+        # the user (its own client) opens and ends each conversation; the assistant never speaks
+        assert user_srv.request_count == 2 and main_srv.request_count == 0
+    for state in out.state:
+        by = {t.agent.name: t for t in state["_episode"].traces}
+        assert by["user"].last_reply == "###DONE###" and by["assistant"].num_turns == 0
+
+
+async def test_an_env_whose_run_raises_is_a_failed_episode_the_run_survives(tmp_path) -> None:
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    class Broken(SingleAgentEnv):
+        async def run(self, task, agents):
+            await agents.agent.run(task)
+            if task.data.a == 1:
+                raise RuntimeError("env logic broke")
+
+    env = Broken(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 3}))
+    async with ScriptedServer(_sum_answer) as srv:
+        out = await _run(env, srv, folder=tmp_path)
+    lines = {x["example_id"]: x for x in map(json.loads, (tmp_path / "traces.jsonl").read_text().splitlines())}
+    assert out["metadata"]["num_errors"] == 1
+    bad = lines[1]
+    assert not bad["ok"] and not bad["complete"] and bad["error"]["source"] == "env"
+    assert "env logic broke" in bad["errors"][0]["message"]
+    assert len(bad["traces"]) == 1 and bad["traces"][0]["rewards"]["correct"]["score"] == 1.0  # kept, scored
+    assert lines[0]["ok"] and lines[2]["ok"]

@@ -1,0 +1,140 @@
+"""The interception proxy end to end: a real HTTP client, streaming and not, against a real
+upstream (ScriptedServer) through our model client."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from verifiers.clients import ModelClient
+from verifiers.testing.scripted import ScriptedServer
+from verifiers.v1.interception import CallContext, InterceptionServer, model_call
+from verifiers.v1.loading import load_taskset
+from verifiers.v1.trace import Trace
+from verifiers.v1.types import UserMessage
+
+
+def _task():
+    return next(iter(load_taskset({"id": "vf-sums", "n": 1})))
+
+
+@pytest.fixture
+async def upstream():
+    async with ScriptedServer(lambda req: "STOP now" if "halt" in req.messages[-1]["content"] else "fine", token_ids=True, logprobs=True) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        yield srv, client
+        await client.aclose()
+
+
+async def _proxied(upstream, **ctx_kwargs):
+    _srv, client = upstream
+    task = _task()
+    trace = Trace.for_task(task)
+    ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace, sampling={"temperature": 0.25}, **ctx_kwargs)
+    return ctx, trace
+
+
+async def test_non_streaming_call_is_recorded_rewritten_and_sampled(upstream) -> None:
+    srv, _ = upstream
+    ctx, trace = await _proxied(upstream)
+    async with InterceptionServer() as proxy:
+        base = proxy.register(ctx)
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
+            r = await http.post(f"{base}/chat/completions", json={"model": "x", "temperature": 1.9, "messages": [{"role": "user", "content": "my SECRET"}]})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["choices"][0]["message"]["content"] == "fine"
+    # vLLM's token ids and logprobs pass through to the program
+    assert body["prompt_token_ids"] and body["choices"][0]["token_ids"] == [ord(c) for c in "fine"]
+    assert len(body["choices"][0]["logprobs"]["content"]) == 4
+    sent = srv.requests[-1].body
+    assert sent["messages"][-1]["content"] == "my [redacted]"  # the @vf.intercept rewrite
+    assert sent["temperature"] == 0.25  # the agent's sampling wins over the program's
+    assert len(trace.calls) == 1 and [r.handler for r in trace.request_rewrites] == ["redact"]
+    (reply,) = [n for n in trace.nodes if n.sampled]
+    assert reply.token_ids[-4:] == [ord(c) for c in "fine"] and len(reply.logprobs) == 4
+
+
+async def test_streaming_call_reassembles_to_the_same_reply(upstream) -> None:
+    ctx, trace = await _proxied(upstream)
+    async with InterceptionServer() as proxy:
+        base = proxy.register(ctx)
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http, http.stream(
+            "POST", f"{base}/chat/completions", json={"model": "x", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        ) as r:
+            assert r.headers["content-type"].startswith("text/event-stream")
+            events = [line[6:] async for line in r.aiter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    assert text == "fine"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["choices"][0]["token_ids"] == [ord(c) for c in "fine"]
+    assert len(trace.calls) == 1
+
+
+async def test_a_stop_hook_ends_the_rollout_and_refuses_the_next_call(upstream) -> None:
+    srv, _ = upstream
+    ctx, trace = await _proxied(upstream)
+    async with InterceptionServer() as proxy:
+        base = proxy.register(ctx)
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
+            first = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "halt"}]})
+            n = srv.request_count
+            second = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "more"}]})
+    assert first.status_code == 200 and trace.stop_condition == "said_stop"
+    assert second.status_code == 400 and second.json()["error"]["code"] == "rollout_stopped"
+    assert srv.request_count == n  # nothing more reached the model
+
+
+async def test_bad_and_unknown_requests_get_one_clear_error(upstream) -> None:
+    ctx, trace = await _proxied(upstream)
+    async with InterceptionServer() as proxy:
+        base = proxy.register(ctx)
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
+            bad = await http.post(f"{base}/chat/completions", content=b"{not json")
+            shape = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "wizard", "content": 1}]})
+            gone = await http.post(f"http://127.0.0.1:{proxy.port}/r/nope/v1/chat/completions", json={"messages": []})
+            deep = await http.post(f"{base}/chat/completions", content=b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+            odd = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "assistant", "tool_calls": [{"function": 3}]}]})
+            nosecret = await http.post(f"{base}/chat/completions", headers={"Authorization": "Bearer guess"}, json={"messages": [{"role": "user", "content": "hi"}]})
+            huge = await http.post(f"{base}/chat/completions", content=b'{"messages": "' + b"x" * (65 * 1024 * 1024) + b'"}')
+    assert bad.status_code == 400 and shape.status_code == 400 and gone.status_code == 404
+    assert deep.status_code == 400 and odd.status_code == 400 and huge.status_code == 413
+    assert nosecret.status_code == 404  # a route's URL alone does not reach the model
+    assert not trace.calls
+
+
+async def test_in_process_calls_record_the_same_trace_as_the_proxy(upstream) -> None:
+    """Why the null harness skips HTTP: model_call is the function behind the proxy, so the
+    trace is the same call for call (ids and timestamps aside)."""
+    ctx_a, via_proxy = await _proxied(upstream)
+    ctx_b, direct = await _proxied(upstream)
+    async with InterceptionServer() as proxy:
+        base = proxy.register(ctx_a)
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx_a.secret}"}) as http:
+            await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "my SECRET"}]})
+    await model_call(ctx_b, [UserMessage(content="my SECRET")], None)
+
+    def shape(t: Trace):
+        return [n.model_dump(exclude={"timestamp"}) for n in t.nodes], [(c.node, c.finish_reason, c.sampling) for c in t.calls], t.request_rewrites
+
+    assert shape(via_proxy) == shape(direct)
+
+
+async def test_an_external_harness_reaches_the_model_only_through_the_proxy() -> None:
+    from verifiers.v1.env import load_environment
+    from verifiers.v1.rollout import run_v1
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}, "agent": {"harness": {"id": "vf-curl-harness"}, "sampling": {"temperature": 0.5}}})
+    async with ScriptedServer(lambda req: "1") as srv:
+        client = ModelClient.from_any(srv.base_url)
+        out = await run_v1(env, list(env.taskset), client, model="scripted-model")
+        await client.aclose()
+        assert srv.requests[-1].body["temperature"] == 0.5
+    state = out.state[0]
+    trace = state["_episode"].traces[0]
+    assert trace.info["program_stdout"] == "1"
+    assert len(trace.calls) == 1 and trace.last_reply == "1" and state["reward"] == 1.0

@@ -1,0 +1,128 @@
+"""``vf eval`` for v1 environments as a real subprocess against a real loopback model server."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+from tests.cli.helpers import run_vf
+from tests.v1.conftest import PACKAGES
+from verifiers.testing.scripted import ScriptedServer
+
+
+def _answer(req) -> str:
+    m = re.search(r"(\d+) \+ (\d+)", req.messages[-1]["content"] or "")
+    return str(int(m.group(1)) + int(m.group(2)))
+
+
+ENV = {"PYTHONPATH_EXTRA": ""}
+
+
+def _vf(*args, cwd, script="vf"):
+    import os
+
+    from tests.cli.helpers import REPO
+
+    return run_vf(*args, script=script, cwd=cwd, env={"PYTHONPATH": f"{REPO}{os.pathsep}{PACKAGES}"})
+
+
+def test_eval_at_config_writes_traces_and_resumes(tmp_path) -> None:
+    config = tmp_path / "eval.toml"
+    config.write_text(
+        """
+model = "scripted-model"
+num_rollouts = 2
+max_concurrent = 2
+output_dir = "out"
+
+[client]
+base_url = "BASE"
+
+[sampling]
+temperature = 0.3
+
+[select]
+limit = 3
+
+[run]
+dir = "run1"
+
+[env.taskset]
+id = "vf-sums"
+n = 5
+
+[env.agent]
+max_turns = 2
+
+[env.agent.harness]
+id = "null"
+
+[env.agent.runtime]
+type = "subprocess"
+"""
+    )
+    gate = threading.Event()
+    seen = []
+
+    def script(req):
+        seen.append(req.body)
+        # the 4th episode's model call fails until the gate opens: the first run records it failed
+        if "2 + 3" in req.messages[-1]["content"] and not gate.is_set():
+            from verifiers.testing.scripted import error
+
+            return error(400, "not now")
+        return _answer(req)
+
+    with ScriptedServer(script) as srv:
+        config.write_text(config.read_text().replace("BASE", srv.base_url))
+        first = _vf("eval", "@", str(config), cwd=tmp_path)
+        assert first.returncode == 1, first.stderr  # two episodes failed
+        run = tmp_path / "out" / "run1"
+        lines = [json.loads(x) for x in (run / "traces.jsonl").read_text().splitlines()]
+        assert len(lines) == 6
+        assert sum(1 for x in lines if not x["complete"]) == 2
+        assert all(b["temperature"] == 0.3 for b in seen)
+        meta = json.loads((run / "metadata.json").read_text())
+        assert meta["num_rollouts"] == 6 and meta["num_errors"] == 2
+        assert (run / "configs" / "eval.json").is_file()
+
+        gate.set()
+        n_before = srv.request_count
+        again = _vf("eval", "@", str(config), "--resume", cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        assert srv.request_count - n_before == 2  # only the two failed episodes ran again
+        meta = json.loads((run / "metadata.json").read_text())
+        assert meta["num_rollouts"] == 6 and meta["num_errors"] == 0 and meta["avg_reward"] == 1.0
+        assert "avg_reward" in again.stdout or "reward" in again.stdout
+
+        # --resume <run folder> reads the run's own saved config
+        third = _vf("eval", "--resume", str(run), cwd=tmp_path)
+        assert third.returncode == 0, third.stderr
+        assert srv.request_count - n_before == 2
+
+
+def test_eval_by_id_with_dotted_overrides_and_vf_eval_script(tmp_path) -> None:
+    with ScriptedServer(_answer) as srv:
+        res = _vf("eval", "vf-sums", "-m", "scripted-model", "-b", srv.base_url, "-n", "2", "-r", "1",
+                  "--env.taskset.n=4", "--env.agent.max-turns", "1", "-o", str(tmp_path / "o"), cwd=tmp_path)  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        (run,) = (tmp_path / "o").iterdir()
+        lines = [json.loads(x) for x in (run / "traces.jsonl").read_text().splitlines()]
+        assert len(lines) == 2 and all(x["traces"][0]["agent"]["config"]["max_turns"] == 1 for x in lines)
+        # the original's console-script name runs v1 too
+        res = _vf("vf-sums", "-m", "scripted-model", "-b", srv.base_url, "-n", "1", "-o", str(tmp_path / "p"), cwd=tmp_path, script="vf-eval")
+        assert res.returncode == 0, res.stderr
+        assert len(list((tmp_path / "p").iterdir())) == 1
+
+
+def test_bad_config_is_one_line(tmp_path) -> None:
+    res = _vf("eval", "vf-sums", "--env.agent.runtime.type", "docker", "-m", "x", cwd=tmp_path)
+    assert res.returncode == 1
+    assert res.stderr.strip().count("\n") == 0 and "docker" in res.stderr and "Traceback" not in res.stderr
+    res = _vf("eval", "vf-sums", "--env.agnt.max-turns", "2", "-m", "x", cwd=tmp_path)
+    assert res.returncode == 1 and "agnt" in res.stderr and "Traceback" not in res.stderr
+    res = _vf("eval", "vf-sums", "--resume", "-m", "x", cwd=tmp_path)  # which run? (names are stamped)
+    assert res.returncode == 1 and "run.dir" in res.stderr
+    res = _vf("eval", "@", str(tmp_path / "missing.toml"), cwd=tmp_path)
+    assert res.returncode == 1 and "does not exist" in res.stderr

@@ -1,0 +1,297 @@
+"""``vf eval`` for v1 environments: ``vf eval <taskset-id> [flags]`` and ``vf eval @ config.toml``.
+
+The original's keys: ``model``, ``[client]`` (``base_url``, ``api_key_var``), ``[sampling]``,
+``[env]`` (``id``, ``[env.taskset]``, ``[env.<role>.harness]``, ``[env.<role>.runtime]``),
+``[select]`` (``limit`` / ``-n``), ``num_rollouts`` / ``-r``, ``max_concurrent`` / ``-c``,
+``output_dir`` / ``-o``, ``[run]`` (``name``, ``dir``), ``resume``. Any key can be set with a
+dotted flag (``--env.agent.max-turns 3``, ``--sampling.temperature=0.2``; ``-`` and ``_`` are the
+same); flags override the file. The run writes ``output_dir/<run>/traces.jsonl`` (one episode a
+line), ``metadata.json`` and ``configs/eval.json``; ``--resume`` (with the same config, or
+``--resume <run folder>``) keeps the complete episodes already written.
+
+``vf eval`` and ``vf-eval`` send a command line here when :func:`wants_v1` says it is one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, ValidationError
+
+from verifiers.cli.errors import UserError
+from verifiers.v1.configs import BaseConfig, SelectCLIConfig
+
+SHORT = {"-m": "model", "-n": "select.limit", "-r": "num_rollouts", "-c": "max_concurrent", "-o": "output_dir",
+         "-b": "client.base_url", "-k": "client.api_key_var", "-s": "select.shuffle", "-v": "verbose"}  # fmt: skip
+LONG_ALIASES = {
+    "base_url": "client.base_url", "api_key_var": "client.api_key_var", "num_examples": "select.limit",
+    "rollouts_per_example": "num_rollouts", "api_base_url": "client.base_url", "save_dataset": "save",
+    "max_tokens": "sampling.max_tokens", "temperature": "sampling.temperature",
+}  # fmt: skip
+FLAGS = {"verbose", "resume", "save", "select.shuffle", "push"}  # take no value
+
+
+class ClientSection(BaseConfig):
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key_var: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float | None = Field(None, gt=0)
+
+
+class RunSection(BaseConfig):
+    name: str | None = None
+    dir: str | None = None
+
+
+class V1EvalConfig(BaseConfig):
+    env: dict[str, Any] = Field(default_factory=dict)
+    run: RunSection = RunSection()
+    model: str | None = Field(None, validation_alias=AliasChoices("model", "m"))
+    client: ClientSection = ClientSection()
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    select: SelectCLIConfig = SelectCLIConfig()
+    num_rollouts: int = Field(1, ge=1, validation_alias=AliasChoices("num_rollouts", "group_size", "rollouts_per_example", "r"))
+    max_concurrent: int | None = Field(128, ge=1, validation_alias=AliasChoices("max_concurrent", "c"))
+    max_concurrent_requests: int | None = Field(None, ge=1)
+    rollout_timeout: float | None = Field(None, gt=0)
+    output_dir: Path = Field(Path("outputs"), validation_alias=AliasChoices("output_dir", "o"))
+    resume: bool = False
+    verbose: bool = Field(False, validation_alias=AliasChoices("verbose", "v"))
+    save: bool = True
+    push: bool = False
+
+
+def _value(text: str) -> Any:
+    """A flag's value: JSON (numbers, booleans, lists, tables) when it parses, else the text."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = [k.replace("-", "_") for k in dotted.split(".")]
+    node = tree
+    for k in keys[:-1]:
+        nxt = node.get(k)
+        if not isinstance(nxt, dict):
+            nxt = node[k] = {}
+        node = nxt
+    node[keys[-1]] = value
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"config file {path} does not exist")
+    try:
+        if path.suffix == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"config file {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"config file {path}: the top level must be a table")
+    return data
+
+
+def parse_argv(argv: list[str]) -> tuple[dict[str, Any], Path | None]:
+    """The config tree ``argv`` describes (file first, flags over it), and a ``--resume`` folder."""
+    file_data: dict[str, Any] = {}
+    flags: dict[str, Any] = {}
+    resume_dir: Path | None = None
+    positional: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        i += 1
+        if tok == "@":
+            if i >= len(argv):
+                raise UserError("`@` needs a config file: vf eval @ config.toml")
+            file_data = _merge(file_data, read_config_file(Path(argv[i])))
+            i += 1
+            continue
+        if tok.startswith("@") and len(tok) > 1:
+            file_data = _merge(file_data, read_config_file(Path(tok[1:])))
+            continue
+        if not tok.startswith("-") or tok == "-":
+            positional.append(tok)
+            continue
+        name, eq, value = tok.partition("=")
+        if name in SHORT:
+            key = SHORT[name]
+        elif name.startswith("--"):
+            key = name[2:].replace("-", "_")
+            key = LONG_ALIASES.get(key, key)
+        else:
+            raise UserError(f"unknown flag {name}")
+        negate = key.startswith("no_") and not eq
+        if negate:
+            key = key[3:]
+        if key == "resume" and not eq and i < len(argv) and not argv[i].startswith("-") and Path(argv[i]).is_dir():
+            resume_dir = Path(argv[i])
+            i += 1
+            flags["resume"] = True
+            continue
+        if eq:
+            val: Any = _value(value)
+        elif negate or key in FLAGS or key.rsplit(".", 1)[-1] in FLAGS:
+            val = not negate
+        else:
+            if i >= len(argv):
+                raise UserError(f"{name} needs a value")
+            val = _value(argv[i])
+            i += 1
+        _set(flags, key, val)
+    if len(positional) > 1:
+        raise UserError(f"one taskset id, got {positional}")
+    tree = _merge(file_data, flags)
+    if positional:
+        _set(tree, "env.taskset.id", positional[0])
+    return tree, resume_dir
+
+
+def _run_folder(cfg: V1EvalConfig, env: Any) -> Path:
+    name = cfg.run.dir or cfg.run.name
+    if not name:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        taskset = str(env.config.taskset.id).replace("/", "--")
+        name = f"{taskset}--{(cfg.model or 'model').replace('/', '--')}--{stamp}"
+    return cfg.output_dir / name
+
+
+def run(argv: list[str]) -> int:
+    """Run a v1 eval; the exit code (0: every episode finished, 1: some failed)."""
+    from rich.console import Console
+
+    from verifiers.cli.render import summary_table
+    from verifiers.v1.env import load_environment
+    from verifiers.v1.plugins import PluginError
+
+    tree, resume_dir = parse_argv(argv)
+    if resume_dir is not None:
+        saved = resume_dir / "configs" / "eval.json"
+        if not saved.is_file():
+            raise UserError(f"{resume_dir} is not a v1 run folder (no configs/eval.json)")
+        base = read_config_file(saved)
+        tree = _merge(base, tree)
+        tree.setdefault("run", {})["dir"] = resume_dir.name
+        tree["output_dir"] = str(resume_dir.parent)
+    try:
+        cfg = V1EvalConfig.model_validate(tree)
+    except ValidationError as exc:
+        from verifiers.v1.plugins import validation_message
+
+        raise UserError(f"eval config: {validation_message(exc)}") from None
+    if cfg.resume and not (cfg.run.dir or cfg.run.name):
+        raise UserError("resume needs the run's folder: set run.dir (or run.name) in the config, or pass --resume <run folder>")
+    if cfg.push:
+        raise UserError("push is not available for v1 runs yet (the run folder is written locally)")
+    try:
+        env = load_environment(cfg.env)
+        env.check()
+    except (PluginError, ModuleNotFoundError, TypeError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    tasks = list(env.taskset.select(cfg.select))
+    if not tasks:
+        raise UserError("the selection holds no tasks")
+    folder = _run_folder(cfg, env) if cfg.save else None
+    if folder is not None and not cfg.resume and (folder / "traces.jsonl").exists():
+        raise UserError(f"{folder} already holds a run", hint=f"resume it: vf eval --resume {folder}")
+    err = Console(stderr=True)
+    return asyncio.run(_run(cfg, env, tasks, folder, err, summary_table))
+
+
+async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | None, err: Any, summary_table: Any) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from verifiers.clients import ModelClient
+    from verifiers.v1.rollout import run_v1
+
+    client = ModelClient.from_any(cfg.client.model_dump(exclude_none=True))
+    try:
+        model = cfg.model
+        if model is None:
+            try:
+                models = await client.models()
+            except Exception as exc:
+                raise UserError(f"no model given and the server at {cfg.client.base_url} did not list one ({exc})", hint="pass -m MODEL") from None
+            if not models:
+                raise UserError(f"no model given and the server at {cfg.client.base_url} serves none", hint="pass -m MODEL")
+            model = models[0]
+        if folder is not None:
+            (folder / "configs").mkdir(parents=True, exist_ok=True)
+            saved = cfg.model_dump(mode="json", exclude={"resume"})
+            saved["model"] = model
+            (folder / "configs" / "eval.json").write_text(json.dumps(saved, indent=2), encoding="utf-8")
+        err.print(f"[bold]{env.env_id}[/] over [bold]{env.config.taskset.id}[/] with [bold]{model}[/]: "
+                  f"{len(tasks)} tasks x {cfg.num_rollouts} rollouts" + (f" -> {folder}" if folder else ""))  # fmt: skip
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                      console=err, transient=False, disable=not err.is_terminal) as progress:  # fmt: skip
+            bar = progress.add_task("episodes", total=len(tasks) * cfg.num_rollouts, info="")
+
+            def on_progress(ev: dict[str, Any]) -> None:
+                progress.update(bar, completed=ev["done"], total=ev["total"], info=f"reward {ev['avg_reward']:.3f}  errors {ev['errors']}")
+
+            out = await run_v1(
+                env, tasks, client, model=model, sampling_args=cfg.sampling, num_rollouts=cfg.num_rollouts,
+                max_concurrent=cfg.max_concurrent, max_concurrent_requests=cfg.max_concurrent_requests,
+                timeout=cfg.rollout_timeout, folder=folder, resume=cfg.resume, on_progress=on_progress,
+            )  # fmt: skip
+    finally:
+        await client.aclose()
+    from rich.console import Console
+
+    Console().print(summary_table(out.metadata, title="v1 eval"))
+    if folder is not None:
+        err.print(f"traces: {folder / 'traces.jsonl'}")
+    return 1 if out.metadata.get("num_errors") else 0
+
+
+def wants_v1(argv: list[str]) -> bool:
+    """Whether an ``eval`` command line is a v1 one: a config file (``@``), a dotted flag
+    (``--env.x``), ``--resume`` of a v1 run folder, or a first argument naming an importable
+    v1 package."""
+    if any(a == "@" or a.startswith("@") for a in argv):
+        return True
+    if any(a.startswith(("--env.", "--sampling.", "--select.", "--client.", "--run.")) for a in argv):
+        return True
+    for flag, folder in itertools.pairwise(argv):
+        if flag == "--resume" and (Path(folder) / "configs" / "eval.json").is_file():
+            return True  # a v1 run folder (a classic one holds results.jsonl and no eval.json)
+    first, i = None, 0
+    while i < len(argv):  # the first argument that is not a flag's value
+        tok = argv[i]
+        if not tok.startswith("-"):
+            first = tok
+            break
+        takes_value = "=" not in tok and SHORT.get(tok, tok[2:].replace("-", "_")) not in FLAGS and not tok.startswith("--no-")
+        i += 2 if takes_value else 1
+    if first is None or first.endswith(".py") or Path(first).exists():
+        return False
+    try:
+        from verifiers.v1.loading import v1_taskset_class
+        from verifiers.v1.plugins import import_plugin
+
+        return v1_taskset_class(import_plugin(first, "taskset")) is not None
+    except Exception:
+        return False
+
+
+def main(argv: list[str]) -> None:
+    from verifiers.cli.errors import guarded
+
+    raise SystemExit(guarded(run)(argv))

@@ -1,0 +1,331 @@
+"""Agents: one role of an env (``[env.<role>]``), its config, and what an env's ``run`` calls.
+
+``Agent.run(task)`` plays one task to its end and returns the scored trace;
+``Agent.interaction(task)`` opens a conversation whose ``.turn(message)`` returns each
+``Segment`` (the env relays between agents: user-sim). Each run is its own trace: a fresh
+runtime, the task's ``setup`` / ``finalize``, its stop and intercept hooks on every model call,
+the harness's loop. A failure inside a run is recorded on its trace (the env decides what it
+means); only a cancellation propagates.
+
+Scoring is not done here: the episode's traces are scored after the env's ``run`` by the
+engine's scoring stage (``verifiers.v1.rollout.V1Scorer``), while their runtimes are still up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic
+
+from pydantic import Field, SerializeAsAny, field_validator, model_validator
+from typing_extensions import TypeVar
+
+from verifiers.v1.configs import BaseConfig, WireAgentConfig
+from verifiers.v1.errors import HarnessError, RolloutError, SandboxError
+from verifiers.v1.harness import Harness, HarnessConfig, chat_loop, last_reply, load_harness, tool_functions
+from verifiers.v1.plugins import narrow_field
+from verifiers.v1.runtimes import RuntimeConfig, SubprocessConfig, make_runtime, resolve_runtime_config
+from verifiers.v1.trace import AgentInfo, Trace
+from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMessage
+
+if TYPE_CHECKING:
+    from verifiers.v1.interception import CallContext, InterceptionServer
+    from verifiers.v1.runtimes import Runtime
+    from verifiers.v1.task import Task
+
+
+class TimeoutConfig(BaseConfig):
+    """Seconds per stage of one agent run (None: the task's own, else none)."""
+
+    setup: float | None = Field(None, gt=0)
+    rollout: float | None = Field(None, gt=0)
+    finalize: float | None = Field(None, gt=0)
+    scoring: float | None = Field(None, gt=0)
+
+
+class AgentClientConfig(BaseConfig):
+    """A role's own model endpoint (else the run's): ``base_url``, ``api_key_var``, ``headers``."""
+
+    base_url: str
+    api_key_var: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float | None = Field(None, gt=0)
+
+
+class AgentConfig(BaseConfig):
+    """``[env.<role>]``: one agent role. Unset fields fall back to the run's (model, client,
+    sampling) or the taskset's default harness."""
+
+    harness: SerializeAsAny[HarnessConfig] | None = None
+    runtime: SerializeAsAny[RuntimeConfig] = SubprocessConfig()
+    """The embedded default is the local subprocess runtime (the original's is a hosted sandbox)."""
+    model: str | None = None
+    client: AgentClientConfig | None = None
+    sampling: SamplingConfig | None = None
+    max_turns: int | None = Field(None, ge=1)
+    """Model calls one run may make (then it stops as ``max_turns``)."""
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    max_total_tokens: int | None = None
+    timeout: TimeoutConfig = TimeoutConfig()
+    retries: dict[str, Any] = Field(default_factory=dict)
+    network_notice: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _narrow(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            narrow_field(data, "harness", "harness")
+        return data
+
+    @field_validator("runtime", mode="before")
+    @classmethod
+    def _runtime(cls, value: Any) -> Any:
+        return resolve_runtime_config(value)
+
+    def wire(self) -> WireAgentConfig:
+        """The config as a trace records it."""
+        return WireAgentConfig.model_validate(self.model_dump(mode="json", exclude_none=True, serialize_as_any=True))
+
+
+@dataclass
+class Segment:
+    """What one ``turn`` produced: its new messages, and whether the run ended (a stop, an error,
+    ``max_turns``)."""
+
+    messages: Messages
+    root_reply: str | None = None
+    terminated: bool = False
+
+    @property
+    def last_reply(self) -> str:
+        return last_reply(self.messages)
+
+
+@dataclass
+class RunContext:
+    """What every agent of one episode shares: the run's client, model and sampling, the proxy,
+    the gate on agents running at once, and where finished traces go."""
+
+    client: Any
+    model: str
+    sampling: dict[str, Any] = field(default_factory=dict)
+    proxy: Callable[[], Any] | None = None
+    gate: asyncio.Semaphore | None = None
+    clients: dict[str, Any] = field(default_factory=dict)
+    on_trace: Callable[[Trace, Any], None] | None = None
+
+
+class Interaction:
+    """One agent's open conversation on one task."""
+
+    def __init__(self, agent: Agent, task: Task, trace: Trace, runtime: Runtime, ctx: CallContext) -> None:
+        self.agent, self.task, self._trace, self.runtime, self.ctx = agent, task, trace, runtime, ctx
+        self.messages: list[Any] = []
+        data = task.data
+        if data.system_prompt:
+            self.messages.append(SystemMessage(content=data.system_prompt))
+
+    @property
+    def trace(self) -> Trace:
+        return self._trace
+
+    async def turn(self, message: str | Messages | None = None) -> Segment:
+        """Send ``message`` (text, messages, or None: the task's own prompt on the first turn)
+        and let the harness run until the model answers; a turn after the run ended is empty."""
+        trace = self._trace
+        if trace.is_completed:
+            return Segment([], terminated=True)
+        if message is None and len(self.messages) <= 1:
+            message = self.task.data.prompt
+        if isinstance(message, str):
+            self.messages.append(UserMessage(content=message))
+        elif message:
+            self.messages.extend(message)
+        before = len(self.messages)
+        gate = self.agent.run_ctx.gate
+        try:
+            async with gate if gate is not None else contextlib.nullcontext():
+                self.messages = await self.agent._play(self)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            trace.record_error(exc if isinstance(exc, RolloutError) else HarnessError(f"{type(exc).__name__}: {exc}"))
+        # a run at its max_turns takes no further turn: the env sees the segment as the last one
+        limit = self.ctx.max_turns
+        exhausted = limit is not None and len(trace.calls) >= limit
+        segment = Segment(self.messages[before:], terminated=trace.is_completed or exhausted)
+        trace.root_reply = segment.last_reply or trace.root_reply
+        return segment
+
+
+class Agent:
+    """One role of one episode: ``run(task)`` and ``interaction(task)``."""
+
+    def __init__(self, config: AgentConfig, *, name: str = "agent", harness: Harness | None = None, run_ctx: RunContext | None = None) -> None:
+        self.config = config
+        self.name = name
+        self.harness = harness if harness is not None else load_harness(config.harness or "null")
+        if run_ctx is None:
+            raise ValueError("an Agent needs the run's context (model client); build it through make_agent")
+        self.run_ctx = run_ctx
+        self.trainable = True
+
+    @property
+    def model(self) -> str:
+        return self.config.model or self.run_ctx.model
+
+    def _client(self) -> Any:
+        cfg = self.config.client
+        if cfg is None:
+            return self.run_ctx.client
+        key = cfg.model_dump_json()
+        if key not in self.run_ctx.clients:
+            from verifiers.clients import ModelClient
+
+            fields = cfg.model_dump(exclude_none=True)
+            self.run_ctx.clients[key] = ModelClient.from_any(fields)
+        return self.run_ctx.clients[key]
+
+    def _sampling(self) -> dict[str, Any]:
+        own = self.config.sampling.model_dump(exclude_none=True) if self.config.sampling is not None else {}
+        return {**self.run_ctx.sampling, **own}
+
+    async def run(self, task: Task) -> Trace:
+        """Play ``task`` to its end (the task's prompt is the first message); the trace."""
+        async with self.interaction(task) as it:
+            await it.turn()
+        return it.trace
+
+    @contextlib.asynccontextmanager
+    async def interaction(self, task: Task) -> AsyncIterator[Interaction]:
+        from verifiers.v1.interception import CallContext
+
+        trace = Trace.for_task(task, agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
+        trace.ok = True
+        runtime = None
+        timing = trace.timing
+        timing.boot.start = time.time()
+        try:
+            runtime = make_runtime(self.config.runtime)
+            trace.agent.runtime = runtime.info
+            await runtime.start()
+            trace.agent.runtime = runtime.info
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            trace.record_error(exc if isinstance(exc, SandboxError) else SandboxError(str(exc)))
+        ctx = CallContext.for_task(
+            task, client=self._client(), model=self.model, trace=trace, runtime=runtime,
+            sampling=self._sampling(), max_turns=self.config.max_turns, endpoint="chat_completions",
+        )  # fmt: skip
+        it = Interaction(self, task, trace, runtime, ctx)  # type: ignore[arg-type]
+        timing.boot.end = timing.setup.start = time.time()
+        if runtime is not None and not trace.is_completed:
+            await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
+            await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
+        timing.setup.end = timing.agent.start = time.time()
+        try:
+            limit = self.config.timeout.rollout or task.data.timeout.agent
+            if limit:
+                try:
+                    async with asyncio.timeout(limit):
+                        yield it
+                except TimeoutError:
+                    trace.record_timeout("rollout")
+            else:
+                yield it
+        finally:
+            timing.agent.end = timing.finalize.start = time.time()
+            trace.split_agent_time()
+            if runtime is not None and not trace.is_timeout:
+                await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
+            timing.finalize.end = time.time()
+            if not trace.is_completed:
+                trace.stop("completed")
+            trace.ok = not trace.errors
+            if self.run_ctx.on_trace is not None:
+                self.run_ctx.on_trace(trace, (task, runtime))
+            elif runtime is not None:
+                await runtime.stop()
+
+    async def _stage(self, trace: Trace, stage: str, fn: Callable[[], Any], limit: float | None) -> None:
+        from verifiers.v1.errors import TaskError
+
+        try:
+            async with asyncio.timeout(limit):
+                await fn()
+        except TimeoutError:
+            trace.record_timeout(stage)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            trace.record_error(exc if isinstance(exc, RolloutError) else TaskError(f"{stage}: {type(exc).__name__}: {exc}"))
+
+    async def _play(self, it: Interaction) -> list[Any]:
+        """One turn of the harness: the in-process loop, or the program through the proxy."""
+        harness = self.harness
+        if harness.IN_PROCESS:
+            tools = tool_functions(it.task, *it.task.toolsets(it.task.config))
+            tools.update(harness.extra_tools(it.runtime))  # type: ignore[attr-defined]
+            for name in harness.config.disabled_tools or ():
+                tools.pop(name, None)
+            available = {"trace": it.trace, "runtime": it.runtime, "state": it.trace.state, "task": it.task.data}
+            return await chat_loop(it.ctx, it.messages, tools, tool_timeout=harness.config.tool_timeout, available=available)
+        proxy: InterceptionServer | None = await self.run_ctx.proxy() if self.run_ctx.proxy is not None else None
+        if proxy is None:
+            raise HarnessError(f"harness {harness.config.id!r} runs a program, and this run has no interception proxy")
+        endpoint = proxy.register(it.ctx)
+        try:
+            data = it.task.data.model_copy(update={"prompt": list(it.messages)})
+            result = await harness.launch(it.ctx, it.trace, it.runtime, endpoint, it.ctx.secret or "", {}, data)
+        finally:
+            proxy.unregister(endpoint)
+        if result is not None and not result.ok:
+            raise HarnessError(f"harness {harness.config.id!r} exited {result.returncode}: {result.stderr.strip()[-500:]}")
+        return list(it.trace.messages) if it.trace.nodes else list(it.messages)
+
+
+AgentT = TypeVar("AgentT", bound=Agent, default=Agent)
+
+
+def make_agent(config: AgentConfig, *, name: str = "agent", harness: Harness | None = None, run_ctx: RunContext) -> Agent:
+    return Agent(config, name=name, harness=harness, run_ctx=run_ctx)
+
+
+class Agents(Generic[AgentT]):
+    """An episode's agents by role name (``agents.solver``); each is made on first use."""
+
+    def __init__(self, config: Any, make: Callable[[str, AgentConfig], AgentT]) -> None:
+        self._specs = {k: v for k, v in (agent_config_fields(config) if not isinstance(config, dict) else config).items()}
+        self._make = make
+        self._agents: dict[str, AgentT] = {}
+
+    def __getattr__(self, name: str) -> AgentT:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in self._agents:
+            if name not in self._specs:
+                raise AttributeError(f"no agent role {name!r} (roles: {', '.join(sorted(self._specs)) or 'none'})")
+            self._agents[name] = self._make(name, self._specs[name])
+        return self._agents[name]
+
+    def __getitem__(self, name: str) -> AgentT:
+        return self.__getattr__(name)
+
+    def __iter__(self) -> Any:
+        return iter(self._specs)
+
+
+def agent_config_fields(config: Any) -> dict[str, AgentConfig]:
+    """The roles of an env config: its ``AgentConfig`` fields, by name."""
+    out = {}
+    for name in type(config).model_fields:
+        value = getattr(config, name, None)
+        if isinstance(value, AgentConfig):
+            out[name] = value
+    return out

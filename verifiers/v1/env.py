@@ -1,0 +1,209 @@
+"""Envs: a taskset, the agents that play it, and how one task becomes one episode.
+
+``Env[MyConfig]`` declares its roles as ``AgentConfig`` fields of its ``EnvConfig`` subclass and
+writes ``run(task, agents)``; optional hooks: ``setup(agents)`` (before ``run``, once per
+episode), ``finalize(task, episode)`` (cross-agent judgement after every trace is scored),
+``complete(episode)`` (what ``--resume`` keeps), ``start()`` / ``stop()`` (the env's shared
+resources around a whole run). An env is a plugin: by id (``best-of-n``), else the one a
+taskset package exports, else ``single-agent``.
+
+An episode is one engine rollout (``verifiers.v1.rollout`` builds the plan); the engine owns
+the run: concurrency, timeouts, error recording, ``traces.jsonl``, resume and the summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import ABC, abstractmethod
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Generic
+
+from typing_extensions import TypeVar
+
+from verifiers.v1.agents import Agent, AgentConfig, Agents, RunContext, agent_config_fields, make_agent
+from verifiers.v1.episode import EnvInfo, Episode
+from verifiers.v1.errors import EnvError
+from verifiers.v1.harness import Harness, load_harness
+from verifiers.v1.loading import EnvConfig, load_taskset, v1_taskset_class
+from verifiers.v1.plugins import PluginError, concrete_type, import_plugin, plugin_class, validation_message
+from verifiers.v1.runtimes import SubprocessConfig
+from verifiers.v1.trace import Error, Trace, TraceTask
+
+if TYPE_CHECKING:
+    from verifiers.v1.task import Task
+
+ConfigT = TypeVar("ConfigT", bound=EnvConfig, default=EnvConfig)
+DEFAULT_ENV = "single-agent"
+
+
+class Env(ABC, Generic[ConfigT]):
+    """A taskset, the agents that play it, and how one task becomes one episode."""
+
+    def __init__(self, config: ConfigT) -> None:
+        config_cls = self.config_type()
+        if not isinstance(config, config_cls):
+            raise TypeError(f"{type(self).__name__} declares Env[{config_cls.__name__}], but was handed a {type(config).__name__}")
+        if config.model_extra:
+            raise PluginError(
+                f"env {type(self).__name__}: unknown keys {', '.join(sorted(config.model_extra))} "
+                f"(its roles: {', '.join(agent_config_fields(config)) or 'none'})"
+            )
+        if not config.taskset.id:
+            raise PluginError(f"{type(self).__name__} needs a taskset: set [env.taskset] id (or `vf eval <taskset-id>`)")
+        self.config: ConfigT = config
+        self.env_id: str = config.id or DEFAULT_ENV
+        self.env_args: dict[str, Any] = {}
+        self.taskset = load_taskset(config.taskset)
+        self._agent_specs = agent_config_fields(config)
+        if not self._agent_specs:
+            raise PluginError(f"{type(self).__name__} declares no agents (an AgentConfig field per role)")
+        self._harnesses: dict[str, Harness] = {}
+        for name, spec in self._agent_specs.items():
+            self._harnesses[name] = load_harness(spec.harness or "null")
+
+    @classmethod
+    def config_type(cls) -> type[EnvConfig]:
+        return concrete_type(cls, EnvConfig, origin=Env) or concrete_type(cls, EnvConfig) or EnvConfig
+
+    # --- the surface an env overrides ------------------------------------------------------------
+
+    async def setup(self, agents: Agents) -> None:
+        """Before ``run`` sees this episode's agents (e.g. ``agents.user.trainable = False``)."""
+
+    @abstractmethod
+    async def run(self, task: Task, agents: Agents) -> None:
+        """One episode: how the agents play ``task``; each finished agent run joins the episode."""
+
+    async def finalize(self, task: Task, episode: Episode) -> None:
+        """Cross-agent judgement over the scored episode (``record_reward`` / ``record_metric``)."""
+
+    def complete(self, episode: Episode) -> bool:
+        """Whether a finished episode is kept by ``--resume`` (else it is run again)."""
+        return episode.ok
+
+    async def start(self) -> None:
+        """Bring up the env's shared resources before any episode."""
+
+    async def stop(self) -> None:
+        """Tear down what ``start`` built (also after a partial ``start``)."""
+
+    # --- machinery -------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Refuse, before any episode, a role whose harness or runtime cannot start here: one
+        line each (``PluginError``)."""
+        from verifiers.v1.runtimes import make_runtime
+
+        for name, spec in self._agent_specs.items():
+            if not isinstance(spec.runtime, SubprocessConfig):
+                try:
+                    make_runtime(spec.runtime)
+                except Exception as exc:
+                    raise PluginError(f"[env.{name}.runtime]: {exc}") from None
+            why = self._harnesses[name].refusal(spec.runtime.type)
+            if why:
+                raise PluginError(f"[env.{name}.harness]: {why}")
+
+    def agents_for(self, run_ctx: RunContext) -> Agents:
+        def make(name: str, spec: AgentConfig) -> Agent:
+            return make_agent(spec, name=name, harness=self._harnesses[name], run_ctx=run_ctx)
+
+        return Agents(self.config, make)
+
+    async def run_episode(self, task: Task, run_ctx: RunContext) -> tuple[Episode, list[tuple[Trace, Any]]]:
+        """Play one episode; the traces come back unscored, with what scoring them needs (their
+        task and runtime). An exception of ``run`` fails the episode (recorded, not raised)."""
+        finished: list[tuple[Trace, Any]] = []
+        previous = run_ctx.on_trace
+        run_ctx.on_trace = lambda trace, extra: finished.append((trace, extra))
+        episode = Episode(env=EnvInfo(id=self.env_id, name=type(self).__name__),
+                          task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash))  # fmt: skip
+        try:
+            agents = self.agents_for(run_ctx)
+            await self.setup(agents)
+            await self.run(task, agents)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            # a cancelled episode (the rollout's timeout) is never scored: stop what it started
+            for _, (_, runtime) in finished:
+                if runtime is not None:
+                    with contextlib.suppress(Exception):
+                        await runtime.stop()
+            raise
+        except Exception as exc:
+            err = exc if isinstance(exc, EnvError) else EnvError(f"{type(exc).__name__}: {exc}")
+            episode.errors.append(Error(type=type(exc).__name__, message=str(err)))
+        finally:
+            run_ctx.on_trace = previous
+        episode.traces = [t for t, _ in finished]
+        episode.ok = not episode.errors and all(t.ok for t in episode.traces) and bool(episode.traces)
+        episode.is_timeout = any(t.is_timeout for t in episode.traces)
+        return episode, finished
+
+
+
+# --- loading by id ---------------------------------------------------------------------------------
+
+
+def import_environment(env_id: str) -> Any:
+    return import_plugin(env_id, "environment")
+
+
+def environment_class(env_id: str | None = None, taskset_id: str | None = None) -> type[Env]:
+    """The env an id names; else the one the taskset package exports; else ``single-agent``."""
+    if env_id:
+        return plugin_class(import_environment(env_id), Env, "environment")
+    if taskset_id:
+        module = import_plugin(taskset_id, "taskset")
+        names = getattr(module, "__all__", ()) or ()
+        envs = [getattr(module, n) for n in names if isinstance(getattr(module, n, None), type) and issubclass(getattr(module, n), Env) and getattr(module, n) is not Env]
+        if len(envs) == 1:
+            return envs[0]
+        if len(envs) > 1:
+            raise PluginError(f"taskset {taskset_id!r} exports {len(envs)} Env subclasses; export at most one")
+    return plugin_class(import_environment(DEFAULT_ENV), Env, "environment")
+
+
+def env_config_type(env_id: str | None = None, taskset_id: str | None = None) -> type[EnvConfig]:
+    return environment_class(env_id, taskset_id).config_type()
+
+
+def load_environment(config: dict[str, Any] | EnvConfig) -> Env:
+    """The env ``config`` (an ``[env]`` table) names, with its config validated into the env's
+    own class (roles typed, taskset narrowed). One ``PluginError`` line for a bad config."""
+    from pydantic import ValidationError
+
+    if isinstance(config, EnvConfig):
+        config = config.model_dump(exclude_unset=True, serialize_as_any=True) | {"id": config.id, "taskset": config.taskset}
+    data = dict(config)
+    taskset = data.get("taskset")
+    taskset_id = taskset.get("id") if isinstance(taskset, dict) else getattr(taskset, "id", None)
+    cls = environment_class(data.get("id") or None, taskset_id or None)
+    try:
+        validated = cls.config_type().model_validate(data)
+    except ValidationError as exc:
+        raise PluginError(f"env config: {validation_message(exc)}") from None
+    return cls(validated)
+
+
+def v1_factory(module: ModuleType, taskset_id: str) -> Any:
+    """For the classic loader: a ``load_environment(**env_args)`` for a v1 package, or None for a
+    module that is not one. ``env_args`` are the ``[env]`` table (``taskset``, ``id``, roles ...)
+    or, when none of its keys is an env key, the taskset's own knobs."""
+    if v1_taskset_class(module) is None:
+        return None
+
+    def factory(**env_args: Any) -> Any:
+        env_keys = set(environment_class(env_args.get("id") or None, taskset_id).config_type().model_fields)
+        if env_args and set(env_args) <= env_keys:
+            table = dict(env_args)
+            taskset = table.get("taskset")
+            table["taskset"] = {**(taskset if isinstance(taskset, dict) else {}), "id": taskset_id}
+        else:
+            table = {"taskset": {**env_args, "id": taskset_id}}
+        return load_environment(table)
+
+    return factory
+
+
+__all__ = ["Env", "EnvConfig", "env_config_type", "environment_class", "import_environment", "load_environment"]

@@ -1,0 +1,1 @@
+"""The built-in envs by id (single-agent, best-of-n, user-sim)."""

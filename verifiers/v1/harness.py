@@ -1,0 +1,260 @@
+"""Harnesses: the program an agent's model runs in. ``[env.<role>.harness]``, narrowed by ``id``.
+
+A harness is a plugin (``Harness[MyConfig]`` exported from a package's ``__all__``, loaded by id
+like a taskset; built-ins live in ``verifiers.v1.harnesses``). ``setup(runtime)`` prepares the
+runtime once per rollout, ``launch(...)`` runs the program to completion; its model traffic goes
+to ``endpoint`` (the interception proxy), never straight to the model.
+
+Built in and runnable: ``null`` (a chat loop in this process that still takes the task's
+``@vf.tool`` tools) and ``bash`` (``null`` plus ``bash`` / ``edit`` tools run in the runtime).
+The external agent programs' configs load, and starting one is refused with one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from abc import ABC
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, get_type_hints
+
+from pydantic import ConfigDict, Field, FiniteFloat
+from typing_extensions import TypeVar
+
+from verifiers.v1.configs import BaseConfig
+from verifiers.v1.decorators import discover_decorated
+from verifiers.v1.errors import HarnessError
+from verifiers.v1.plugins import (
+    PluginError,
+    concrete_type,
+    import_plugin,
+    plugin_class,
+    register_config,
+    register_resolver,
+)
+from verifiers.v1.types import AssistantMessage, Message, Tool, ToolMessage
+
+if TYPE_CHECKING:
+    from verifiers.v1.interception import CallContext
+    from verifiers.v1.runtimes import ProgramResult, Runtime
+    from verifiers.v1.task import TaskData
+
+EXTERNAL_HARNESSES = (
+    "claude_code", "codex", "mini_swe_agent", "terminus_2", "openclaw", "pi", "kimi_code", "hermes_agent",
+    "prime_agent", "browser_use", "rlm",
+)  # fmt: skip
+"""The original's external agent programs: their configs load; starting one is refused."""
+
+
+class HarnessConfig(BaseConfig):
+    """``[env.<role>.harness]``: the harness's id and its knobs (a subclass adds them)."""
+
+    id: str = "null"
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables for the harness program."""
+    forward_env: list[str] = Field(default_factory=list)
+    tool_timeout: FiniteFloat = Field(600.0, gt=0)
+    """Seconds one tool call may take."""
+    disabled_tools: list[str] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.id
+
+
+ConfigT = TypeVar("ConfigT", bound=HarnessConfig, default=HarnessConfig)
+
+
+class Harness(ABC, Generic[ConfigT]):
+    """The program an agent's model runs in."""
+
+    APPENDS_SYSTEM_PROMPT: ClassVar[bool] = False
+    SUPPORTS_MCP: ClassVar[bool] = False
+    SUPPORTS_TOOL_INTERCEPTION: ClassVar[bool] = False
+    SUPPORTS_RESUME: ClassVar[bool] = False
+    SUPPORTS_SKILLS: ClassVar[bool] = False
+    EXECUTES_CODE: ClassVar[bool] = True
+    NEEDS_CONTAINER: ClassVar[bool] = True
+    IN_PROCESS: ClassVar[bool] = False
+    """A loop run in this process (``null``, ``bash``): its calls go straight to
+    :func:`~verifiers.v1.interception.model_call`, the function behind the proxy."""
+
+    def __init__(self, config: ConfigT) -> None:
+        self.config = config
+
+    @classmethod
+    def config_type(cls) -> type[HarnessConfig]:
+        return concrete_type(cls, HarnessConfig) or HarnessConfig
+
+    def refusal(self, runtime_type: str) -> str | None:
+        """Why this harness cannot start in a ``runtime_type`` runtime (None: it can)."""
+        if self.NEEDS_CONTAINER and runtime_type == "subprocess":
+            return f"harness {self.config.id!r} must run in a container runtime; set [env.<role>.runtime] type"
+        return None
+
+    async def setup(self, runtime: Runtime) -> None:
+        """Prepare ``runtime`` for this harness (install the program); once per rollout."""
+
+    async def launch(
+        self, ctx: CallContext, trace: Any, runtime: Runtime, endpoint: str, secret: str,
+        mcp_urls: dict[str, str], data: TaskData,
+    ) -> ProgramResult:  # fmt: skip
+        """Run the program to completion; its model calls go to ``endpoint`` (bearer ``secret``)."""
+        raise HarnessError(f"harness {self.config.id!r} has no launch()")
+
+
+# --- tools ---------------------------------------------------------------------------------------
+
+
+def tool_functions(*owners: Any) -> dict[str, Callable[..., Any]]:
+    """The ``@vf.tool`` methods of ``owners`` (a task, its toolsets) by tool name."""
+    out: dict[str, Callable[..., Any]] = {}
+    for owner in owners:
+        for fn in discover_decorated(owner, "tool"):
+            out[getattr(fn, "tool_name", None) or fn.__name__] = fn
+    return out
+
+
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
+
+
+def tool_schema(name: str, fn: Callable[..., Any]) -> Tool:
+    """A tool's schema from its signature (annotated parameters) and docstring."""
+    try:
+        hints = get_type_hints(fn)
+    except Exception:
+        hints = {}
+    props: dict[str, Any] = {}
+    required = []
+    for pname, param in inspect.signature(fn).parameters.items():
+        if pname in ("self", "trace", "runtime", "state", "task") or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        hint = hints.get(pname, str)
+        props[pname] = {"type": _JSON_TYPES.get(getattr(hint, "__origin__", hint), "string")}
+        if param.default is param.empty:
+            required.append(pname)
+    doc = inspect.getdoc(fn) or ""
+    return Tool(name=name, description=doc, parameters={"type": "object", "properties": props, "required": required})
+
+
+async def call_tool(fn: Callable[..., Any], arguments: str, available: dict[str, Any], timeout: float) -> str:
+    """Run one tool call; whatever goes wrong becomes the tool's text result (the model reads it)."""
+    try:
+        args = json.loads(arguments or "{}")
+        if not isinstance(args, dict):
+            raise ValueError("the arguments are not a JSON object")
+    except ValueError as exc:
+        return f"error: invalid arguments ({exc})"
+    params = inspect.signature(fn).parameters
+    for name in ("trace", "runtime", "state", "task"):
+        if name in params and name in available:
+            args[name] = available[name]
+    try:
+        if inspect.iscoroutinefunction(fn):
+            result = await asyncio.wait_for(fn(**args), timeout)
+        else:
+            result = await asyncio.wait_for(asyncio.to_thread(fn, **args), timeout)
+    except TimeoutError:
+        return f"error: the tool did not finish within {timeout:g} s"
+    except TypeError as exc:
+        return f"error: {exc}"
+    except Exception as exc:
+        return f"error: {type(exc).__name__}: {exc}"
+    return result if isinstance(result, str) else json.dumps(result, default=str)
+
+
+async def chat_loop(
+    ctx: CallContext, messages: list[Message], tools: dict[str, Callable[..., Any]], *, tool_timeout: float,
+    available: dict[str, Any],
+) -> list[Message]:  # fmt: skip
+    """The null harness's loop: call the model, run its tool calls, until it answers without any
+    (or a stop ends the rollout). Returns the conversation with the new messages appended."""
+    from verifiers.v1.interception import Stopped, model_call
+
+    schemas = [tool_schema(n, fn) for n, fn in tools.items()] or None
+    convo = list(messages)
+    while True:
+        try:
+            response = await model_call(ctx, convo, schemas)
+        except Stopped:
+            return convo
+        convo.append(response.message)
+        calls = response.message.tool_calls or []
+        if not calls or ctx.trace.is_completed:
+            return convo
+        for call in calls:
+            fn = tools.get(call.name)
+            text = await call_tool(fn, call.arguments, available, tool_timeout) if fn else f"error: no tool named {call.name!r}"
+            convo.append(ToolMessage(tool_call_id=call.id, content=text, name=call.name))
+
+
+def last_reply(messages: list[Message]) -> str:
+    for m in reversed(messages):
+        if isinstance(m, AssistantMessage):
+            return m.content or ""
+    return ""
+
+
+# --- loading by id -------------------------------------------------------------------------------
+
+
+class ExternalHarnessConfig(HarnessConfig):
+    """An external agent program's config: its knobs are kept as given until it runs here."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ExternalHarness(Harness[ExternalHarnessConfig]):
+    def refusal(self, runtime_type: str) -> str | None:
+        return (
+            f"harness {self.config.id!r} is an external agent program, which this version does not run yet "
+            "(use the null or bash harness)"
+        )
+
+
+def _normal(harness_id: str) -> str:
+    return harness_id.replace("-", "_").lower()
+
+
+def harness_class(harness_id: str) -> type[Harness]:
+    if _normal(harness_id) in EXTERNAL_HARNESSES:
+        return ExternalHarness
+    return plugin_class(import_plugin(harness_id, "harness"), Harness, "harness")
+
+
+def harness_config_type(harness_id: str) -> type[HarnessConfig]:
+    return harness_class(harness_id).config_type()
+
+
+def import_harness(harness_id: str) -> Any:
+    return import_plugin(harness_id, "harness")
+
+
+register_resolver("harness", harness_config_type)
+
+
+def load_harness(config: HarnessConfig | dict[str, Any] | str) -> Harness:
+    """The harness ``config`` names, its config narrowed to the harness's own class."""
+    if isinstance(config, str):
+        config = {"id": config}
+    if isinstance(config, HarnessConfig):
+        config = config.model_dump(exclude_unset=True) | {"id": config.id}
+    ident = str(config.get("id") or "null")
+    cls = harness_class(ident)
+    try:
+        narrowed = cls.config_type().model_validate({**config, "id": ident})
+    except Exception as exc:
+        raise PluginError(f"harness {ident!r} config: {exc}") from None
+    return cls(narrowed)
+
+
+def default_harness_id(taskset_id: str | None = None) -> str:
+    """The harness a role without one runs: ``null`` (the original's is ``bash``; ours keeps the
+    default from executing model-written commands on the host)."""
+    return "null"
+
+
+for _name in EXTERNAL_HARNESSES:
+    register_config("harness", _name, ExternalHarnessConfig)
+    register_config("harness", _name.replace("_", "-"), ExternalHarnessConfig)

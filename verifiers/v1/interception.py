@@ -1,0 +1,368 @@
+"""Interception: every model call of an agent goes through one function, and external programs
+reach it through a loopback HTTP proxy speaking OpenAI chat completions.
+
+:func:`model_call` is the one place a call happens: it applies the agent's sampling args, the
+task's ``@vf.intercept`` rewrites and ``@vf.stop`` hooks (on the request and on the response),
+calls the run's model client (the engine's: its request bound and slots apply), and records the
+call on the trace (``Trace.commit_turn``, token ids and logprobs included when the upstream
+returned them).
+
+:class:`InterceptionServer` is the proxy: ``POST /v1/chat/completions`` (``stream: true``
+answers as server-sent events), one path per rollout (``/r/<key>/v1``) so concurrent agents
+share one server. The in-process ``null`` harness calls :func:`model_call` directly: the same
+function, so its trace is the one the proxy would record (tests/v1/test_interception.py checks
+that), without an HTTP round trip per turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from verifiers.v1.errors import InterceptionError, ProviderError
+from verifiers.v1.scoring import apply_intercepts, first_stop
+from verifiers.v1.trace import TimeSpan
+from verifiers.v1.types import (
+    AssistantMessage,
+    Message,
+    Request,
+    Response,
+    Sampling,
+    Tool,
+    ToolCall,
+    TurnTokens,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from verifiers.v1.task import Task
+    from verifiers.v1.trace import Trace
+
+_MESSAGES = TypeAdapter(list[Message])
+MAX_BODY = 64 * 1024 * 1024
+
+
+# --- OpenAI <-> v1 shapes ------------------------------------------------------------------------
+
+
+def messages_from_openai(raw: Any) -> list[Message]:
+    """OpenAI chat messages (``tool_calls[].function``) as v1 messages (flat tool calls)."""
+    if not isinstance(raw, list):
+        raise ValueError("messages must be a list")
+    out = []
+    for m in raw:
+        if not isinstance(m, dict):
+            raise ValueError("a message must be an object")
+        m = dict(m)
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            m["tool_calls"] = [_call_from_openai(c) for c in m["tool_calls"]]
+        if m.get("role") == "developer":
+            m["role"] = "system"
+        m = {k: v for k, v in m.items() if v is not None or k == "content"}
+        if m.get("role") in ("system", "user", "tool") and m.get("content") is None:
+            m["content"] = ""
+        out.append(m)
+    return _MESSAGES.validate_python(out)
+
+
+def _call_from_openai(c: Any) -> dict[str, Any]:
+    if not isinstance(c, dict):
+        raise ValueError("a tool call must be an object")
+    fn = c.get("function") or {}
+    args = fn.get("arguments", "")
+    return {"id": c.get("id") or "", "type": "function", "name": fn.get("name") or "",
+            "arguments": args if isinstance(args, str) else json.dumps(args)}  # fmt: skip
+
+
+def messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
+    out = []
+    for m in messages:
+        d = m.model_dump(exclude_none=True)
+        if isinstance(m, AssistantMessage):
+            d.pop("provider_state", None)
+            if m.tool_calls:
+                d["tool_calls"] = [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls
+                ]
+            d.setdefault("content", None)
+        out.append(d)
+    return out
+
+
+def tools_from_openai(raw: Any) -> list[Tool] | None:
+    if not raw:
+        return None
+    tools = []
+    for t in raw:
+        fn = (t or {}).get("function") or {}
+        tools.append(Tool(name=fn.get("name") or "", description=fn.get("description") or "", parameters=fn.get("parameters") or {}))
+    return tools
+
+
+def tools_to_openai(tools: list[Tool] | None) -> list[dict[str, Any]] | None:
+    if not tools:
+        return None
+    return [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters or {"type": "object", "properties": {}}}} for t in tools]
+
+
+def response_from_model(resp: Any, model: str) -> Response:
+    """Our model client's ``ModelResponse`` as a v1 ``Response`` (tokens when the server sent them)."""
+    msg = dict(resp.message or {})
+    calls = [ToolCall(**_call_from_openai(c)) for c in msg.get("tool_calls") or []]
+    message = AssistantMessage(content=msg.get("content"), reasoning_content=msg.get("reasoning_content"), tool_calls=calls or None)
+    tokens = None
+    if resp.prompt_token_ids is not None and resp.completion_token_ids is not None:
+        tokens = TurnTokens(
+            prompt_ids=list(resp.prompt_token_ids), completion_ids=list(resp.completion_token_ids),
+            completion_logprobs=[float(x) if x is not None else 0.0 for x in (resp.completion_logprobs or [])],
+        )  # fmt: skip
+    finish = resp.finish_reason if resp.finish_reason in ("stop", "length", "tool_calls") else ("tool_calls" if calls else "stop")
+    raw = resp.raw if isinstance(resp.raw, dict) else {}
+    return Response(
+        id=str(raw.get("id") or f"chatcmpl-{uuid.uuid4().hex}"), created=int(raw.get("created") or time.time()),
+        model=str(raw.get("model") or model), message=message, finish_reason=finish,
+        usage=Usage.from_openai(resp.usage), tokens=tokens, raw=raw,
+    )  # fmt: skip
+
+
+def response_to_openai(resp: Response, *, logprobs: bool = False) -> dict[str, Any]:
+    """A v1 ``Response`` as an OpenAI chat completion body (vLLM's token fields kept)."""
+    message = messages_to_openai([resp.message])[0]
+    choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": resp.finish_reason, "logprobs": None}
+    body: dict[str, Any] = {"id": resp.id, "object": "chat.completion", "created": resp.created, "model": resp.model, "choices": [choice]}
+    if resp.usage is not None:
+        u = resp.usage
+        body["usage"] = {"prompt_tokens": u.input_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
+    if resp.tokens is not None:
+        body["prompt_token_ids"] = list(resp.tokens.prompt_ids)
+        choice["token_ids"] = list(resp.tokens.completion_ids)
+        if logprobs or resp.tokens.completion_logprobs:
+            choice["logprobs"] = {"content": [
+                {"token": f"token_id:{t}", "logprob": lp, "bytes": None, "top_logprobs": []}
+                for t, lp in zip(resp.tokens.completion_ids, resp.tokens.completion_logprobs, strict=False)
+            ]}  # fmt: skip
+    return body
+
+
+# --- the one model-call path ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CallContext:
+    """What one agent's calls need: the run's client and model, the agent's sampling, the task
+    whose hooks apply, and the trace the calls are recorded on."""
+
+    client: Any
+    model: str
+    trace: Trace
+    task: Task | None = None
+    runtime: Any = None
+    sampling: Mapping[str, Any] = field(default_factory=dict)
+    endpoint: str | None = None
+    stops: list[Any] = field(default_factory=list)
+    intercepts: list[Any] = field(default_factory=list)
+    max_turns: int | None = None
+    secret: str | None = None
+    """The bearer token the proxy requires on this route (set by ``register``)."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @classmethod
+    def for_task(cls, task: Task | None, **kwargs: Any) -> CallContext:
+        ctx = cls(task=task, **kwargs)
+        if task is not None:
+            ctx.stops, ctx.intercepts = task.hooks("stop"), task.hooks("intercept")
+        return ctx
+
+
+class Stopped(Exception):
+    """A call that was not made: the trace is already stopped (a stop hook, ``max_turns``)."""
+
+    def __init__(self, condition: str | None) -> None:
+        super().__init__(f"the rollout stopped ({condition})")
+        self.condition = condition
+
+
+async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool] | None, sampling: Mapping[str, Any] | None = None) -> Response:
+    """One model call on behalf of ``ctx``'s agent; raises :class:`Stopped` when a stop hook
+    or ``max_turns`` ends the rollout before the call, ``ProviderError`` when the model failed.
+    A stop hook that fires on the response ends the trace after the call is recorded."""
+    trace = ctx.trace
+    async with ctx.lock:  # one agent's calls are recorded in order
+        if trace.is_completed:
+            raise Stopped(trace.stop_condition)
+        if ctx.max_turns is not None and len(trace.calls) >= ctx.max_turns:
+            trace.stop("max_turns")
+            raise Stopped("max_turns")
+        request = Request(messages=list(messages), tools=tools)
+        request = await apply_intercepts(ctx.intercepts, trace, request, task=ctx.task, runtime=ctx.runtime)
+        if await first_stop(ctx.stops, trace, request, task=ctx.task, runtime=ctx.runtime):
+            raise Stopped(trace.stop_condition)
+        if trace.is_completed:
+            raise Stopped(trace.stop_condition)
+        args = {**(sampling or {}), **ctx.sampling}  # the agent's sampling wins over the program's
+        started = time.time()
+        try:
+            raw = await ctx.client.chat(model=ctx.model, messages=messages_to_openai(request.messages), tools=tools_to_openai(request.tools), sampling_args=args)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            raise ProviderError(f"{type(exc).__name__}: {exc}", status_code=getattr(exc, "status_code", None) or 502) from exc
+        response = response_from_model(raw, ctx.model)
+        response = await apply_intercepts(ctx.intercepts, trace, response, task=ctx.task, runtime=ctx.runtime)
+        sampling_record = Sampling.model_validate({k: v for k, v in args.items() if k not in ("extra_headers",)}) if args else None
+        trace.commit_turn(request.messages, response, tools=request.tools, sampling=sampling_record, endpoint=ctx.endpoint)
+        trace.calls[-1].time = TimeSpan(start=started, end=time.time())
+        await first_stop(ctx.stops, trace, response, task=ctx.task, runtime=ctx.runtime)
+        if ctx.max_turns is not None and len(trace.calls) >= ctx.max_turns and response.message.tool_calls and not trace.is_completed:
+            trace.stop("max_turns")  # the program wants another turn it may not have
+        return response
+
+
+# --- the loopback HTTP proxy ---------------------------------------------------------------------
+
+
+class InterceptionServer:
+    """A loopback OpenAI-compatible server; each registered agent gets its own base URL."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.port = 0
+        self._routes: dict[str, CallContext] = {}
+        self._runner: Any = None
+
+    async def start(self) -> InterceptionServer:
+        from aiohttp import web
+
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_post("/r/{key}/v1/chat/completions", self._chat)
+        app.router.add_get("/r/{key}/v1/models", self._models)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> InterceptionServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def register(self, ctx: CallContext) -> str:
+        """Route a fresh path to ``ctx``; returns its base URL (ends in ``/v1``). Calls must carry
+        ``Authorization: Bearer <ctx.secret>`` (a fresh secret unless ``ctx`` has one): the URL
+        shows in the program's command line, the secret goes in its environment."""
+        key = secrets.token_urlsafe(12)
+        ctx.secret = ctx.secret or secrets.token_urlsafe(24)
+        self._routes[key] = ctx
+        ctx.endpoint = ctx.endpoint or "chat_completions"
+        return f"http://{self.host}:{self.port}/r/{key}/v1"
+
+    def _route(self, request: Any) -> CallContext | None:
+        ctx = self._routes.get(request.match_info["key"])
+        if ctx is None:
+            return None
+        given = request.headers.get("Authorization", "")
+        if ctx.secret and not secrets.compare_digest(given.encode(), f"Bearer {ctx.secret}".encode()):
+            return None  # a wrong secret looks like a wrong route: nothing to probe
+        return ctx
+
+    def unregister(self, base_url: str) -> None:
+        key = base_url.rstrip("/").split("/r/", 1)[-1].split("/", 1)[0]
+        self._routes.pop(key, None)
+
+    async def _models(self, request: Any) -> Any:
+        from aiohttp import web
+
+        ctx = self._route(request)
+        if ctx is None:
+            return _error(404, "unknown interception route")
+        return web.json_response({"object": "list", "data": [{"id": ctx.model, "object": "model"}]})
+
+    async def _chat(self, request: Any) -> Any:
+        from aiohttp import web
+
+        ctx = self._route(request)
+        if ctx is None:
+            return _error(404, "unknown interception route or secret (or the rollout has ended)")
+        try:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+            messages = messages_from_openai(body.get("messages"))
+            tools = tools_from_openai(body.get("tools"))
+        except (ValueError, ValidationError, RecursionError, TypeError, AttributeError) as exc:
+            # anything a program can send that is not a chat request: one 400, nothing recorded
+            return _error(400, f"bad request: {type(exc).__name__}: {str(exc)[:500]}")
+        stream = bool(body.get("stream"))
+        sampling = {k: v for k, v in body.items() if k not in ("messages", "tools", "model", "stream", "stream_options", "tool_choice")}
+        try:
+            response = await model_call(ctx, messages, tools, sampling)
+        except Stopped as exc:
+            # the agent program sees a clean end of conversation, not a server failure
+            return _error(400, f"the rollout has stopped ({exc.condition}); no further model calls", code="rollout_stopped")
+        except ProviderError as exc:
+            return _error(502, str(exc))
+        except Exception as exc:  # a failing intercept hook: recorded on the trace already
+            return _error(500, f"{type(exc).__name__}: {exc}")
+        out = response_to_openai(response, logprobs=bool(body.get("logprobs")))
+        if not stream:
+            return web.json_response(out)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        for chunk in _chunks(out):
+            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+
+def _chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A completion as the SSE chunks a streaming client reassembles: role, content, tool calls,
+    then the finish reason with usage and vLLM's token fields."""
+    choice = body["choices"][0]
+    msg = choice["message"]
+    base = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": body["model"]}
+
+    def chunk(delta: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None, "logprobs": None, **extra}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    if msg.get("reasoning_content"):
+        out.append(chunk({"reasoning_content": msg["reasoning_content"]}))
+    if msg.get("content"):
+        out.append(chunk({"content": msg["content"]}, logprobs=choice.get("logprobs")))
+    for i, call in enumerate(msg.get("tool_calls") or []):
+        out.append(chunk({"tool_calls": [{"index": i, **call}]}))
+    last = chunk({}, finish_reason=choice["finish_reason"])
+    if "token_ids" in choice:
+        last["choices"][0]["token_ids"] = choice["token_ids"]
+    if "prompt_token_ids" in body:
+        last["prompt_token_ids"] = body["prompt_token_ids"]
+    if "usage" in body:
+        last["usage"] = body["usage"]
+    out.append(last)
+    return out
+
+
+def _error(status: int, message: str, *, code: str | None = None) -> Any:
+    from aiohttp import web
+
+    return web.json_response({"error": {"message": message, "type": "interception_error", "code": code}}, status=status)
+
+
+__all__ = ["CallContext", "InterceptionError", "InterceptionServer", "Stopped", "model_call"]

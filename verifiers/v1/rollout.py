@@ -1,0 +1,215 @@
+"""A v1 run on the engine: an episode is one engine rollout, its traces are scored by the
+engine's scoring stage, and each episode is one line of ``traces.jsonl``.
+
+* :func:`group_plan`: a :class:`~verifiers.engine.GroupPlan` whose rollouts ``play`` the env's
+  ``run_episode`` and whose :class:`V1Scorer` scores each trace (``verifiers.v1.scoring``, with
+  its runtime still up), runs the env's ``finalize`` and only then stops the runtimes.
+* :func:`run_v1`: tasks x rollouts through :func:`~verifiers.engine.run_groups`, which owns
+  concurrency, timeouts, error records, streaming, resume and the summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from verifiers.engine import GroupPlan, RolloutPlan, RunConfig, run_groups
+from verifiers.v1.agents import RunContext
+from verifiers.v1.episode import EnvInfo, Episode
+from verifiers.v1.trace import Error, TraceTask
+
+if TYPE_CHECKING:
+    from verifiers.types import GenerateOutputs, State
+    from verifiers.v1.env import Env
+    from verifiers.v1.task import Task
+
+TRACES_FILE = "traces.jsonl"
+
+
+class _Proxy:
+    """The run's interception server, started on first use (only external programs need it)."""
+
+    def __init__(self) -> None:
+        self.server: Any = None
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> Any:
+        async with self._lock:
+            if self.server is None:
+                from verifiers.v1.interception import InterceptionServer
+
+                self.server = await InterceptionServer().start()
+            return self.server
+
+    async def close(self) -> None:
+        if self.server is not None:
+            await self.server.stop()
+            self.server = None
+
+
+class V1Scorer:
+    """Scores finished episodes in place: each trace by its task's hooks, then the env's
+    ``finalize``; sets the engine's ``reward`` / ``metrics`` / ``error`` from the episode."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+
+    def get_reward_func_names(self) -> list[str]:
+        task_cls = type(self.env.taskset).task_type()
+        return sorted(n for n in dir(task_cls) if getattr(getattr(task_cls, n, None), "reward", False) is True)
+
+    async def score_group(self, states: Sequence[State]) -> None:
+        await asyncio.gather(*(self._score(st) for st in states))
+
+    async def _score(self, state: State) -> None:
+        from verifiers.v1.errors import EnvError
+
+        episode: Episode | None = state.get("_episode")
+        finished = state.pop("_finished", [])
+        try:
+            if episode is None:
+                return
+            for trace, (task, runtime) in finished:
+                if trace.ok:
+                    trace.timing.scoring.start = time.time()
+                    await task.score(trace, runtime)
+                    trace.timing.scoring.end = time.time()
+                    trace.ok = not trace.errors
+            if not episode.errors:
+                try:
+                    await self.env.finalize(state["_task"], episode)
+                except (asyncio.CancelledError, KeyboardInterrupt):
+                    raise
+                except Exception as exc:
+                    episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"finalize: {exc}"))))
+            episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
+        finally:
+            await stop_runtimes(finished)
+            if episode is not None:
+                fill_state(state, episode, self.env)
+
+
+async def stop_runtimes(finished: list[Any]) -> None:
+    for _, (_, runtime) in finished:
+        if runtime is not None:
+            with contextlib.suppress(Exception):
+                await runtime.stop()
+
+
+def fill_state(state: State, episode: Episode, env: Env) -> None:
+    """The engine's view of an episode: the mean reward and metrics over its trainable traces
+    (all of them when none is), the first error, the summed usage."""
+    scored = [t for t in episode.traces if t.agent.trainable] or list(episode.traces)
+    state["reward"] = sum(t.reward for t in scored) / len(scored) if scored else 0.0
+    keys = sorted({k for t in scored for k, v in t.metrics.items() if v is not None})
+    state["metrics"] = {k: sum(t.metrics.get(k) or 0.0 for t in scored) / len(scored) for k in keys}
+    usage = episode.usage
+    state["usage"] = {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.completion_tokens} if usage else {}
+    stops = [t.stop_condition for t in scored if t.stop_condition]
+    state["stop_condition"] = stops[0] if stops else None
+    state["is_truncated"] = any(t.is_truncated for t in scored)
+    if not state.get("error"):
+        if episode.errors:
+            e = episode.errors[0]
+            state["error"] = {"type": e.type, "message": e.message, "source": "env"}
+        else:
+            bad = next((t for t in episode.traces if t.errors), None)
+            if bad is not None:
+                e = bad.errors[0]
+                state["error"] = {"type": e.type, "message": e.message, "source": f"trace:{bad.agent.name}"}
+    state["complete"] = bool(env.complete(episode)) and not state.get("error")
+
+
+def episode_record(state: State) -> dict[str, Any]:
+    """One line of ``traces.jsonl``: the episode (the original's wire) plus the engine's keys
+    (``example_id``, ``rollout_index``, ``reward``, ``metrics``, ``error``, ``usage``,
+    ``timing``, ``complete``) that resume and the summary read."""
+    episode: Episode | None = state.get("_episode")
+    task: Task = state["_task"]
+    if episode is None:  # the rollout stage recorded an error before an episode existed
+        episode = Episode(env=EnvInfo(id=state.get("_env_id", "")), task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash))
+        err = state.get("error") or {}
+        episode.errors.append(Error(type=str(err.get("type") or "Error"), message=str(err.get("message") or "")))
+        episode.is_timeout = str(err.get("type") or "").endswith("Timeout") or "timeout" in str(err.get("message") or "")
+    elif state.get("error") and not episode.errors and episode.ok:
+        err = state["error"]
+        episode.errors.append(Error(type=str(err.get("type") or "Error"), message=str(err.get("message") or "")))
+        episode.ok = False
+    record = episode.to_record()
+    record.update({
+        "example_id": state.get("example_id"),
+        "rollout_index": state.get("rollout_index", 0),
+        "reward": state.get("reward") or 0.0,
+        "metrics": state.get("metrics") or {},
+        "error": state.get("error"),
+        "stop_condition": state.get("stop_condition"),
+        "is_truncated": bool(state.get("is_truncated")),
+        "usage": state.get("usage") or {},
+        "timing": state.get("timing") or {},
+        "complete": bool(state.get("complete")),
+    })  # fmt: skip
+    return record
+
+
+def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None = None, clients: dict[str, Any] | None = None) -> GroupPlan:
+    """``clients``: the run's per-role model clients (a role's own ``client``), shared by every
+    episode and closed by the caller."""
+    role_clients = clients if clients is not None else {}
+
+    def init_state(row: Mapping[str, Any], client: Any, model: str, sampling_args: Mapping[str, Any]) -> State:
+        return {
+            "example_id": row["example_id"], "rollout_index": row.get("rollout_index", 0), "_task": row["task"],
+            "_env_id": env.env_id, "prompt": None, "completion": None, "is_completed": False,
+            "timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0},
+        }  # fmt: skip
+
+    async def play(state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
+        limit = max_concurrent_agents if max_concurrent_agents is not None else getattr(env.config, "max_concurrent_agents", None)
+        run_ctx = RunContext(client=client, model=model, sampling=dict(sampling_args), proxy=proxy,
+                             gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients)  # fmt: skip
+        episode, finished = await env.run_episode(state["_task"], run_ctx)
+        state["_episode"], state["_finished"] = episode, finished
+        state["is_completed"] = True
+        fill_state(state, episode, env)
+
+    def plan_for(row: Mapping[str, Any]) -> RolloutPlan:
+        return RolloutPlan(init_state=init_state, play=play)
+
+    return GroupPlan(plan_for=plan_for, scorer=V1Scorer(env))
+
+
+async def run_v1(
+    env: Env, tasks: Sequence[Task], client: Any, *, model: str, sampling_args: Mapping[str, Any] | None = None,
+    num_rollouts: int = 1, max_concurrent: int | None = None, max_concurrent_requests: int | None = None,
+    timeout: float | None = None, folder: Path | None = None, resume: bool = False,
+    metadata: Mapping[str, Any] | None = None, on_progress: Any = None, on_start: Any = None,
+) -> GenerateOutputs:  # fmt: skip
+    """Every task x ``num_rollouts`` episodes through the engine; with ``folder``, each episode
+    is streamed to ``folder/traces.jsonl`` and ``resume`` keeps the complete ones already there."""
+    env.check()
+    proxy = _Proxy()
+    groups = [
+        [{"example_id": task.data.idx if task.data.idx is not None else i, "rollout_index": r, "task": task} for r in range(num_rollouts)]
+        for i, task in enumerate(tasks)
+    ]
+    config = RunConfig(
+        model=model, sampling_args=dict(sampling_args or {}), rollouts_per_example=num_rollouts,
+        max_concurrent=max_concurrent, max_concurrent_requests=max_concurrent_requests,
+        timeout_per_rollout=timeout, folder=folder, resume=resume, on_progress=on_progress, on_start=on_start,
+        metadata={"env_id": env.env_id, "taskset_id": env.config.taskset.id, "api": "v1", **(metadata or {})},
+        record=episode_record, results_file=TRACES_FILE, keep_on_resume=lambda rec: bool(rec.get("complete")),
+    )  # fmt: skip
+    clients: dict[str, Any] = {}
+    await env.start()
+    try:
+        return await run_groups(group_plan(env, proxy, clients=clients), groups, client, config)
+    finally:
+        await proxy.close()
+        for role_client in clients.values():
+            with contextlib.suppress(Exception):
+                await role_client.aclose()
+        await env.stop()
