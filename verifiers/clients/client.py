@@ -137,6 +137,17 @@ def error_message(status: int, content: bytes) -> str:
     return text[:500] or f"HTTP {status}"
 
 
+def error_code(content: bytes) -> str | None:
+    """The ``error.code`` of an OpenAI-shaped error body (``context_length_exceeded``), if any."""
+    try:
+        data = json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    err = data.get("error") if isinstance(data, dict) else None
+    code = err.get("code") if isinstance(err, dict) else None
+    return str(code) if isinstance(code, str | int) and code != "" else None
+
+
 def is_transient_status(status: int) -> bool:
     """429 and 5xx are worth retrying; other 4xx never succeed on retry."""
     return status == 429 or status >= 500
@@ -367,6 +378,7 @@ class ModelClient:
                             status, "response body is not JSON", False, attempts=attempt + 1
                         ) from None
                 error = ModelError(status, self._explain(status, error_message(status, data)), is_transient_status(status))
+                error.code = error_code(data)
                 if error.transient:
                     retry_after = parse_retry_after(resp_headers)
             error.attempts = attempt + 1

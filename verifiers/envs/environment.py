@@ -56,10 +56,13 @@ from verifiers.utils.results import (
     LazyOutputs,
     ProgressTracker,
     ResultsWriter,
+    ResumeScan,
     RolloutSummary,
+    RunFolder,
     build_metadata,
-    read_results,
-    record_from_state,
+    pair_rows,
+    record_for,
+    rollout_positions,
     write_metadata,
 )
 
@@ -891,30 +894,28 @@ class Environment:
         independent = bool(options.get("independent_scoring"))
 
         # Output order follows the inputs: (group position, rollout index).
-        position = {}
-        for gi, group in enumerate(groups):
-            for row in group:
-                position[(_key(row.get("example_id")), row.get("rollout_index", 0))] = gi
+        # [faultsrun] identities are unique (refused otherwise); the run folder is locked, an
+        # existing run refused without resume, and a resume streams (verifiers/utils/results.py).
+        position = rollout_positions(groups)
         folder: Path | None = None
         if save_results or results_path is not None or resume:
             folder = Path(results_path) if results_path is not None else self.default_results_path(model)
-        summaries: list[RolloutSummary] = []
         kept: list[tuple[tuple[int, int], Any]] = []  # (order key, offset or record)
         states_kept: list[tuple[tuple[int, int], State]] = []
-        if folder is not None and resume:
-            records, offsets = read_results(folder, repair=True)
-            done: set[tuple[Any, int]] = set()
-            for rec, off in zip(records, offsets, strict=True):
-                k = (_key(rec.get("example_id")), int(rec.get("rollout_index") or 0))
-                if k in done or k not in position:
-                    continue
-                done.add(k)
-                summaries.append(RolloutSummary.from_record(rec))
-                kept.append(((position[k], k[1]), off))
+        run_folder = RunFolder(folder, resume=resume) if folder is not None else None
+        scan = run_folder.open(position) if run_folder is not None else ResumeScan()
+        try:
+            writer = ResultsWriter(folder) if folder is not None else None
+        except BaseException:
+            if run_folder is not None:
+                run_folder.close(0.0)
+            raise
+        if scan.done:
+            kept.extend(scan.kept)
             groups = [
-                g2 for g2 in ([r for r in g if (_key(r.get("example_id")), r.get("rollout_index", 0)) not in done] for g in groups) if g2
+                g2 for g2 in ([r for r in g if (_key(r.get("example_id")), r.get("rollout_index", 0)) not in scan.done] for g in groups) if g2
             ]
-        total = len(summaries) + sum(len(g) for g in groups)
+        total = len(scan.summaries) + sum(len(g) for g in groups)
         requested = total
         on_start = options.get("on_start")
         if callable(on_start):
@@ -923,24 +924,20 @@ class Environment:
             except Exception:
                 logger.warning("on_start callback failed", exc_info=True)
         tracker = ProgressTracker(total=total, callback=on_progress)
-        tracker.summaries = summaries
-        tracker.done = len(summaries)
-        tracker.reward_sum = sum(s.reward for s in summaries)
-        tracker.errors = sum(1 for s in summaries if s.error_source)
-        writer = ResultsWriter(folder) if folder is not None else None
+        tracker.start_from(scan.summaries)
 
         extra_columns = tuple(state_columns or ())
 
-        def finish(state: State) -> None:
+        def finish(state: State, row: Mapping[str, Any]) -> None:
             reward = state.get("reward")
             if isinstance(reward, float) and not math.isfinite(reward):  # set by custom scoring code
                 if not state.get("error"):
                     state["error"] = {"type": "ValueError", "message": f"the rollout's reward is {reward}", "source": "reward"}
                 state["reward"] = 0.0
-            record = record_from_state(state)
-            for col in extra_columns:
-                record[col] = state.get(col)
-            order = (position.get((_key(state.get("example_id")), state.get("rollout_index", 0)), 0), state.get("rollout_index", 0))
+            # [faultsrun] saving is part of the rollout: record_for / writer.write never raise for
+            # what the rollout holds, and the record keeps the input's identity
+            record = record_for(state, row, extra_columns)
+            order = (position.get((_key(row.get("example_id")), row.get("rollout_index", 0)), 0), row.get("rollout_index", 0))
             if writer is not None:
                 kept.append((order, writer.write(record)))
             else:
@@ -957,8 +954,8 @@ class Environment:
                 states = await self._run_group(group, run_client, model, sa, score and not scoring, timeout_per_rollout)
                 if scoring:
                     await self._score_apart(states, score_gate, independent)
-                for st in states:
-                    finish(st)
+                for row, st in pair_rows(group, states):
+                    finish(st, row)
 
         n_workers = len(groups) if max_concurrent is None or max_concurrent <= 0 else min(max_concurrent, len(groups))
         try:
@@ -976,6 +973,8 @@ class Environment:
         finally:
             if writer is not None:
                 writer.close()
+            if run_folder is not None:
+                run_folder.close((time.perf_counter() - t0) * 1000.0)
             if owned_client:
                 await _close_quietly(mc)
                 self._clients.pop(id(client), None)
@@ -999,6 +998,8 @@ class Environment:
             "sampling_args": sa,
             "time_ms": (time.perf_counter() - t0) * 1000.0,
             "started_at": started.isoformat(),
+            # [faultsrun] a resumed run's clock covers all its invocations (run.json)
+            **(run_folder.clock((time.perf_counter() - t0) * 1000.0) if run_folder is not None else {}),
             "finished_at": finished.isoformat(),
             "versions": {"verifiers": _verifiers_version(), "environment": self.env_version},
             "path": str(folder) if folder is not None else None,

@@ -15,15 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from verifiers.envs.environment import Environment
-from verifiers.errors import InvalidModelResponseError, OverlongPromptError, error_record, is_user_raised
+from verifiers.errors import InvalidModelResponseError, error_record, is_context_overflow, is_user_raised
 from verifiers.types import AssistantMessage, State, UserMessage, to_message
 from verifiers.utils.decorators import collect_hooks, stop
 
 __all__ = ["MultiTurnEnv"]
 
 _STOP_PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
-
-_CONTEXT_MARKERS = ("context length", "context window", "maximum context", "too long", "max_model_len", "maximum model length")
 
 
 def add_warning(state: State, type_: str, message: str, source: str) -> None:
@@ -53,14 +51,6 @@ def _check_response(response: Any, chat: bool) -> tuple[str, str] | None:
     if (content is None or content == "") and not calls:
         return "empty", "the model's reply has no content and no tool calls"
     return None
-
-
-def _is_context_overflow(exc: BaseException) -> bool:
-    if isinstance(exc, OverlongPromptError):  # raised by an environment's own model call (classic taxonomy)
-        return True
-    status = getattr(exc, "status", None)
-    text = str(exc).lower()
-    return status == 400 and any(marker in text for marker in _CONTEXT_MARKERS)
 
 
 class MultiTurnEnv(Environment):
@@ -268,7 +258,7 @@ class MultiTurnEnv(Environment):
                 except BaseException as exc:
                     if not is_user_raised(exc):
                         raise
-                    if _is_context_overflow(exc):
+                    if is_context_overflow(exc):  # [faultsrun] the servers' own signals only (errors.py)
                         state["prompt_too_long"] = True
                         state["is_truncated"] = True
                         continue
