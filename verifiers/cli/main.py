@@ -164,6 +164,13 @@ def eval_command(
             "--wait-server", help="Seconds to wait for the server to come up (e.g. just after vf serve &)."
         ),
     ] = 0.0,
+    max_error_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--max-error-rate",
+            help="Exit 1 when more than this share of the rollouts failed (default 0.1).",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate an environment against a model behind an OpenAI-compatible server."""
     from verifiers.cli.eval_cmd import EvalOptions, run_eval
@@ -194,6 +201,7 @@ def eval_command(
         push_samples=push_samples,
         hub=hub,
         wait_server=wait_server,
+        max_error_rate=max_error_rate,
     )
     raise typer.Exit(run_eval(opts))
 

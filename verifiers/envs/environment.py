@@ -63,6 +63,7 @@ from verifiers.utils.results import (
     pair_rows,
     record_for,
     rollout_positions,
+    set_timing,
     write_metadata,
 )
 
@@ -575,7 +576,7 @@ class Environment:
         budget = _TIME_LEFT.get()
         if budget is not None and clock is not None:
             budget[id(state)] = clock.left() or 0.0
-        state["timing"]["generation_ms"] = (time.perf_counter() - t0) * 1000.0
+        set_timing(state, "generation_ms", (time.perf_counter() - t0) * 1000.0)  # [faultsrun] a hook may have popped it
         return state
 
     async def _drive_any(self, state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
@@ -647,7 +648,7 @@ class Environment:
                 await self._score_group(states)
         total = (time.perf_counter() - t0) * 1000.0
         for st in states:
-            st["timing"]["total_ms"] = total
+            set_timing(st, "total_ms", total)
         return states
 
     async def _run_one(

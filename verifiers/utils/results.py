@@ -42,6 +42,7 @@ __all__ = [
     "record_for",
     "record_from_state",
     "rollout_positions",
+    "set_timing",
     "write_metadata",
 ]
 
@@ -134,6 +135,15 @@ def record_for(state: Mapping[str, Any], row: Mapping[str, Any], extra_columns: 
         _save_error(record, ValueError("the rollout's code changed " + ", ".join(changed)), "saved under the input's identity")
     _check_usage(record)
     return record
+
+
+def set_timing(state: Any, key: str, value: float) -> None:
+    """``state["timing"][key] = value``, also when the rollout's code removed or replaced
+    ``timing`` (a cleanup hook that pops it must not stop the run)."""
+    timing = state.get("timing")
+    if not isinstance(timing, dict):
+        timing = state["timing"] = {}
+    timing[key] = value
 
 
 def _get_quietly(state: Mapping[str, Any], key: str) -> Any:
