@@ -71,10 +71,7 @@ async def test_resume_streams_the_results_file(tmp_path):
     # 200 finished records of 100 kB: 20 MB on disk. Reading them all into memory (what resume
     # did) peaks above 20 MB; a streaming resume holds one line at a time plus a small summary per
     # record. (RSS on a 1.2 GB file: see the report of issue 23 / benchmarks.)
-    big = "x" * 100_000
-    with open(tmp_path / "results.jsonl", "w") as fh:
-        for i in range(200):
-            fh.write(json.dumps({"example_id": i, "rollout_index": 0, "completion": big, "reward": 1.0}) + "\n")
+    _write_finished_records(tmp_path / "results.jsonl", 200, 100_000)
     env = _env([{"question": f"q{i}", "answer": "ok"} for i in range(200)])
     with ScriptedServer("ok") as srv:
         tracemalloc.start()
@@ -87,7 +84,18 @@ async def test_resume_streams_the_results_file(tmp_path):
         assert srv.request_count == 0
     assert out["metadata"]["num_rollouts"] == 200 and out["metadata"]["avg_reward"] == 1.0
     assert peak < 5_000_000, f"resume held {peak} bytes for a 20 MB file"
-    assert Path(tmp_path / "results.jsonl").stat().st_size > 20_000_000  # nothing was rewritten
+    assert _size(tmp_path / "results.jsonl") > 20_000_000  # nothing was rewritten
+
+
+def _write_finished_records(path: Path, n: int, size: int) -> None:
+    big = "x" * size
+    with open(path, "w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"example_id": i, "rollout_index": 0, "completion": big, "reward": 1.0}) + "\n")
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size
 
 
 def test_a_resume_scan_keeps_the_first_record_of_each_rollout(tmp_path):
