@@ -636,8 +636,13 @@ class Environment:
             left = [budget[id(st)] for st in states if id(st) in budget and not st.get("error")]
             if left:
                 try:
-                    async with asyncio.timeout(max(left)):
-                        await self._score_group(states)
+                    async with asyncio.timeout(max(left)) as scope:
+                        # [faultsrun] a judge's request-slot wait pauses the scoring clock too
+                        token = _CLOCK.set(_RolloutClock(scope))
+                        try:
+                            await self._score_group(states)
+                        finally:
+                            _CLOCK.reset(token)
                 except TimeoutError:
                     for st in states:
                         if not st.get("error"):
