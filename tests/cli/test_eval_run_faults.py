@@ -351,3 +351,105 @@ def test_sigterm_prints_the_command_that_continues_the_run(env_file, tmp_path):
         srv.release.set()
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "Continue with: vf eval" in err and "--resume" in err
+
+
+# ----------------------------------------------------------------- items 12, 13: stopping and exiting
+
+SLOW_REWARD_ENV = """
+import os, time
+from pathlib import Path
+
+import verifiers as vf
+
+
+def slow(completion, answer, **kwargs) -> float:
+    # a synchronous reward that holds the event loop until the test creates the gate file
+    Path(os.environ["VF_TEST_MARK"]).write_text(answer)
+    gate = Path(os.environ["VF_TEST_GATE"])
+    for _ in range(6000):  # a bound against a hang only
+        if gate.exists():
+            break
+        time.sleep(0.01)
+    return 1.0
+
+
+def load_environment(**kwargs):
+    rows = [{"question": f"Repeat the number {i}", "answer": str(i)} for i in range(4)]
+    return vf.SingleTurnEnv(dataset=rows, rubric=vf.Rubric(funcs=[slow]), **kwargs)
+"""
+
+
+def test_ctrl_c_twice_during_a_sync_reward_records_nothing_false(tmp_path):
+    env = write_env_file(tmp_path, "slow_reward_env", SLOW_REWARD_ENV)
+    mark, gate = tmp_path / "mark", tmp_path / "gate"
+    os.environ["VF_TEST_MARK"], os.environ["VF_TEST_GATE"] = str(mark), str(gate)
+    try:
+        with serving(_answer) as srv:
+            proc = _popen("eval", str(env), "-b", srv.base_url, "-n", "4", "-r", "1", "-c", "1",
+                          "-o", str(tmp_path / "o"), cwd=tmp_path)  # fmt: skip
+            try:
+                srv.wait_for(mark.exists, "the reward function to start")
+                proc.send_signal(signal.SIGINT)
+                proc.send_signal(signal.SIGINT)
+                _, err = proc.communicate(timeout=120)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            assert proc.returncode == 130, err
+            assert "Continue with: vf eval" in err
+            run = _run_folder_when_planned(tmp_path / "o")
+            saved = _records(run) if (run / "results.jsonl").exists() else []
+            assert not [r for r in saved if r["error"]], saved  # no KeyboardInterrupt on anyone
+            gate.write_text("go")
+            again = run_vf("eval", str(env), "--resume", str(run), cwd=tmp_path)
+            assert again.returncode == 0, again.stderr
+    finally:
+        del os.environ["VF_TEST_MARK"], os.environ["VF_TEST_GATE"]
+    records = _records(run)
+    assert _ids(records) == [(i, 0) for i in range(4)] and all(r["error"] is None for r in records)
+
+
+OWN_POOL_TOOL_ENV = """
+import threading
+from concurrent.futures import ThreadPoolExecutor, TimeoutError
+
+import verifiers as vf
+
+_never = threading.Event()
+_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tool-pool")
+
+
+def lookup(query: str) -> str:
+    \"\"\"Look something up (gives up on its own worker after a moment).\"\"\"
+    future = _pool.submit(_never.wait)
+    try:
+        future.result(timeout=0.05)
+    except TimeoutError:
+        return "lookup timed out"
+    return "found"
+
+
+def load_environment(**kwargs):
+    rows = [{"question": "Repeat the number 0", "answer": "0"}]
+    rubric = vf.Rubric(funcs=[lambda completion, **kw: 1.0])
+    return vf.ToolEnv(tools=[lookup], dataset=rows, rubric=rubric, max_turns=3, **kwargs)
+"""
+
+
+def test_a_tool_with_its_own_stuck_thread_pool_does_not_keep_vf_eval_alive(tmp_path):
+    env = write_env_file(tmp_path, "own_pool_tool_env", OWN_POOL_TOOL_ENV)
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"query": "x"}'}}]}  # fmt: skip
+
+    def handler(request):
+        turn = sum(1 for m in request.body["messages"] if m["role"] == "assistant")
+        if turn == 0:
+            return chat_body(None, tool_calls=call["tool_calls"], finish_reason="tool_calls")
+        return chat_body("number 0")
+
+    with serving(handler) as srv:
+        # the timeout only guards against the hang this test is about
+        result = run_vf("eval", str(env), "-b", srv.base_url, "-n", "1", "-r", "1", "--no-save", cwd=tmp_path,
+                        timeout=90)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "never ended (tool-pool" in result.stderr
