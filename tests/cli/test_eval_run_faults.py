@@ -212,6 +212,7 @@ def test_infrastructure_failures_are_not_scores_and_a_resume_runs_them_again(env
         assert meta["num_rollouts"] == 12 and meta["num_errors"] == 4 and meta["num_infra_errors"] == 4
         assert meta["errors_by_kind"] == {"infra": 4} and meta["num_scored"] == 8
         assert meta["avg_reward"] == 1.0  # the 8 answered rollouts, not 8/12
+        assert "4 infrastructure, not in the reward" in result.stdout
         # the server recovers: --resume runs the infrastructure failures again, and only them
         healthy["on"] = True
         before = srv.request_count
