@@ -449,3 +449,43 @@ def test_a_tool_with_its_own_stuck_thread_pool_does_not_keep_vf_eval_alive(tmp_p
                         timeout=90)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "never ended (tool-pool" in result.stderr
+
+
+FD_EXHAUSTION_ENV = """
+import os, resource
+
+import verifiers as vf
+
+
+def reward(completion, answer, **kwargs) -> float:
+    if answer == "0":  # the machine runs out of file descriptors while this rollout is scored
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 4, hard))
+        fds = []
+        try:
+            while True:
+                fds.append(os.open(os.devnull, os.O_RDONLY))
+        finally:
+            for fd in fds:
+                os.close(fd)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    return 1.0
+
+
+def load_environment(**kwargs):
+    rows = [{"question": f"Repeat the number {i}", "answer": str(i)} for i in range(4)]
+    return vf.SingleTurnEnv(dataset=rows, rubric=vf.Rubric(funcs=[reward]), **kwargs)
+"""
+
+
+def test_too_many_open_files_is_an_infrastructure_error_not_a_score(tmp_path):
+    env = write_env_file(tmp_path, "fd_exhaustion_env", FD_EXHAUSTION_ENV)
+    with serving(_answer) as srv:
+        result = run_vf("eval", str(env), "-b", srv.base_url, "-n", "4", "-r", "1", "-o", str(tmp_path / "o"))
+    assert result.returncode == 1 and "1 of 4 rollouts failed" in result.stderr, result.stderr
+    run = _run_folder(tmp_path / "o")
+    (failed,) = [r for r in _records(run) if r["error"]]
+    assert failed["example_id"] == 0 and failed["error"]["kind"] == "infra"
+    assert "Too many open files" in failed["error"]["message"]
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["num_infra_errors"] == 1 and meta["num_scored"] == 3 and meta["avg_reward"] == 1.0
