@@ -314,7 +314,9 @@ def error_kind(error: Any) -> str | None:
     if any(m in message for m in _RESOURCE_MESSAGES):
         return "infra"
     source = str(error.get("source") or "")
-    if source == "model" and (message.startswith("no response") or "connection error" in message):
+    if source == "model" and (
+        message.startswith(("no response", "http 429", "http 5")) or "connection error" in message
+    ):
         return "infra"
     return _kind_of_source(source)
 

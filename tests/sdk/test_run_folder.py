@@ -107,3 +107,27 @@ def test_a_resume_scan_keeps_the_first_record_of_each_rollout(tmp_path):
     kept = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert kept == [lines[0], lines[2]]
     assert json.loads((tmp_path / "results.aside.jsonl").read_text()) == lines[1]
+
+
+def test_error_kinds_are_decided_in_one_place():
+    import errno
+
+    from verifiers.errors import error_kind, error_record, is_context_overflow
+
+    assert error_record(OSError(errno.EMFILE, "Too many open files"), "tool:x")["kind"] == "infra"
+    assert error_record(FileNotFoundError(errno.ENOENT, "no such file"), "tool:x")["kind"] == "environment"
+    assert error_record(vf.ModelError(None, "connection refused", True), "model")["kind"] == "infra"
+    assert error_record(vf.ModelError(503, "overloaded", True, attempts=4), "model")["kind"] == "infra"
+    assert error_record(vf.ModelError(400, "bad request", False), "model")["kind"] == "model"
+    assert error_record(vf.JudgeError("judge failed", vf.ModelError(None, "reset", True)), "judge")["kind"] == "infra"
+    assert error_record(ValueError("boom"), "reward:f")["kind"] == "reward"
+    assert error_record(vf.SandboxError("lost"), "setup")["kind"] == "infra"
+    # records saved before kinds existed
+    assert error_kind({"type": "ModelError", "message": "HTTP 502: bad gateway after 4 attempts", "source": "model"}) == "infra"
+    assert error_kind({"type": "OSError", "message": "[Errno 24] Too many open files", "source": "tool:t"}) == "infra"
+    assert error_kind({"type": "ModelError", "message": "HTTP 400: bad", "source": "model"}) == "model"
+    assert error_kind(None) is None
+    refused = vf.ModelError(400, "Invalid 'stop': array too long", False)
+    assert not is_context_overflow(refused)
+    refused.code = "context_length_exceeded"
+    assert is_context_overflow(refused) and is_context_overflow(vf.OverlongPromptError("too long"))
