@@ -131,3 +131,16 @@ def test_error_kinds_are_decided_in_one_place():
     assert not is_context_overflow(refused)
     refused.code = "context_length_exceeded"
     assert is_context_overflow(refused) and is_context_overflow(vf.OverlongPromptError("too long"))
+
+
+async def test_outputs_of_a_resume_that_set_lines_aside_read_the_right_records(tmp_path):
+    with ScriptedServer("ok") as srv:
+        env = _env([{"question": f"q{i}", "answer": "ok"} for i in range(5)])
+        await env.evaluate(srv.base_url, "m", num_examples=-1, rollouts_per_example=1, results_path=tmp_path)
+        lines = (tmp_path / "results.jsonl").read_bytes().splitlines(keepends=True)
+        (tmp_path / "results.jsonl").write_bytes(lines[0] + b"{not json\n" + b"".join(lines[2:]))
+        out = await env.evaluate(srv.base_url, "m", num_examples=-1, rollouts_per_example=1, results_path=tmp_path,
+                                 resume=True)  # fmt: skip
+        assert srv.request_count == 5 + 1
+    assert [o["example_id"] for o in out["outputs"]] == [0, 1, 2, 3, 4]
+    assert out["metadata"]["num_rollouts"] == 5
