@@ -39,6 +39,8 @@ bench: venv
 	$(BIN)/python benchmarks/orchestrator.py
 	$(BIN)/python benchmarks/train.py
 	$(BIN)/python benchmarks/vllm_server.py
+	$(BIN)/python benchmarks/resume_memory.py
+	$(BIN)/python benchmarks/hub_limits.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache outputs

@@ -179,6 +179,10 @@ class EvalResult(Base):
     num_rollouts: Mapped[int] = mapped_column(Integer, default=0)
     num_examples: Mapped[int | None] = mapped_column(Integer)
     rollouts_per_example: Mapped[int | None] = mapped_column(Integer)
+    # rollouts with a recorded error, and those of them that were infrastructure failures (left out
+    # of avg_reward); None for results posted before the hub stored them
+    num_errors: Mapped[int | None] = mapped_column(Integer)
+    num_infra_errors: Mapped[int | None] = mapped_column(Integer)
     sampling_args: Mapped[str] = mapped_column(Text, default="{}")
     metadata_json: Mapped[str] = mapped_column(Text, default="{}")
     summary_json: Mapped[str] = mapped_column(Text, default="{}")

@@ -29,6 +29,8 @@ package, key or dataset) are raised.
 
 from __future__ import annotations
 
+import errno
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,7 +53,9 @@ __all__ = [
     "ToolParseError",
     "TunnelError",
     "VerifiersError",
+    "error_kind",
     "error_record",
+    "is_context_overflow",
 ]
 
 
@@ -86,6 +90,7 @@ class ModelError(Error):
             message = " ".join(str(a) for a in args)
             self._request = status is not None or transient
         self.status = status
+        self.code: str | None = None  # the server's error code (OpenAI: "context_length_exceeded")
         self.message = message
         self.transient = transient
         self.attempts = attempts
@@ -237,10 +242,111 @@ class JudgeError(Error, RuntimeError):
 
 
 def error_record(exc: BaseException, source: str) -> dict[str, Any]:
-    """The ``error`` value stored on a rollout: type, message and where it happened."""
+    """The ``error`` value stored on a rollout: type, message, where it happened and its kind
+    (:func:`error_kind`)."""
     if isinstance(exc, JudgeError) and exc.cause is not None:
-        return {"type": type(exc.cause).__name__, "message": str(exc.cause) or repr(exc.cause), "source": source}
-    return {"type": type(exc).__name__, "message": str(exc) or repr(exc), "source": source}
+        exc = exc.cause
+    return {"type": type(exc).__name__, "message": str(exc) or repr(exc), "source": source, "kind": classify(exc, source)}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Error kinds: what a recorded error means for the run's score
+# ---------------------------------------------------------------------------------------------------
+#
+# ``infra``: the machinery around the rollout failed (the model server unreachable, silent or
+#   overloaded after every retry, a sandbox or tunnel down, the machine out of file descriptors,
+#   memory or disk). Says nothing about the model: excluded from ``avg_reward``, counted apart, and
+#   retried by ``--resume``.
+# ``model``: the model's request or reply is at fault (a 4xx with the server's message, an unusable
+#   reply). A score of 0 for the model.
+# ``reward``: scoring failed (a reward function, the rubric, a judge's own bug, the parser).
+# ``environment``: the environment's code (a tool, ``env_response``, a hook, a custom rollout, a
+#   record that cannot be saved) or the rollout timeout.
+
+ERROR_KINDS = ("infra", "model", "reward", "environment")
+
+#: errno values that mean the machine, not the rollout, ran out of something.
+_RESOURCE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("EMFILE", "ENFILE", "ENOSPC", "ENOMEM", "EDQUOT", "ENOBUFS") if hasattr(errno, name)
+)
+_INFRA_TYPES = frozenset({"InfraError", "TunnelError", "SandboxError", "BrowserSandboxError", "MemoryError"})
+_RESOURCE_MESSAGES = ("too many open files", "no space left on device", "cannot allocate memory")
+
+
+def classify(exc: BaseException, source: str) -> str:
+    """The kind (one of :data:`ERROR_KINDS`) of an exception recorded with ``source``."""
+    if isinstance(exc, InfraError | MemoryError | ConnectionError):
+        return "infra"
+    if isinstance(exc, OSError) and exc.errno in _RESOURCE_ERRNOS:
+        return "infra"
+    if isinstance(exc, ModelError) and getattr(exc, "_request", False):
+        # no response at all, or one that a retry might have fixed (429, 5xx, timeouts) and did not
+        if exc.status is None or exc.transient:
+            return "infra"
+    return _kind_of_source(source)
+
+
+def _kind_of_source(source: str | None) -> str:
+    source = source or ""
+    if source == "model":
+        return "model"
+    if source.startswith("reward") or source in ("judge", "rubric", "parser"):
+        return "reward"
+    return "environment"
+
+
+def error_kind(error: Any) -> str | None:
+    """The kind of a recorded ``error`` dict (None: no error).
+
+    Records carry it as ``kind`` since error kinds exist; for older records (and error dicts built
+    by hand) it is worked out from the type, message and source.
+    """
+    if error is None:
+        return None
+    if not isinstance(error, dict):
+        return "environment"
+    kind = error.get("kind")
+    if kind in ERROR_KINDS:
+        return kind
+    if str(error.get("type") or "") in _INFRA_TYPES:
+        return "infra"
+    message = str(error.get("message") or "").lower()
+    if any(m in message for m in _RESOURCE_MESSAGES):
+        return "infra"
+    source = str(error.get("source") or "")
+    if source == "model" and (
+        message.startswith(("no response", "http 429", "http 5")) or "connection error" in message
+    ):
+        return "infra"
+    return _kind_of_source(source)
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """Whether a failed model request means the prompt no longer fits the model's context.
+
+    Only the servers' own signals count, never a loose "too long" (a 400 for ``Invalid 'stop':
+    array too long`` is a bad request, not an overflow):
+
+    * OpenAI: ``error.code == "context_length_exceeded"`` (kept by the client as ``exc.code``);
+    * vLLM: "This model's maximum context length is N tokens. However, you requested M tokens
+      ..." / "... However, your prompt contains M input tokens ...", or "The ... prompt (length
+      M) is longer than the maximum model length of N" (vLLM 0.32's own texts);
+    * an environment's own ``OverlongPromptError`` (the classic taxonomy).
+    """
+    if isinstance(exc, OverlongPromptError):
+        return True
+    if not isinstance(exc, ModelError) or exc.status not in (400, 413, 422):
+        return False
+    if getattr(exc, "code", None) == "context_length_exceeded":
+        return True
+    return _CONTEXT_OVERFLOW.search(str(getattr(exc, "message", "") or exc)) is not None
+
+
+_CONTEXT_OVERFLOW = re.compile(
+    r"maximum context length is \d+ tokens"
+    r"|longer than the maximum model length of \d+",
+    re.IGNORECASE,
+)
 
 
 def is_user_raised(exc: BaseException) -> bool:

@@ -64,6 +64,12 @@ def post_eval(
     n_roll = _opt_int(md.get("num_rollouts"), "num_rollouts")
     if n_roll is None:
         n_roll = (n_ex or 0) * (rpe or 1)
+    n_err = _opt_int(md.get("num_errors"), "num_errors")
+    n_infra = _opt_int(md.get("num_infra_errors"), "num_infra_errors")
+    if n_err is not None and n_err > n_roll:
+        raise HubError(422, "metadata.num_errors cannot exceed metadata.num_rollouts")
+    if n_infra is not None and n_infra > (n_err if n_err is not None else n_roll):
+        raise HubError(422, "metadata.num_infra_errors cannot exceed metadata.num_errors")
     sampling = md.get("sampling_args") or {}
     if not isinstance(sampling, dict):
         raise HubError(422, "metadata.sampling_args must be an object")
@@ -97,6 +103,8 @@ def post_eval(
             num_rollouts=n_roll,
             num_examples=n_ex,
             rollouts_per_example=rpe,
+            num_errors=n_err,
+            num_infra_errors=n_infra,
             sampling_args=json.dumps(sampling, default=str),
             metadata_json=raw_md,
             summary_json=raw_summary,

@@ -185,6 +185,8 @@ class EvalOut(Out):
     num_rollouts: int
     num_examples: int | None
     rollouts_per_example: int | None
+    num_errors: int | None = None  # rollouts with a recorded error (None: not reported)
+    num_infra_errors: int | None = None  # of which infrastructure failures, not in avg_reward
     sampling_args: dict[str, Any]
     metadata: dict[str, Any]
     summary: dict[str, Any]
@@ -200,6 +202,8 @@ class LeaderboardRow(Out):
     num_rollouts: int
     num_examples: int | None
     rollouts_per_example: int | None
+    num_errors: int | None = None  # rollouts with a recorded error (None: not reported)
+    num_infra_errors: int | None = None  # of which infrastructure failures, not in avg_reward
     sampling_args: dict[str, Any]
     submitter: str | None
     eval_id: int

@@ -59,7 +59,9 @@ def test_prompt_too_long_is_visible_in_the_summary_and_in_vf_results(env_file, t
         return chat_body(None)  # an empty reply: flagged
 
     with serving(handler) as srv:
-        result = _invoke("eval", str(env_file), "-b", srv.base_url, "-n", "4", "-r", "1", "-o", str(tmp_path / "o"))
+        # ECHO_ENV's reward fails on a rollout with no reply: 2 of 4 errors, allowed here
+        result = _invoke("eval", str(env_file), "-b", srv.base_url, "-n", "4", "-r", "1", "-o", str(tmp_path / "o"),
+                         "--max-error-rate", "1")  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "stopped" in result.output and "prompt_too_long: 2" in result.output and "2 truncated" in result.output
     assert "EmptyReply: 2" in result.output

@@ -149,7 +149,20 @@ def test_evals_and_leaderboard_ordering(hub: HubClient, packages: PackageFactory
             json={"metadata": md, "summary": {"note": "ok"}},
         )
         assert r.status_code == 201, r.text
+    # a run's error counts are stored and shown (infrastructure failures are not in avg_reward)
+    md = {"model": "model-d", "avg_reward": 0.2, "num_rollouts": 12, "num_errors": 5, "num_infra_errors": 4}
+    r = hub.post("/api/v1/environments/alice/lb-env/versions/1.0.0/evals", bob, json={"metadata": md})
+    assert r.status_code == 201 and (r.json()["num_errors"], r.json()["num_infra_errors"]) == (5, 4), r.text
+    row_d = next(r for r in hub.get("/api/v1/environments/alice/lb-env/leaderboard").json() if r["model"] == "model-d")
+    assert (row_d["num_errors"], row_d["num_infra_errors"]) == (5, 4)
+    assert "5 (4 infra)" in hub.get("/alice/lb-env").text
+    for bad in ({"num_errors": 13}, {"num_errors": 2, "num_infra_errors": 3}, {"num_errors": -1}):
+        r = hub.post("/api/v1/environments/alice/lb-env/versions/1.0.0/evals", bob,
+                     json={"metadata": {**md, **bad}})  # fmt: skip
+        assert r.status_code == 422, bad
+    assert hub.req("DELETE", f"/api/v1/environments/alice/lb-env/evals/{row_d['eval_id']}", bob).status_code == 204
     lb = hub.get("/api/v1/environments/alice/lb-env/leaderboard").json()
+    assert lb[0]["num_errors"] is None  # posted without counts
     assert [(r["model"], r["avg_reward"], r["version"], r["rank"]) for r in lb] == [
         ("model-c", 0.90, "1.0.0", 1),
         ("model-b", 0.75, "1.1.0", 2),  # ties on reward: more rollouts first

@@ -319,7 +319,7 @@ def test_load_environment_installs_only_when_allowed_and_eval_push(hub: HubProce
     assert "pushed to the hub: xena/xena-say@1.2.0" in res.out
     board = httpx.get(f"{hub.url}/api/v1/environments/xena/xena-say/leaderboard", timeout=30).json()
     assert len(board) == 1 and board[0]["version"] == "1.2.0" and board[0]["num_rollouts"] == 4
-    assert board[0]["avg_reward"] == 1.0
+    assert board[0]["avg_reward"] == 1.0 and (board[0]["num_errors"], board[0]["num_infra_errors"]) == (0, 0)
     evals = httpx.get(f"{hub.url}/api/v1/environments/xena/xena-say/evals", timeout=30).json()
     assert len(evals[0]["summary"]["samples"]) == 4
     assert "latest eval results" in vf("info", "xena/xena-say").out

@@ -180,7 +180,7 @@ async def test_rubric_whose_scoring_raises_records_source_rubric() -> None:
         out = await env.evaluate(client_for(srv), "m", rollouts_per_example=2)
     assert len(out["outputs"]) == 8
     for st in out.state:
-        assert st["error"] == {"type": "RuntimeError", "message": "rubric exploded", "source": "rubric"}
+        assert st["error"] == {"type": "RuntimeError", "message": "rubric exploded", "source": "rubric", "kind": "reward"}
         assert st["reward"] == 0.0
     assert out["metadata"]["errors_by_source"] == {"rubric": 8}
 

@@ -67,7 +67,7 @@ async def test_raising_reward_function_is_recorded_not_silent() -> None:
     await rubric.score_group(states)
     st = states[0]
     assert st["reward"] == 0.0
-    assert st["error"] == {"type": "ValueError", "message": "boom", "source": "reward:broken"}
+    assert st["error"] == {"type": "ValueError", "message": "boom", "source": "reward:broken", "kind": "reward"}
     assert st["metrics"] == {"fine": 1.0, "broken": 0.0}
 
 

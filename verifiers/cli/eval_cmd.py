@@ -7,6 +7,12 @@ Defaults sized for an interactive run, so that a stuck server or rollout never h
 each model request gets ``--request-timeout`` (120 s) and ``--max-retries`` (3) retries, and each
 rollout ``--rollout-timeout`` (900 s, scoring included; 0 turns a limit off).
 
+The exit status tells whether the run measured something: 1 when more than ``--max-error-rate``
+(10 %) of the rollouts have a recorded error, or all of them. Infrastructure errors (the server
+unreachable or overloaded after every retry, the machine out of file descriptors) are counted apart
+and left out of the average reward; ``--resume`` runs those rollouts again. Ctrl-C or SIGTERM stop
+the run and print the command that continues it; a second one stops at once.
+
 A saved run's plan (environment and its arguments, -n, -r, model, base URL, sampling arguments) is
 written to ``plan.json`` when the run starts; ``--resume`` reuses it and refuses a different value
 given on the command line, so a resumed run is the same run.
@@ -15,9 +21,12 @@ given on the command line, so a resumed run is the same run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -37,6 +46,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "request_timeout": 120.0,
     "max_retries": 3,
     "timeout_per_rollout": 900.0,
+    "max_error_rate": 0.1,
 }
 PLAN_FILE = "plan.json"
 _MISSING = object()
@@ -71,6 +81,7 @@ class EvalOptions:
     headers: list[str] = field(default_factory=list)
     show_samples: int = 1
     wait_server: float = 0.0
+    max_error_rate: float | None = None
     env_dir_path: Path | None = None
     # Pre-parsed forms (the compat script parses JSON itself); they win over the *_json strings.
     sampling_args: dict[str, Any] | None = None
@@ -105,6 +116,7 @@ class EvalPlan:
     request_timeout: float = 120.0
     max_retries: int = 3
     env: str = ""
+    max_error_rate: float = 0.1
 
     def saved_plan(self) -> dict[str, Any]:
         """What ``plan.json`` holds: enough to continue exactly this run (never a key's value)."""
@@ -353,6 +365,9 @@ def plan_eval(opts: EvalOptions) -> EvalPlan:
         raise UserError("--request-timeout must be a positive number of seconds")
     if max_retries < 0:
         raise UserError("--max-retries must be 0 or more")
+    max_error_rate = float(pick("max_error_rate", opts.max_error_rate))
+    if not 0.0 <= max_error_rate <= 1.0:
+        raise UserError("--max-error-rate must be between 0 and 1 (a share of the rollouts)")
     num_examples = int(pick("num_examples", opts.num_examples))
     rollouts_per_example = int(pick("rollouts_per_example", opts.rollouts_per_example))
     if saved is not None:
@@ -378,6 +393,7 @@ def plan_eval(opts: EvalOptions) -> EvalPlan:
         request_timeout=request_timeout,
         max_retries=max_retries,
         env=opts.env,
+        max_error_rate=max_error_rate,
     )
 
 
@@ -440,7 +456,9 @@ def _make_client(plan: EvalPlan) -> Any:
     return ModelClient(config)
 
 
-async def _evaluate(env: Any, plan: EvalPlan, on_progress: Any) -> Any:
+async def _evaluate(env: Any, plan: EvalPlan, on_progress: Any, stop: _StopOnSignal | None = None) -> Any:
+    if stop is not None:
+        stop.attach()
     client = _make_client(plan)
     try:
         return await env.evaluate(
@@ -510,18 +528,25 @@ def run_eval(opts: EvalOptions) -> int:
             errors=int(event.get("errors") or 0),
         )
 
-    if plan.results_path is not None:
-        write_plan(plan.results_path, plan.saved_plan())
     started = time.monotonic()
+    stop = _StopOnSignal(plan)
     try:
-        with progress:
-            result = asyncio.run(_evaluate(env, plan, on_progress))
-    except KeyboardInterrupt:
-        if plan.results_path is not None:
-            print(f"interrupted; finished rollouts are saved. Continue with: {resume_command(plan)}", file=sys.stderr)
-        else:
-            print("interrupted", file=sys.stderr)
-        return 130
+        with contextlib.ExitStack() as stack:
+            if plan.results_path is not None:
+                # one run per folder: a second `vf eval --resume` on it refuses instead of doubling it
+                stack.enter_context(_locked(plan.results_path))
+                write_plan(plan.results_path, plan.saved_plan())
+            stack.enter_context(stop)
+            with progress:
+                result = asyncio.run(_evaluate(env, plan, on_progress, stop))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        stop.report()
+        return stop.exit_code
+    except _refusals() as exc:
+        raise UserError(str(exc)) from None
+    if stop.signals:  # the run ended on its own while a stop was being asked for
+        stop.report()
+        return stop.exit_code
     elapsed = time.monotonic() - started
 
     metadata = dict(_get(result, "metadata") or {})
@@ -542,18 +567,116 @@ def run_eval(opts: EvalOptions) -> int:
         )
     n = int(metadata.get("num_rollouts") or 0)
     n_err = int(metadata.get("num_errors") or 0)
-    if n > 0 and n_err == n:
-        first = next((r.get("error") for r in records if r.get("error")), None)
-        detail = (
-            f": {first.get('source')}: {first.get('type')}: {first.get('message')}"
-            if isinstance(first, dict)
-            else ""
+    n_infra = int(metadata.get("num_infra_errors") or 0)
+    if n_infra:
+        print(
+            f"warning: {n_infra} rollout(s) failed for infrastructure reasons (server unreachable or overloaded, "
+            f"machine out of resources); they are left out of the reward and run again by: {resume_command(plan)}"
+            if plan.results_path is not None
+            else f"warning: {n_infra} rollout(s) failed for infrastructure reasons; they are left out of the reward",
+            file=sys.stderr,
         )
-        print(f"error: all {n} rollouts failed{detail}"[:500], file=sys.stderr)
+    if n > 0 and n_err == n:
+        print(f"error: all {n} rollouts failed{_first_error(plan.results_path, records)}"[:500], file=sys.stderr)
+        return 1
+    if n > 0 and n_err / n > plan.max_error_rate:
+        print(
+            f"error: {n_err} of {n} rollouts failed ({n_err / n:.0%}, above --max-error-rate "
+            f"{plan.max_error_rate:g}){_first_error(plan.results_path, records)}"[:500],
+            file=sys.stderr,
+        )
         return 1
     if opts.push and plan.results_path is not None:
         _push_to_hub(opts, plan.results_path, out)
     return 0
+
+
+_EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _StopOnSignal:
+    """Ctrl-C and SIGTERM stop a run the same way, and never inside a rollout's code.
+
+    The first signal cancels the run from the event loop (finished rollouts are saved, the
+    unfinished ones are not recorded); a second one, or one arriving while synchronous code holds
+    the loop, exits at once: records are flushed one by one, so nothing finished is lost, and the
+    folder's lock dies with the process. Either way the command that continues the run is printed.
+    An exception is never raised into whatever code happens to be running (that would record a
+    ``KeyboardInterrupt`` error on an innocent rollout).
+    """
+
+    def __init__(self, plan: EvalPlan) -> None:
+        self.plan = plan
+        self.signals: list[int] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self._previous: dict[int, Any] = {}
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.signals[0] if self.signals else signal.SIGINT)
+
+    def __enter__(self) -> _StopOnSignal:
+        if threading.current_thread() is threading.main_thread():
+            for sig in _EXIT_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+
+    def attach(self) -> None:
+        """Called from inside the run's event loop."""
+        self.loop = asyncio.get_running_loop()
+        self.task = asyncio.current_task()
+        if self.signals:
+            self.task.cancel()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.signals.append(signum)
+        if len(self.signals) > 1:
+            self.report(now=True)
+            os._exit(self.exit_code)
+        if self.loop is not None and self.task is not None:
+            self.loop.call_soon_threadsafe(self.task.cancel)
+
+    def report(self, now: bool = False) -> None:
+        how = "stopped at once" if now else "interrupted"
+        if self.plan.results_path is not None:
+            message = f"{how}; finished rollouts are saved. Continue with: {resume_command(self.plan)}\n"
+        else:
+            message = f"{how}\n"
+        os.write(2, message.encode("utf-8", "replace"))
+
+
+def _locked(folder: Path) -> Any:
+    from verifiers.utils.results import run_lock
+
+    return run_lock(folder)
+
+
+def _refusals() -> tuple[type[BaseException], ...]:
+    from verifiers.utils.results import DuplicateRolloutError, RunFolderBusyError, RunFolderExistsError
+
+    return (DuplicateRolloutError, RunFolderBusyError, RunFolderExistsError)
+
+
+def _first_error(results_path: Path | None, records: list[dict[str, Any]]) -> str:
+    """': source: Type: message' of the run's first error (searched in the whole results file)."""
+    first = next((r.get("error") for r in records if r.get("error")), None)
+    if first is None and results_path is not None and (results_path / "results.jsonl").is_file():
+        with open(results_path / "results.jsonl", "rb") as fh:
+            for line in fh:
+                try:
+                    first = json.loads(line).get("error")
+                except (ValueError, AttributeError):
+                    continue
+                if first:
+                    break
+    if not isinstance(first, dict):
+        return ""
+    return f": {first.get('source')}: {first.get('type')}: {first.get('message')}"
 
 
 def resume_command(plan: EvalPlan) -> str:

@@ -9,6 +9,7 @@ clear message instead of breaking every other command.
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -179,6 +180,13 @@ def eval_command(
             "--wait-server", help="Seconds to wait for the server to come up (e.g. just after vf serve &)."
         ),
     ] = 0.0,
+    max_error_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--max-error-rate",
+            help="Exit 1 when more than this share of the rollouts failed (default 0.1).",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate an environment against a model behind an OpenAI-compatible server."""
     from verifiers.cli.eval_cmd import EvalOptions, run_eval
@@ -210,6 +218,7 @@ def eval_command(
         push_anyway=push_anyway,
         hub=hub,
         wait_server=wait_server,
+        max_error_rate=max_error_rate,
     )
     raise typer.Exit(run_eval(opts))
 
@@ -436,16 +445,55 @@ for _info in app.registered_commands:  # every vf command (the command list itse
 
 def main() -> None:
     """Console-script entry point of ``vf``."""
-    import sys
-
     argv = sys.argv[1:]
-    if argv[:1] == ["eval"]:
-        from verifiers.cli.v1_eval import main as v1_main
-        from verifiers.cli.v1_eval import wants_v1
+    try:
+        if argv[:1] == ["eval"]:
+            from verifiers.cli.v1_eval import main as v1_main
+            from verifiers.cli.v1_eval import wants_v1
 
-        if wants_v1(argv[1:]):  # a v1 environment or config: its own flags (verifiers/cli/v1_eval.py)
-            v1_main(argv[1:])
-    app()
+            if wants_v1(argv[1:]):  # a v1 environment or config: its own flags (verifiers/cli/v1_eval.py)
+                v1_main(argv[1:])
+        app()
+    except SystemExit as exc:
+        _exit_past_stuck_threads(exc.code)
+        raise
+
+
+def _exit_past_stuck_threads(code: Any) -> None:
+    """Exit even when code the command ran left threads that never end.
+
+    A tool that runs its work in its own thread pool and gives up on it (``future.result(timeout=
+    ...)``) leaves a worker thread that Python joins at exit, forever. Once the command is done,
+    run the exit hooks (environment teardown) ourselves, give such threads a moment, then leave
+    without waiting for them, saying so.
+    """
+    import atexit
+    import os
+    import threading
+
+    def stuck() -> list[threading.Thread]:
+        # Python joins at exit every non-daemon thread and every ThreadPoolExecutor worker (even a
+        # daemon one: a pool made from a daemon thread has daemon workers, joined all the same)
+        import concurrent.futures.thread as pool_threads
+
+        joined = set(getattr(pool_threads, "_threads_queues", {}))
+        me = threading.current_thread()
+        return [t for t in threading.enumerate() if t is not me and t.is_alive() and (not t.daemon or t in joined)]
+
+    if not stuck():
+        return
+    atexit._run_exitfuncs()
+    for thread in stuck():
+        thread.join(timeout=1.0)  # a bound for threads that are about to end, not a measurement
+    left = stuck()
+    if not left:
+        return
+    names = ", ".join(t.name for t in left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+    sys.stdout.flush()
+    print(f"note: {len(left)} thread(s) started during the command never ended ({names}); exiting without them",
+          file=sys.stderr)  # fmt: skip
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else (0 if code is None else 1))
 
 
 if __name__ == "__main__":

@@ -69,6 +69,9 @@ def summary_table(metadata: dict[str, Any], title: str | None = None) -> Table:
     if by_source:
         errors += "  (" + ", ".join(f"{src}: {count}" for src, count in sorted(by_source.items())) + ")"
     table.add_row("errors", Text(errors, style="red" if n_err else ""))
+    n_infra = int(metadata.get("num_infra_errors") or 0)
+    if n_infra:  # not scores: the reward above is over the other rollouts
+        table.add_row("", Text(f"{n_infra} infrastructure, not in the reward (--resume runs them again)", style="red"))
     stops = metadata.get("stop_conditions") or {}
     if stops:
         table.add_row("stopped", stop_conditions_text(stops, int(metadata.get("num_truncated") or 0)))

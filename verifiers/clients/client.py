@@ -137,6 +137,17 @@ def error_message(status: int, content: bytes) -> str:
     return text[:500] or f"HTTP {status}"
 
 
+def error_code(content: bytes) -> str | None:
+    """The ``error.code`` of an OpenAI-shaped error body (``context_length_exceeded``), if any."""
+    try:
+        data = json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    err = data.get("error") if isinstance(data, dict) else None
+    code = err.get("code") if isinstance(err, dict) else None
+    return str(code) if isinstance(code, str | int) and code != "" else None
+
+
 def is_transient_status(status: int) -> bool:
     """429 and 5xx are worth retrying; other 4xx never succeed on retry."""
     return status == 429 or status >= 500
@@ -165,6 +176,7 @@ class ModelClient:
         self._http: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
+        self._connections: asyncio.Semaphore | None = None  # built with the session (per event loop)
         self._pending: dict[tuple[str, bytes, str], _SampleBatch] = {}
         self._pending_loop: asyncio.AbstractEventLoop | None = None
         self._connection_errors: tuple[type[BaseException], ...] = (OSError,)
@@ -344,18 +356,28 @@ class ModelClient:
         content = encode_body(body) if body is not None else None
         session = self._session_for_loop()
         semaphore = self._semaphore
+        connections = self._connections
         attempt = 0
         while True:
             retry_after: float | None = None
             try:
+                # Wait for a request slot and then a free connection here, where the calling
+                # rollout's clock is paused (slots.acquire_slot), rather than in aiohttp's own
+                # connection queue, where the wait would count against the rollout's timeout and
+                # the request's own.
                 if semaphore is not None:
                     await acquire_slot(semaphore)
+                try:
+                    if connections is not None:
+                        await acquire_slot(connections)
                     try:
                         status, resp_headers, data = await self._send(session, method, url, content, extra)
                     finally:
+                        if connections is not None:
+                            connections.release()
+                finally:
+                    if semaphore is not None:
                         semaphore.release()
-                else:
-                    status, resp_headers, data = await self._send(session, method, url, content, extra)
             except ModelError as exc:
                 error = exc
             else:
@@ -367,6 +389,7 @@ class ModelClient:
                             status, "response body is not JSON", False, attempts=attempt + 1
                         ) from None
                 error = ModelError(status, self._explain(status, error_message(status, data)), is_transient_status(status))
+                error.code = error_code(data)
                 if error.transient:
                     retry_after = parse_retry_after(resp_headers)
             error.attempts = attempt + 1
@@ -468,6 +491,8 @@ class ModelClient:
         self._semaphore = (
             asyncio.Semaphore(cfg.max_concurrent_requests) if cfg.max_concurrent_requests else None
         )
+        # the connector's limit (0: none, as for aiohttp), waited for in request_json
+        self._connections = asyncio.Semaphore(cfg.max_connections) if cfg.max_connections > 0 else None
         return self._session
 
 

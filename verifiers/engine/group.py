@@ -1,8 +1,8 @@
 """One group: every rollout of one example, run concurrently, then scored together.
 
 Scoring runs under what the group's rollouts had left of their timeouts (the longest among those
-still live: group reward functions see them all at once); a rollout without a limit leaves
-scoring unbounded. A scorer that raises records its error on every rollout of the group (source
+still live: group reward functions see them all at once), on a clock that stops while a judge's
+request waits for a slot; a rollout without a limit leaves scoring unbounded. A scorer that raises records its error on every rollout of the group (source
 ``rubric``) instead of ending the run.
 """
 
@@ -13,10 +13,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from verifiers.engine.clock import record_timeout
+from verifiers.engine.clock import CLOCK, RolloutClock, record_timeout
 from verifiers.engine.rollout import run_rollout
 from verifiers.errors import error_record, is_user_raised
 from verifiers.types import State
+from verifiers.utils.results import set_timing
 
 if TYPE_CHECKING:
     from verifiers.engine.client import ModelClientProtocol
@@ -49,8 +50,13 @@ async def run_group(
         left = [o.time_left for o in outcomes if o.time_left is not None and not o.state.get("error")]
         if left:
             try:
-                async with asyncio.timeout(max(left)):
-                    await score_group(plan.scorer, states)
+                async with asyncio.timeout(max(left)) as scope:
+                    # [faultsrun] a judge's request-slot wait pauses the scoring clock too
+                    token = CLOCK.set(RolloutClock(scope))
+                    try:
+                        await score_group(plan.scorer, states)
+                    finally:
+                        CLOCK.reset(token)
             except TimeoutError:
                 names = plan.scorer.get_reward_func_names()
                 for st in states:
@@ -62,7 +68,7 @@ async def run_group(
             await score_group(plan.scorer, states)
     total = (time.perf_counter() - t0) * 1000.0
     for st in states:
-        st["timing"]["total_ms"] = total
+        set_timing(st, "total_ms", total)  # [faultsrun] a hook may have replaced or dropped timing
     return states
 
 

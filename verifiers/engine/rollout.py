@@ -18,6 +18,7 @@ from verifiers.engine.clock import CLOCK, RolloutClock, record_timeout
 from verifiers.engine.turns import play_turns
 from verifiers.errors import error_record, is_user_raised
 from verifiers.types import State
+from verifiers.utils.results import set_timing
 
 if TYPE_CHECKING:
     from verifiers.engine.client import ModelClientProtocol
@@ -80,7 +81,7 @@ async def run_rollout(
         if not state.get("error"):
             state["error"] = error_record(exc, "rollout")
         state["is_completed"] = True
-    state["timing"]["generation_ms"] = (time.perf_counter() - t0) * 1000.0
+    set_timing(state, "generation_ms", (time.perf_counter() - t0) * 1000.0)  # [faultsrun] a hook may have popped it
     return RolloutOutcome(state, (clock.left() or 0.0) if clock is not None else None)
 
 

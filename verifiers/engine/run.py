@@ -7,7 +7,10 @@
   every rollout of the run, wrapped around the model client).
 * Finished rollouts are written to ``results.jsonl`` at once (flushed), and only a small summary is
   kept in memory while saving (see :class:`~verifiers.types.GenerateOutputs`); ``resume`` skips the
-  rollouts a folder already holds.
+  rollouts a folder already holds (read as a stream; bad lines, repeats and infrastructure errors
+  set aside in ``results.aside.jsonl``, the latter run again).
+* A run folder is held by one run at a time (``run.lock``); one that holds a run is refused unless
+  resuming. Repeated ``(example_id, rollout_index)`` pairs are refused before anything runs.
 * After a run, every requested rollout has exactly one record (finished or errored), or the run
   fails loudly.
 """
@@ -31,11 +34,14 @@ from verifiers.utils.results import (
     LazyOutputs,
     ProgressTracker,
     ResultsWriter,
+    ResumeScan,
     RolloutSummary,
+    RunFolder,
     build_metadata,
     hashable_key,
-    read_results,
-    record_from_state,
+    pair_rows,
+    record_for,
+    rollout_positions,
     write_metadata,
 )
 
@@ -71,46 +77,43 @@ async def run_groups(
     folder = config.folder
 
     # Output order follows the inputs: (group position, rollout index).
-    position = {_order_key(row): gi for gi, group in enumerate(groups) for row in group}
-    summaries: list[RolloutSummary] = []
+    # [faultsrun] identities are unique (refused otherwise); the run folder is locked, an existing
+    # run refused without resume, and a resume streams (verifiers/utils/results.py).
+    position = rollout_positions(groups)
     kept: list[tuple[tuple[int, int], Any]] = []  # (order key, offset or record)
     states_kept: list[tuple[tuple[int, int], State]] = []
-    if folder is not None and config.resume:
-        records, offsets = read_results(folder, repair=True, name=config.results_file)
-        done: set[tuple[Any, int]] = set()
-        for rec, off in zip(records, offsets, strict=True):
-            k = (hashable_key(rec.get("example_id")), int(rec.get("rollout_index") or 0))
-            if k in done or k not in position or (config.keep_on_resume is not None and not config.keep_on_resume(rec)):
-                continue
-            done.add(k)
-            summaries.append(RolloutSummary.from_record(rec))
-            kept.append(((position[k], k[1]), off))
-        groups = [g2 for g2 in ([r for r in g if _order_key(r) not in done] for g in groups) if g2]
-    requested = len(summaries) + sum(len(g) for g in groups)
+    run_folder = RunFolder(folder, resume=config.resume, results_file=config.results_file, keep=config.keep_on_resume) if folder is not None else None
+    scan = run_folder.open(position) if run_folder is not None else ResumeScan()
+    try:
+        writer = ResultsWriter(folder, name=config.results_file) if folder is not None else None
+    except BaseException:
+        if run_folder is not None:
+            run_folder.close(0.0)
+        raise
+    if scan.done:
+        kept.extend(scan.kept)
+        groups = [g2 for g2 in ([r for r in g if _order_key(r) not in scan.done] for g in groups) if g2]
+    requested = len(scan.summaries) + sum(len(g) for g in groups)
     if callable(config.on_start):
         try:
             config.on_start(requested)
         except Exception:
             logger.warning("on_start callback failed", exc_info=True)
     tracker = ProgressTracker(total=requested, callback=config.on_progress)
-    tracker.summaries = summaries
-    tracker.done = len(summaries)
-    tracker.reward_sum = sum(s.reward for s in summaries)
-    tracker.errors = sum(1 for s in summaries if s.error_source)
-    writer = ResultsWriter(folder, name=config.results_file) if folder is not None else None
+    tracker.start_from(scan.summaries)
     extra_columns = config.state_columns
 
-    def finish(state: State) -> None:
+    def finish(state: State, row: Mapping[str, Any]) -> None:
         reward = state.get("reward")
         if isinstance(reward, float) and not math.isfinite(reward):  # set by custom scoring code
             if not state.get("error"):
                 state["error"] = {"type": "ValueError", "message": f"the rollout's reward is {reward}", "source": "reward"}
             state["reward"] = 0.0
-        record = (config.record or record_from_state)(state)
-        for col in extra_columns:
-            record[col] = state.get(col)
-        index = state.get("rollout_index", 0)
-        order = (position.get((hashable_key(state.get("example_id")), index), 0), index)
+        # [faultsrun] saving is part of the rollout: record_for / writer.write never raise for what
+        # the rollout holds, and the record keeps the input's identity (not the state's)
+        record = record_for(state, row, extra_columns, build=config.record)
+        index = row.get("rollout_index", 0)
+        order = (position.get(_order_key(row), 0), index)
         if writer is not None:
             kept.append((order, writer.write(record)))
         else:
@@ -129,8 +132,8 @@ async def run_groups(
             )
             if apart:
                 await _score_apart(plan, states, config)
-            for st in states:
-                finish(st)
+            for row, st in pair_rows(rows, states):
+                finish(st, row)
 
     limit = config.max_concurrent
     n_workers = len(groups) if limit is None or limit <= 0 else min(limit, len(groups))
@@ -149,6 +152,8 @@ async def run_groups(
     finally:
         if writer is not None:
             writer.close()
+        if run_folder is not None:
+            run_folder.close((time.perf_counter() - t0) * 1000.0)
 
     if tracker.done != requested:
         # Every requested rollout must come back finished or errored; anything else is a bug (a
@@ -168,6 +173,8 @@ async def run_groups(
         "sampling_args": dict(sampling_args),
         "time_ms": (time.perf_counter() - t0) * 1000.0,
         "started_at": started.isoformat(),
+        # [faultsrun] a resumed run's clock covers all its invocations (run.json)
+        **(run_folder.clock((time.perf_counter() - t0) * 1000.0) if run_folder is not None else {}),
         "finished_at": finished.isoformat(),
         "path": str(folder) if folder is not None else None,
     }

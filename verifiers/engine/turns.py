@@ -4,7 +4,8 @@
 Errors of the environment's code are recorded on the state with their source (``setup``,
 ``model``, ``env_response``, ``cleanup``) and end the rollout through the ``has_error`` stop
 condition; only a real cancellation propagates. A context-window overflow reported by the server
-is not an error: it stops the rollout as ``prompt_too_long`` (truncated).
+is not an error: it stops the rollout as ``prompt_too_long`` (truncated); only the server's own
+signals count (:func:`verifiers.errors.is_context_overflow`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import inspect
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from verifiers.errors import InvalidModelResponseError, OverlongPromptError, error_record, is_user_raised
+from verifiers.errors import InvalidModelResponseError, error_record, is_context_overflow, is_user_raised
 from verifiers.types import AssistantMessage, State, UserMessage, to_message
 
 if TYPE_CHECKING:
@@ -21,9 +22,6 @@ if TYPE_CHECKING:
     from verifiers.engine.plans import TurnLoop
 
 __all__ = ["add_warning", "messages_of", "play_turns"]
-
-_CONTEXT_MARKERS = ("context length", "context window", "maximum context", "too long", "max_model_len", "maximum model length")
-
 
 def add_warning(state: State, type_: str, message: str, source: str) -> None:
     """Flag something on a rollout that is not an error (it neither stops nor zeroes the rollout):
@@ -75,7 +73,7 @@ async def play_turns(loop: TurnLoop, state: State, client: ModelClientProtocol, 
             except BaseException as exc:
                 if not is_user_raised(exc):
                     raise
-                if _is_context_overflow(exc):
+                if is_context_overflow(exc):  # [faultsrun] the servers' own signals only (errors.py)
                     state["prompt_too_long"] = True
                     state["is_truncated"] = True
                     continue
@@ -117,14 +115,6 @@ def _check_response(response: Any, chat: bool) -> tuple[str, str] | None:
     if (content is None or content == "") and not calls:
         return "empty", "the model's reply has no content and no tool calls"
     return None
-
-
-def _is_context_overflow(exc: BaseException) -> bool:
-    if isinstance(exc, OverlongPromptError):  # raised by an environment's own model call (classic taxonomy)
-        return True
-    status = getattr(exc, "status", None)
-    text = str(exc).lower()
-    return status == 400 and any(marker in text for marker in _CONTEXT_MARKERS)
 
 
 def _record_response(state: State, context: Any, response: Any, chat: bool, max_seq_len: int | None) -> None:

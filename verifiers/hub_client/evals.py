@@ -136,7 +136,8 @@ def push_eval(client: HubClient, env: str, run_dir: Path, *, samples: bool = Fal
     ref = _ref_for(env, metadata)
     summary: dict[str, Any] = {
         k: metadata.get(k) for k in ("avg_reward", "std_reward", "avg_metrics", "pass_at_k", "num_errors",
-                                     "errors_by_source", "usage", "time_ms")
+                                     "errors_by_source", "num_infra_errors", "errors_by_kind", "num_scored",
+                                     "usage", "time_ms")
     }
     if samples:
         summary["samples"] = load_samples(run_dir)
