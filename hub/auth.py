@@ -120,6 +120,12 @@ class TokenUseTracker:
         self._seen: dict[int, float] = {}
         self._lock = threading.Lock()
 
+    def is_due(self, token_id: int) -> bool:
+        """Whether the next ``due`` would be True (records nothing)."""
+        with self._lock:
+            last = self._seen.get(token_id)
+        return last is None or time.monotonic() - last >= self.interval
+
     def due(self, token_id: int) -> bool:
         now = time.monotonic()
         with self._lock:

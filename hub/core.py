@@ -36,6 +36,7 @@ from hub.archives import ArchiveError, ArchiveInfo, Limits
 from hub.auth import Principal, PrincipalCache, TokenBucket, TokenUseTracker, hash_token, new_token
 from hub.db import Database, bump_generation, run_migrations
 from hub.errors import HubError, not_found
+from hub.http import GenerationReader
 from hub.index import IndexCache
 from hub.models import (
     DailyDownloads,
@@ -136,6 +137,7 @@ class Hub:
         self._uploads = 0
         self._uploads_lock = threading.Lock()
         self.index_cache = IndexCache(self, settings.index_cache_entries, settings.index_cache_max_bytes)
+        self.generations = GenerationReader(self.db.generation)  # the async index handlers' reads
         self.source_cache = SourceCache(settings.source_cache_bytes)
         self.reserved = {canonicalize_name(n) for n in settings.reserved_names}
         self.allowed_public_names = {canonicalize_name(n) for n in settings.allowed_public_names}
@@ -143,6 +145,7 @@ class Hub:
             self.bootstrap_admin(settings.admin_token.get_secret_value())
 
     def close(self) -> None:
+        self.generations.close()
         self.db.dispose()
 
     # ---------------------------------------------------------------- accounts
