@@ -165,7 +165,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     setup_logging(settings.log_level, settings.log_json)
     hub = Hub(settings)
-    hub.claim_storage()
+    hub.blobs.claim_storage()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

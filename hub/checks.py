@@ -21,7 +21,7 @@ import datetime as dt
 import json
 import secrets
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
@@ -29,6 +29,9 @@ from sqlalchemy.orm import Session
 from hub.db import Database
 from hub.models import CheckRun, Environment, File, Owner, Version, utcnow
 from hub.settings import Settings
+
+if TYPE_CHECKING:
+    from hub.services.uow import UnitOfWork
 
 STATUSES = ("queued", "running", "passed", "failed", "error")
 FINAL = ("passed", "failed", "error")
@@ -326,3 +329,22 @@ def finish(
             return None
         s.refresh(run)
         return run
+
+
+def requeue(uow: UnitOfWork, env: Environment, version: str, requested_by: int) -> CheckRun:
+    """Queue ``version`` of ``env`` for another check (a hub admin's re-check); 409 without a wheel or
+    while one is pending. Earlier verdicts stay in the history. (Moved from ``hub.api.checks.recheck``:
+    writes are the service layer's.)"""
+    from hub.errors import Conflict
+    from hub.queries import resolve_version
+
+    with uow.write() as s:
+        ver = resolve_version(s, env, version)
+        if not has_wheel(s, ver):
+            raise Conflict(f"version {ver.version} has no wheel to check")
+        pending = s.scalar(
+            select(CheckRun.id).where(CheckRun.version_id == ver.id, CheckRun.status.in_(("queued", "running")))
+        )
+        if pending is not None:
+            raise Conflict(f"a check of {ver.version} is already queued or running")
+        return enqueue(s, ver, trigger="recheck", requested_by=requested_by)

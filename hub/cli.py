@@ -106,23 +106,11 @@ def _start_worker(settings, host: str, port: int):  # type: ignore[no-untyped-de
     import subprocess
     import sys
 
-    from sqlalchemy import select, update
-
     from hub.core import Hub
-    from hub.models import Owner, Token, utcnow
 
     hub = Hub(settings)
     try:
-        with hub.db.session() as s:
-            user = s.scalar(select(Owner).where(Owner.name == "check-worker", Owner.kind == "user"))
-            if user is None:
-                user, _first = hub.create_user(s, "check-worker")
-            s.execute(
-                update(Token)
-                .where(Token.user_id == user.id, Token.revoked_at.is_(None))
-                .values(revoked_at=utcnow())
-            )
-            secret, _tok = hub.create_token(s, user, name="serve --with-worker", scope="worker")
+        secret = hub.accounts.rotate_worker_token("serve --with-worker")
     finally:
         hub.close()
     target = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
@@ -215,8 +203,7 @@ def user_create(
 
     hub = Hub(_settings(data))
     try:
-        with hub.db.session() as s:
-            _user, secret = hub.create_user(s, name, is_admin=admin)
+        _user, secret = hub.accounts.create_user(name, is_admin=admin)
     except HubError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from None
@@ -245,11 +232,11 @@ def token_create(
     try:
         with hub.db.session() as s:
             u = owner_by_name(s, user, "user")
-            if u is None:
-                typer.echo(f"error: no user {user!r}", err=True)
-                raise typer.Exit(1)
-            expires = utcnow() + dt.timedelta(days=expires_days) if expires_days else None
-            secret, _tok = hub.create_token(s, u, name=name, scope=scope, expires_at=expires)
+        if u is None:
+            typer.echo(f"error: no user {user!r}", err=True)
+            raise typer.Exit(1)
+        expires = utcnow() + dt.timedelta(days=expires_days) if expires_days else None
+        secret, _tok = hub.accounts.create_token(u.id, name=name, scope=scope, expires_at=expires)
     except HubError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from None
@@ -272,15 +259,15 @@ def org_create(
 
     hub = Hub(_settings(data))
     try:
-        with hub.db.session() as s:
-            creator = None
-            if admin_user:
+        creator = None
+        if admin_user:
+            with hub.db.session() as s:
                 creator = owner_by_name(s, admin_user, "user")
-                if creator is None:
-                    typer.echo(f"error: no user {admin_user!r}", err=True)
-                    raise typer.Exit(1)
-            org = hub.create_org(s, name, creator)
-            typer.echo(org.name)
+            if creator is None:
+                typer.echo(f"error: no user {admin_user!r}", err=True)
+                raise typer.Exit(1)
+        org = hub.accounts.create_org(name, creator.id if creator else None)
+        typer.echo(org.name)
     except HubError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from None
@@ -303,13 +290,13 @@ def gc(
 
     hub = Hub(_settings(data))
     try:
-        keys = hub.orphans(min_age_hours * 3600)
+        keys = hub.blobs.orphans(min_age_hours * 3600)
         for key in keys:
             typer.echo(key)
         if not delete:
             typer.echo(f"would remove {len(keys)} orphaned file(s); run with --delete to remove them", err=True)
             return
-        removed = hub.gc_orphans(min_age_hours * 3600)
+        removed = hub.blobs.gc_orphans(min_age_hours * 3600)
         typer.echo(f"removed {removed} orphaned file(s)", err=True)
     except HubError as exc:
         typer.echo(f"error: {exc.message}", err=True)

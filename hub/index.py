@@ -459,7 +459,7 @@ def download_file(request: Request, prefix: str, sha256: str, filename: str) -> 
     from hub.storage import LocalStorage
 
     if not request.scope.get("vf_head"):  # HEAD (answered as GET by the middleware) counts nothing
-        hub.count_download(row[2])
+        hub.downloads.count_download(row[2])
     media = "application/zip" if base.endswith(".whl") else "application/gzip"
     headers = {"Cache-Control": cache, "Content-Disposition": content_disposition(base)}
     if isinstance(storage, LocalStorage):

@@ -10,7 +10,6 @@ same value in the form). Pages only read; writes go through the token-authentica
 
 from __future__ import annotations
 
-import datetime as dt
 import hmac
 import secrets
 from pathlib import Path
@@ -21,14 +20,11 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from packaging.utils import canonicalize_name
-from sqlalchemy import update
 
 from hub import search, source
-from hub.auth import hash_token, lookup_token, new_token
-from hub.db import bump_generation
+from hub.auth import lookup_token
 from hub.errors import HubError, not_found
 from hub.http import SESSION_COOKIE, count_auth_failure, hub_of, principal_of
-from hub.models import Token, utcnow
 from hub.queries import (
     check_tags,
     env_summary,
@@ -171,20 +167,7 @@ def signin(
     if principal is None:
         count_auth_failure(request, token or "-")
         return _page(request, "signin.html", status=401, error="That token is invalid, expired or revoked.")
-    secret = new_token()
-    with hub.db.session() as s:
-        s.add(
-            Token(
-                user_id=principal.user_id,
-                name="web session",
-                token_hash=hash_token(secret),
-                prefix=secret[:8],
-                scope="read",
-                owner_restriction_id=principal.owner_restriction,
-                env_restriction_id=principal.env_restriction,
-                expires_at=utcnow() + dt.timedelta(days=hub.settings.session_days),
-            )
-        )
+    secret = hub.accounts.start_session(principal, hub.settings.session_days)
     resp = RedirectResponse(f"{request.scope.get('root_path', '')}/", status_code=303)
     resp.set_cookie(
         SESSION_COOKIE,
@@ -205,14 +188,7 @@ def signout(request: Request, csrf: Annotated[str, Form(max_length=100)] = "") -
     check_csrf(request, csrf)
     session = request.cookies.get(SESSION_COOKIE)
     if session:
-        with hub.db.session() as s:
-            s.execute(
-                update(Token)
-                .where(Token.token_hash == hash_token(session), Token.name == "web session")
-                .where(Token.revoked_at.is_(None))
-                .values(revoked_at=utcnow())
-            )
-            bump_generation(s)
+        hub.accounts.end_session(session)
     resp = RedirectResponse(f"{request.scope.get('root_path', '')}/", status_code=303)
     resp.delete_cookie(SESSION_COOKIE, path="/")
     return resp
@@ -273,7 +249,7 @@ def env_page(
             "readme_html": render_readme(ver.readme, ver.readme_content_type) if ver else "",
             "leaderboard": leaderboard(s, env),
             **_check_ctx(s, versions, ver),
-            "downloads_30": hub.downloads(s, env.id)["last_30_days"],
+            "downloads_30": hub.downloads.downloads(s, env.id)["last_30_days"],
             "install": install_commands(hub, request, s, principal, env, own, ver),
         }
     return _page(request, "env.html", **ctx)

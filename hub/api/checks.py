@@ -16,11 +16,11 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from hub import checks
-from hub.api.deps import EnvDep, HubDep, WriterDep, WriterEnvDep
+from hub.api.deps import EnvDep, HubDep, SessionDep, WriterDep, WriterEnvDep
 from hub.auth import Principal
 from hub.errors import HubError, not_found
 from hub.http import content_disposition, principal_of
-from hub.models import CheckRun, File
+from hub.models import File
 from hub.queries import resolve_version
 
 router = APIRouter()
@@ -121,7 +121,6 @@ def report(hub: HubDep, _worker: WorkerToken, job_id: int, body: ReportIn) -> di
     )
     if run is None:
         raise HubError(409, "this lease is no longer valid: the job was given to another worker or finished")
-    hub.index_cache.invalidate()
     return {"id": run.id, "status": run.status}
 
 
@@ -131,24 +130,21 @@ def report(hub: HubDep, _worker: WorkerToken, job_id: int, body: ReportIn) -> di
 )
 def job_wheel(
     hub: HubDep,
+    s: SessionDep,
     _worker: WorkerToken,
     job_id: int,
     x_vf_lease: Annotated[str, Header(max_length=64)] = "",
 ) -> Response:
     """The wheel of the job this lease holds (private environments included, for that job only)."""
-    with hub.db.session() as s:
-        run = checks.owns(s, _job_id(job_id), x_vf_lease) if x_vf_lease else None
-        if run is None:
-            raise not_found("no such job held by this lease")
-        wheel = s.scalar(
-            select(File)
-            .where(File.version_id == run.version_id, File.kind == "wheel")
-            .order_by(File.id)
-            .limit(1)
-        )
-        if wheel is None:
-            raise not_found("the version has no wheel")
-        key, filename, size = wheel.storage_key, wheel.filename, int(wheel.size)
+    run = checks.owns(s, _job_id(job_id), x_vf_lease) if x_vf_lease else None
+    if run is None:
+        raise not_found("no such job held by this lease")
+    wheel = s.scalar(
+        select(File).where(File.version_id == run.version_id, File.kind == "wheel").order_by(File.id).limit(1)
+    )
+    if wheel is None:
+        raise not_found("the version has no wheel")
+    key, filename, size = wheel.storage_key, wheel.filename, int(wheel.size)
     return StreamingResponse(
         hub.storage.iter_bytes(key),
         media_type="application/octet-stream",
@@ -161,11 +157,10 @@ def job_wheel(
     response_model=list[CheckDetail],
     tags=["checks"],
 )
-def list_checks(hub: HubDep, target: EnvDep, version: str) -> list[dict[str, Any]]:
+def list_checks(s: SessionDep, target: EnvDep, version: str) -> list[dict[str, Any]]:
     """Every check of the version, newest first (the first is its current status)."""
-    with hub.db.session() as s:
-        ver = resolve_version(s, target.env, version)
-        return [checks.check_out(r, detail=True) for r in checks.history(s, ver.id)]
+    ver = resolve_version(s, target.env, version)
+    return [checks.check_out(r, detail=True) for r in checks.history(s, ver.id)]
 
 
 @router.post(
@@ -179,20 +174,7 @@ def recheck(hub: HubDep, principal: WriterDep, target: WriterEnvDep, version: st
     Earlier verdicts stay in the history."""
     if not principal.is_admin:
         raise HubError(403, "only hub administrators re-queue checks")
-    with hub.db.session() as s:
-        ver = resolve_version(s, target.env, version)
-        if not checks.has_wheel(s, ver):
-            raise HubError(409, f"version {ver.version} has no wheel to check")
-        pending = s.scalar(
-            select(CheckRun.id).where(
-                CheckRun.version_id == ver.id, CheckRun.status.in_(("queued", "running"))
-            )
-        )
-        if pending is not None:
-            raise HubError(409, f"a check of {ver.version} is already queued or running")
-        run = checks.enqueue(s, ver, trigger="recheck", requested_by=principal.user_id)
-        out = checks.check_out(run)
-    hub.index_cache.invalidate()
+    out = checks.check_out(checks.requeue(hub.uow, target.env, version, principal.user_id))
     assert out is not None
     return out
 

@@ -142,9 +142,8 @@ def test_worker_api_serves_the_job_wheel_of_a_private_environment(
     pkg = packages.get("queue-private")
     assert hub.publish("admin", pkg, hub.admin_token, private=True).status_code == 201
     core = hub.hub
-    with core.db.session() as s:
-        user, _ = core.create_user(s, "queue-worker")
-        worker, _t = core.create_token(s, user, scope="worker")
+    user, _ = core.accounts.create_user("queue-worker")
+    worker, _t = core.accounts.create_token(user.id, scope="worker")
     assert hub.get("/api/v1/environments/admin/queue-private", worker).status_code == 403
     job = hub.post("/api/v1/check-jobs/claim", worker, json={"worker": "api"}).json()["job"]
     assert job["env"] == "admin/queue-private" and job["wheel"]["filename"] == pkg.wheel.name
