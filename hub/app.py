@@ -135,8 +135,17 @@ class LimitsAndLogs:
         if not log.isEnabledFor(logging.INFO):
             return
         client = scope.get("client")
-        log.info(
+        # The record is made here and handed to the logger directly: ``log.info`` would first walk the
+        # stack to find its caller (``findCaller``), a good part of the cost of this line, which every
+        # request pays (the access line names no source line anyway).
+        record = log.makeRecord(
+            log.name,
+            logging.INFO,
+            __file__,
+            0,
             "request",
+            (),
+            None,
             extra={
                 "method": "HEAD" if scope.get("vf_head") else scope.get("method"),
                 "path": scope.get("path"),
@@ -145,6 +154,7 @@ class LimitsAndLogs:
                 "client": client[0] if client else None,
             },
         )
+        log.handle(record)
 
 
 def _statement_timeout(exc: BaseException) -> bool:
@@ -265,6 +275,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(legacy.router)
     app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
     app.include_router(web.router)
+    # Inside LimitsAndLogs (added last, so outermost): cached index pages are logged and given the
+    # security headers like every other answer.
+    app.add_middleware(index.CachedIndexPages)
     app.add_middleware(
         LimitsAndLogs, max_request_bytes=settings.max_request_bytes, max_json_bytes=settings.max_json_bytes
     )

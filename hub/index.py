@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import html
 import json
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from fastapi.responses import FileResponse, RedirectResponse, Response, Streamin
 from packaging.utils import canonicalize_name
 from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hub.auth import Principal
 from hub.errors import HubError
@@ -380,6 +382,54 @@ async def _serve(request: Request, view: Any, *args: Any) -> Response:
     if response is None:
         response = await run_in_threadpool(view, request, *args)
     return response
+
+
+# The index routes' paths (the routes below): /simple/, /{owner}/simple/, and a project's page under each.
+_LIST_PATH = re.compile(r"/(?:([^/]+)/)?simple/")
+_PROJECT_PATH = re.compile(r"/(?:([^/]+)/)?simple/([^/]+)/")
+
+
+class CachedIndexPages:
+    """Pure ASGI, in front of the framework: a GET of an index page that memory can answer (the page
+    cache and, for a private page, the principal cache) is answered here, by the same views as the
+    routes below (``cached_only``); everything else goes on to the routes, unchanged.
+
+    Why: installers fetch an index page per requirement, again and again, and the framework's own
+    work for one request (middleware, matching against every route, resolving the endpoint's
+    parameters) cost several times what answering a cached page does (measured in-process and with
+    wrk). It sits inside the hub's own middleware (``hub.app.LimitsAndLogs``), so the request is still
+    logged, limited, given the security headers, and HEAD still answers without a body. Any error
+    (406, a private page the caller may not see) is left to the routes, which answer it as always.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.answered = 0  # pages answered here (tests check the fast path is taken)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            path = scope["path"]
+            m = _PROJECT_PATH.fullmatch(path)
+            view: Any = None
+            if m is not None:
+                view, args = _project_detail, (m.group(1), m.group(2))
+            else:
+                m = _LIST_PATH.fullmatch(path)
+                if m is not None:
+                    view, args = _project_list, (m.group(1),)
+            if view is not None:
+                request = Request(scope)
+                response = None
+                try:
+                    await read_generation(request)
+                    response = view(request, *args, cached_only=True)
+                except HubError:
+                    response = None  # the route answers it, with the app's error handling
+                if response is not None:
+                    self.answered += 1
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
 
 
 @router.get("/simple/", tags=["index"], summary="All projects (PEP 503 / PEP 691)")

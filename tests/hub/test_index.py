@@ -505,3 +505,50 @@ def test_concurrent_index_requests_share_generation_reads(hub: HubClient, packag
     assert all("batch_env-1.0.0" in r.text for r in answers[:32])
     assert all("batch-env" not in r.text for r in answers[32:])  # private: not listed for anonymous
     assert reads < 16, reads
+
+
+def _fast_path(hub: HubClient) -> Any:
+    from hub.index import CachedIndexPages
+
+    layer = hub.app.middleware_stack
+    while not isinstance(layer, CachedIndexPages):
+        layer = layer.app
+    return layer
+
+
+def test_cached_pages_are_answered_before_the_framework_with_every_header(
+    hub: HubClient, packages: PackageFactory
+) -> None:
+    """Cached pages (public, private with a cached token, the project list) are answered by the
+    ASGI fast path, with the same headers the routes give (security headers, ETag, Vary, caching),
+    HEAD without a body and a 304 for a matching ETag; what memory cannot settle (a wrong token, a
+    caller who may not see the page, an unacceptable Accept) still gets the routes' answer."""
+    alice = hub.user("alice")
+    bob = hub.user("bob")
+    assert hub.publish("alice", packages.get("fast-env", "1.0.0"), alice).status_code == 201
+    assert hub.publish("alice", packages.get("fast-secret", "1.0.0"), alice, private=True).status_code == 201
+    warm = [hub.get("/simple/fast-env/"), hub.get("/simple/fast-secret/", alice), hub.get("/simple/", alice)]
+    assert [r.status_code for r in warm] == [200, 200, 200]
+    fast = _fast_path(hub)
+    before = fast.answered
+    public = hub.get("/simple/fast-env/")
+    private = hub.get("/simple/fast-secret/", alice)
+    listing = hub.get("/simple/", alice)
+    head = hub.req("HEAD", "/simple/fast-env/")
+    again = hub.get("/simple/fast-env/", headers={"If-None-Match": public.headers["etag"]})
+    assert fast.answered == before + 5
+    assert public.text == warm[0].text and private.text == warm[1].text and "fast-secret" in listing.text
+    for r in (public, private, listing):
+        assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
+        assert r.headers["vary"] == "Accept, Authorization" and r.headers["etag"]
+    assert private.headers["cache-control"] == "private, no-cache"
+    assert public.headers["cache-control"] == "public, max-age=0, must-revalidate"
+    assert head.status_code == 200 and head.content == b"" and head.headers["etag"] == public.headers["etag"]
+    assert again.status_code == 304
+    answered = fast.answered
+    assert hub.get("/simple/fast-secret/", bob).status_code == 404
+    assert hub.get("/simple/fast-secret/").status_code == 404
+    assert hub.client.get("/simple/fast-secret/", auth=("x", "vfh_wrong")).status_code == 401
+    assert hub.get("/simple/fast-env/", headers={"Accept": "image/png"}).status_code == 406
+    assert hub.get("/simple/Fast_Env/", follow_redirects=False).status_code == 301  # memory answers it
+    assert fast.answered == answered + 1
