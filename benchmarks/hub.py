@@ -263,7 +263,7 @@ def measure_index(base_url: str, paths: Sequence[str], args: argparse.Namespace,
                   headers: dict[str, str] | None = None) -> LoadResult:
     for p in paths[:3]:  # warm caches and check the pages exist before loading them
         req = urllib.request.Request(base_url + p, headers=headers or {})
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=60) as r:  # a loaded machine can stall a server for seconds
             if r.status != 200:
                 raise RuntimeError(f"{base_url}{p} answered {r.status}")
             r.read()
