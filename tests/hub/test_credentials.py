@@ -19,7 +19,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from hub.auth import hash_token
+from hub.auth import add_token, hash_token
 from hub.db import Database
 from hub.settings import Settings
 from hub.testing import HubProcess, run_hub
@@ -178,7 +178,7 @@ def test_a_worker_token_cannot_sign_in(server: HubProcess) -> None:
         with hub.db.session() as s:
             from hub.queries import owner_by_name
 
-            secret, _tok = hub.create_token(s, owner_by_name(s, name, "user"), scope="worker")
+            secret, _tok = add_token(s, owner_by_name(s, name, "user"), scope="worker")
     finally:
         hub.close()
     r = _sign_in(server, secret)

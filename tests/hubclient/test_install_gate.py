@@ -23,17 +23,15 @@ REFUSED = "failed the hub's check"
 
 
 def _worker_token(hub: HubProcess) -> str:
+    from hub.auth import add_token
+    from hub.checks import system_worker
     from hub.core import Hub
-    from hub.queries import owner_by_name
     from hub.settings import Settings
 
     h = Hub(Settings(data_dir=hub.data_dir, migrate_on_start=False))
     try:
         with h.db.session() as s:
-            user = owner_by_name(s, "check-worker", "user")
-            if user is None:
-                user, _first = h.create_user(s, "check-worker")
-            secret, _tok = h.create_token(s, user, scope="worker")
+            secret, _tok = add_token(s, system_worker(h, s), scope="worker")
         return secret
     finally:
         h.close()
