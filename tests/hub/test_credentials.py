@@ -169,6 +169,26 @@ def test_the_cookie_is_no_api_token_and_an_api_token_is_no_cookie(server: HubPro
     assert _page_codes(server, session, f"/{alice}/{env}") == {200}
 
 
+def test_a_session_is_no_index_password_even_on_the_cached_fast_path(server: HubProcess) -> None:
+    """The index answers cached pages in front of the framework (``hub.index.CachedIndexPages``) from
+    the principal cache: a session that every worker has cached (from its pages) and a page in the
+    page cache must still be refused there, as on the routes."""
+    alice, first = _user(server, "alice")
+    env = _private_env(server, alice, first)
+    session = _session(server, first)
+    path = f"/{alice}/simple/{env}/"
+    for _ in range(PROBES):  # the private page in every worker's page cache
+        with server.client() as c:
+            assert c.get(path, auth=("__token__", first)).status_code == 200
+    assert _page_codes(server, session, f"/{alice}/{env}") == {200}  # the session in every principal cache
+    codes = set()
+    for _ in range(PROBES):
+        with server.client() as c:
+            codes.add(c.get(path, auth=("__token__", session)).status_code)
+            codes.add(c.get(path, headers={"Authorization": f"Bearer {session}"}).status_code)
+    assert codes == {401}
+
+
 def test_a_worker_token_cannot_sign_in(server: HubProcess) -> None:
     from hub.core import Hub
 
