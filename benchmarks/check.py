@@ -86,9 +86,8 @@ def main() -> None:
         root = Path(tmp)
         hub = run_hub(root / "data")
         core = HubCore(make_settings(root / "data"))
-        with core.db.session() as s:
-            user, _ = core.create_user(s, "bench-worker")
-            token, _t = core.create_token(s, user, scope="worker")
+        user, _ = core.accounts.create_user("bench-worker")
+        token, _t = core.accounts.create_token(user.id, scope="worker")
         core.close()
         workers: list[subprocess.Popen[bytes]] = []
         try:

@@ -15,13 +15,17 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text, update
 from sqlalchemy.orm import Session
 
 from hub.db import bump_generation
+from hub.errors import Unprocessable
 from hub.models import Token, utcnow
+
+if TYPE_CHECKING:
+    from hub.models import Environment, Owner
 
 TOKEN_PREFIX = "vfh_"
 ROLES = ("admin", "write", "read")
@@ -123,6 +127,12 @@ class TokenUseTracker:
         self._seen: dict[int, float] = {}
         self._lock = threading.Lock()
 
+    def is_due(self, token_id: int) -> bool:
+        """Whether the next ``due`` would be True (records nothing)."""
+        with self._lock:
+            last = self._seen.get(token_id)
+        return last is None or time.monotonic() - last >= self.interval
+
     def due(self, token_id: int) -> bool:
         now = time.monotonic()
         with self._lock:
@@ -180,15 +190,51 @@ def lookup_token(session: Session, token: str, tracker: TokenUseTracker | None =
     )
 
 
+def add_token(
+    session: Session,
+    user: Owner,
+    *,
+    name: str = "",
+    scope: str = "write",
+    owner_restriction: Owner | None = None,
+    env_restriction: Environment | None = None,
+    expires_at: dt.datetime | None = None,
+) -> tuple[str, Token]:
+    """A new token of ``user`` (the secret is returned once; only its hash is stored), in the caller's
+    transaction (``hub.services.accounts`` and the check-worker accounts of ``hub.checks`` make tokens
+    with it)."""
+    if scope not in ("read", "write", "worker"):
+        raise Unprocessable("scope must be 'read', 'write' or 'worker' (check workers only)")
+    secret = new_token()
+    tok = Token(
+        user_id=user.id,
+        name=name,
+        token_hash=hash_token(secret),
+        prefix=secret[:8],
+        scope=scope,
+        owner_restriction_id=owner_restriction.id if owner_restriction else None,
+        env_restriction_id=env_restriction.id if env_restriction else None,
+        expires_at=expires_at,
+    )
+    session.add(tok)
+    session.flush()
+    return secret, tok
+
+
 def revoke_tokens(session: Session, *where: Any) -> int:
     """Revoke the unrevoked tokens matching ``where`` (SQLAlchemy conditions on ``Token``), in the
-    caller's transaction, and bump the generation with it: every worker's principal cache drops
-    them at its next request. Every revocation goes through here. Returns how many were revoked."""
+    caller's transaction, and bump the generation with it: every worker's principal cache (and its
+    cached index pages) drops them at its next request. Every revocation goes through here. Inside a
+    unit of work (``hub.services.uow``) the bump is the unit's own, at its commit, with this worker's
+    caches dropped after it, even in a write begun as ``cached=False``. Returns how many were revoked."""
     res = session.execute(
         update(Token).where(Token.revoked_at.is_(None), *where).values(revoked_at=utcnow())
     )
     if res.rowcount:
-        bump_generation(session)
+        if "vf_cached" in session.info:
+            session.info["vf_cached"] = True
+        else:
+            bump_generation(session)
     return int(res.rowcount or 0)
 
 

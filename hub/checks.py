@@ -21,7 +21,7 @@ import datetime as dt
 import json
 import secrets
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import and_, func, or_, select, text, update
@@ -32,13 +32,16 @@ from hub.db import Database
 from hub.models import CheckRun, Environment, File, Owner, Version, utcnow
 from hub.settings import Settings
 
+if TYPE_CHECKING:
+    from hub.services.uow import UnitOfWork
+
 STATUSES = ("queued", "running", "passed", "failed", "error")
 FINAL = ("passed", "failed", "error")
 REPORTED = ("passed", "failed", "error")
 MAX_REASON_CHARS = 2000
 LOST_LEASE = " lost its lease (the worker died or hung)"
 #: The hub's own account for check workers (``vf hub serve --with-worker``, ``hub worker-token``); a
-#: reserved name (``hub.core.SYSTEM_ACCOUNTS``), so only the hub itself ever creates it.
+#: reserved name (``hub.owners.SYSTEM_ACCOUNTS``), so only the hub itself ever creates it.
 SYSTEM_WORKER = "check-worker"
 _NEVER = dt.datetime(1970, 1, 1)
 _OWNER_LOCK = 0x7643  # the first key of PostgreSQL's per-owner advisory lock taken by claims
@@ -318,7 +321,11 @@ def claim(
     Fair across owners: the next job is the oldest of the owner served least recently (the latest
     claim of its jobs), and an owner whose ``check_max_running_per_owner`` jobs hold live leases
     gets no more until one ends, so one owner's many (or hanging) versions never starve another's.
-    ``principal`` (the worker token) limits which private environments it may check."""
+    ``principal`` (the worker token) limits which private environments it may check. Every claim
+    also notes that a worker is polling (``hub.worker_presence``, for ``GET /check-workers``)."""
+    from hub import worker_presence
+
+    worker_presence.note_claim(db)
     lease = dt.timedelta(seconds=settings.check_lease_seconds)
     cap = settings.check_max_running_per_owner
     skip_owners: set[int] = set()
@@ -580,7 +587,7 @@ def embedded_worker_token(hub: Any, s: Session) -> str:
 
     from sqlalchemy import func
 
-    from hub.auth import revoke_tokens
+    from hub.auth import add_token, revoke_tokens
     from hub.models import Token
 
     user = system_worker(hub, s)
@@ -591,5 +598,26 @@ def embedded_worker_token(hub: Any, s: Session) -> str:
         Token.name == EMBEDDED_TOKEN_NAME,
         func.coalesce(Token.last_used_at, Token.created_at) < stale,
     )
-    secret, _tok = hub.create_token(s, user, name=EMBEDDED_TOKEN_NAME, scope="worker")
+    secret, _tok = add_token(s, user, name=EMBEDDED_TOKEN_NAME, scope="worker")
     return secret
+
+
+def requeue(uow: UnitOfWork, version_id: int, requested_by: int) -> CheckRun:
+    """Queue the version for another check (a hub admin's re-check); 409 without a wheel or while one
+    is pending. Earlier verdicts stay in the history. (Moved from ``hub.api.checks.recheck``: writes
+    are the service layer's; the route resolves the version, so this module needs no ``hub.queries``,
+    which imports it.)"""
+    from hub.errors import Conflict
+
+    with uow.write() as s:
+        ver = s.get(Version, version_id)
+        if ver is None:
+            raise Conflict("the version is gone")
+        if not has_wheel(s, ver):
+            raise Conflict(f"version {ver.version} has no wheel to check")
+        pending = s.scalar(
+            select(CheckRun.id).where(CheckRun.version_id == ver.id, CheckRun.status.in_(("queued", "running")))
+        )
+        if pending is not None:
+            raise Conflict(f"a check of {ver.version} is already queued or running")
+        return enqueue(s, ver, trigger="recheck", requested_by=requested_by)

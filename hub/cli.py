@@ -137,7 +137,7 @@ def embedded_worker_token(settings):  # type: ignore[no-untyped-def]
 
     hub = Hub(settings)
     try:
-        with hub.db.session() as s:
+        with hub.uow.write(cached=False) as s:  # revoke_tokens makes it a cached write if it revokes
             secret = make_token(hub, s)
     finally:
         hub.close()
@@ -197,14 +197,15 @@ def worker_token(
     name: Annotated[str, typer.Option(help="A label for the token")] = "check worker",
 ) -> None:
     """Print a new worker token of the hub's own check-worker account (for `vf hub worker` elsewhere)."""
+    from hub.auth import add_token
     from hub.checks import system_worker
     from hub.core import Hub
     from hub.errors import HubError
 
     hub = Hub(_settings(data))
     try:
-        with hub.db.session() as s:
-            secret, _tok = hub.create_token(s, system_worker(hub, s), name=name, scope="worker")
+        with hub.uow.write(cached=False) as s:  # a new token takes no right away from anyone
+            secret, _tok = add_token(s, system_worker(hub, s), name=name, scope="worker")
     except HubError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from None
@@ -344,8 +345,7 @@ def user_create(
 
     hub = Hub(_settings(data))
     try:
-        with hub.db.session() as s:
-            _user, secret = hub.create_user(s, name, is_admin=admin)
+        _user, secret = hub.accounts.create_user(name, is_admin=admin)
     except HubError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from None
@@ -374,11 +374,11 @@ def token_create(
     try:
         with hub.db.session() as s:
             u = owner_by_name(s, user, "user")
-            if u is None:
-                typer.echo(f"error: no user {user!r}", err=True)
-                raise typer.Exit(1)
-            expires = utcnow() + dt.timedelta(days=expires_days) if expires_days else None
-            secret, _tok = hub.create_token(s, u, name=name, scope=scope, expires_at=expires)
+        if u is None:
+            typer.echo(f"error: no user {user!r}", err=True)
+            raise typer.Exit(1)
+        expires = utcnow() + dt.timedelta(days=expires_days) if expires_days else None
+        secret, _tok = hub.accounts.create_token(u.id, name=name, scope=scope, expires_at=expires)
     except HubError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from None
@@ -401,15 +401,15 @@ def org_create(
 
     hub = Hub(_settings(data))
     try:
-        with hub.db.session() as s:
-            creator = None
-            if admin_user:
+        creator = None
+        if admin_user:
+            with hub.db.session() as s:
                 creator = owner_by_name(s, admin_user, "user")
-                if creator is None:
-                    typer.echo(f"error: no user {admin_user!r}", err=True)
-                    raise typer.Exit(1)
-            org = hub.create_org(s, name, creator)
-            typer.echo(org.name)
+            if creator is None:
+                typer.echo(f"error: no user {admin_user!r}", err=True)
+                raise typer.Exit(1)
+        org = hub.accounts.create_org(name, creator.id if creator else None)
+        typer.echo(org.name)
     except HubError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from None
@@ -432,13 +432,13 @@ def gc(
 
     hub = Hub(_settings(data))
     try:
-        keys = hub.orphans(min_age_hours * 3600)
+        keys = hub.blobs.orphans(min_age_hours * 3600)
         for key in keys:
             typer.echo(key)
         if not delete:
             typer.echo(f"would remove {len(keys)} orphaned file(s); run with --delete to remove them", err=True)
             return
-        removed = hub.gc_orphans(min_age_hours * 3600)
+        removed = hub.blobs.gc_orphans(min_age_hours * 3600)
         typer.echo(f"removed {removed} orphaned file(s)", err=True)
     except HubError as exc:
         typer.echo(f"error: {exc.message}", err=True)

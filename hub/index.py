@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import html
 import json
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -20,9 +21,20 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
 from packaging.utils import canonicalize_name
 from sqlalchemy import text
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from hub.auth import Principal
 from hub.errors import HubError
-from hub.http import content_disposition, generation, hub_of, principal_of
+from hub.http import (
+    _NEEDS_DATABASE,
+    content_disposition,
+    generation,
+    hub_of,
+    principal_from_cache,
+    principal_of,
+    read_generation,
+)
 from hub.search import visibility_clause
 from hub.storage import file_key
 from hub.versions import version_key
@@ -122,10 +134,15 @@ class IndexCache:
                 self._data.move_to_end(key)
             return page
 
-    def put(self, key: tuple[Any, ...], page: CachedPage) -> None:
+    def put(self, key: tuple[Any, ...], page: CachedPage, generation: int | None = None) -> None:
+        """Keep ``page``, rendered from data read at ``generation`` or later. A page rendered for an
+        older generation than the cache holds now (its request read the generation before a write and
+        its rows after, or before) is never kept: it could be stale in the newer generation."""
         if len(page.body) > self.max_bytes // 4:
             return  # a giant page is rendered each time rather than evicting everything else
         with self._lock:
+            if generation is not None and generation != self._generation:
+                return
             old = self._data.pop(key, None)
             if old is not None:
                 self.bytes -= len(old.body)
@@ -261,17 +278,28 @@ def _owner_scope(owner: str | None) -> str | None:
     return canonicalize_name(owner)
 
 
-def _project_list(request: Request, owner: str | None) -> Response:
+def _project_list(request: Request, owner: str | None, *, cached_only: bool = False) -> Response | None:
+    """``/simple/`` or ``/{owner}/simple/``. With ``cached_only`` (on the event loop), None where
+    answering needs the database; the caller then runs it again in a worker thread."""
     hub = hub_of(request)
     mime = _mime(request)
-    principal = principal_of(request)
     scope = _owner_scope(owner)
     if owner is not None and scope != owner:
         return RedirectResponse(f"{request.scope.get('root_path', '')}/{scope}/simple/", status_code=301)
+    if cached_only:
+        found = principal_from_cache(request)
+        if found is _NEEDS_DATABASE:
+            return None
+        principal = found if isinstance(found, Principal) else None
+    else:
+        principal = principal_of(request)
     vis = principal.visibility_key() if principal else "anon"
     key = ("list", scope, vis, mime)
-    hub.index_cache.sync(generation(request))
+    gen = generation(request)
+    hub.index_cache.sync(gen)
     page = hub.index_cache.get(key)
+    if page is None and cached_only:
+        return None
     if page is None:
         from sqlalchemy import select
 
@@ -294,7 +322,7 @@ def _project_list(request: Request, owner: str | None) -> Response:
             names = [r[0] for r in conn.execute(stmt)]
         body = render_list(names, mime)
         page = CachedPage(body, _etag(body))
-        hub.index_cache.put(key, page)
+        hub.index_cache.put(key, page, gen)
     return _respond(request, page, mime, principal is not None)
 
 
@@ -306,7 +334,10 @@ def _hidden(request: Request, what: str) -> HubError:
     return HubError(404, what)
 
 
-def _project_detail(request: Request, owner: str | None, project: str) -> Response:
+def _project_detail(
+    request: Request, owner: str | None, project: str, *, cached_only: bool = False
+) -> Response | None:
+    """``/simple/{project}/`` or ``/{owner}/simple/{project}/``; ``cached_only`` as for the list."""
     hub = hub_of(request)
     norm = canonicalize_name(project)
     scope = _owner_scope(owner)
@@ -317,25 +348,94 @@ def _project_detail(request: Request, owner: str | None, project: str) -> Respon
         )
     mime = _mime(request)
     key = ("project", scope, norm, mime)
-    hub.index_cache.sync(generation(request))
+    gen = generation(request)
+    hub.index_cache.sync(gen)
     page = hub.index_cache.get(key)
     if page is None:
+        if cached_only:
+            return None
         data = load_project(hub, norm, scope)
         if data is None:
             raise _hidden(request, f"project {project!r} not found")
         body = render_project(data, mime, request.scope.get("root_path", ""))
         page = CachedPage(body, _etag(body), data["env_id"], data["owner_id"], data["private"])
-        hub.index_cache.put(key, page)
+        hub.index_cache.put(key, page, gen)
     if page.private:
-        principal = principal_of(request)
+        if cached_only:
+            found = principal_from_cache(request)
+            if found is _NEEDS_DATABASE:
+                return None
+            principal = found if isinstance(found, Principal) else None
+        else:
+            principal = principal_of(request)
         if principal is None or not principal.can_read(page.owner_id or 0, page.env_id or 0, True):
             raise _hidden(request, f"project {project!r} not found")
     return _respond(request, page, mime, page.private)
 
 
+async def _serve(request: Request, view: Any, *args: Any) -> Response:
+    """Answer an index page on the event loop when memory holds it (the page cache and, for private
+    pages, the principal cache), else in a worker thread. The cached path is the one installers hit:
+    each ``pip install`` fetches a page per requirement, again and again, and a hop into the thread
+    pool plus a database read per request halved the index's throughput."""
+    await read_generation(request)
+    response = view(request, *args, cached_only=True)
+    if response is None:
+        response = await run_in_threadpool(view, request, *args)
+    return response
+
+
+# The index routes' paths (the routes below): /simple/, /{owner}/simple/, and a project's page under each.
+_LIST_PATH = re.compile(r"/(?:([^/]+)/)?simple/")
+_PROJECT_PATH = re.compile(r"/(?:([^/]+)/)?simple/([^/]+)/")
+
+
+class CachedIndexPages:
+    """Pure ASGI, in front of the framework: a GET of an index page that memory can answer (the page
+    cache and, for a private page, the principal cache) is answered here, by the same views as the
+    routes below (``cached_only``); everything else goes on to the routes, unchanged.
+
+    Why: installers fetch an index page per requirement, again and again, and the framework's own
+    work for one request (middleware, matching against every route, resolving the endpoint's
+    parameters) cost several times what answering a cached page does (measured in-process and with
+    wrk). It sits inside the hub's own middleware (``hub.app.LimitsAndLogs``), so the request is still
+    logged, limited, given the security headers, and HEAD still answers without a body. Any error
+    (406, a private page the caller may not see) is left to the routes, which answer it as always.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.answered = 0  # pages answered here (tests check the fast path is taken)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            path = scope["path"]
+            m = _PROJECT_PATH.fullmatch(path)
+            view: Any = None
+            if m is not None:
+                view, args = _project_detail, (m.group(1), m.group(2))
+            else:
+                m = _LIST_PATH.fullmatch(path)
+                if m is not None:
+                    view, args = _project_list, (m.group(1),)
+            if view is not None:
+                request = Request(scope)
+                response = None
+                try:
+                    await read_generation(request)
+                    response = view(request, *args, cached_only=True)
+                except HubError:
+                    response = None  # the route answers it, with the app's error handling
+                if response is not None:
+                    self.answered += 1
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
 @router.get("/simple/", tags=["index"], summary="All projects (PEP 503 / PEP 691)")
-def simple_root(request: Request) -> Response:
-    return _project_list(request, None)
+async def simple_root(request: Request) -> Response:
+    return await _serve(request, _project_list, None)
 
 
 @router.get(
@@ -343,18 +443,18 @@ def simple_root(request: Request) -> Response:
     tags=["index"],
     summary="Files of one project (PEP 503 / 691 / 700)",
 )
-def simple_project(request: Request, project: str) -> Response:
-    return _project_detail(request, None, project)
+async def simple_project(request: Request, project: str) -> Response:
+    return await _serve(request, _project_detail, None, project)
 
 
 @router.get("/simple/{project}", include_in_schema=False)
-def simple_project_noslash(request: Request, project: str) -> Response:
+async def simple_project_noslash(request: Request, project: str) -> Response:
     return RedirectResponse(f"{request.scope.get('root_path', '')}/simple/{canonicalize_name(project)}/", 301)
 
 
 @router.get("/{owner}/simple/", tags=["index"], summary="One owner's projects")
-def owner_simple_root(request: Request, owner: str) -> Response:
-    return _project_list(request, owner)
+async def owner_simple_root(request: Request, owner: str) -> Response:
+    return await _serve(request, _project_list, owner)
 
 
 @router.get(
@@ -362,12 +462,12 @@ def owner_simple_root(request: Request, owner: str) -> Response:
     tags=["index"],
     summary="Files of one owner's project",
 )
-def owner_simple_project(request: Request, owner: str, project: str) -> Response:
-    return _project_detail(request, owner, project)
+async def owner_simple_project(request: Request, owner: str, project: str) -> Response:
+    return await _serve(request, _project_detail, owner, project)
 
 
 @router.get("/{owner}/simple/{project}", include_in_schema=False)
-def owner_simple_project_noslash(request: Request, owner: str, project: str) -> Response:
+async def owner_simple_project_noslash(request: Request, owner: str, project: str) -> Response:
     root = request.scope.get("root_path", "")
     return RedirectResponse(f"{root}/{canonicalize_name(owner)}/simple/{canonicalize_name(project)}/", 301)
 
@@ -413,7 +513,7 @@ def download_file(request: Request, prefix: str, sha256: str, filename: str) -> 
 
     head = request.scope.get("vf_head")  # HEAD (answered as GET by the middleware) counts nothing
     if not head:
-        hub.count_download(row[2])
+        hub.downloads.count_download(row[2])
     media = "application/zip" if base.endswith(".whl") else "application/gzip"
     headers = {"Cache-Control": cache, "Content-Disposition": content_disposition(base)}
     local = isinstance(storage, LocalStorage)

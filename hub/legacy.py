@@ -85,11 +85,11 @@ def _legacy_publish(
     if action != "file_upload":
         raise HubError(400, f"unsupported :action {action!r}")
     filename = content.filename or ""
-    staged = [hub.stage(content.file, filename, expected_sha256=sha256_digest or None)]
+    staged = [hub.publishing.stage(content.file, filename, expected_sha256=sha256_digest or None)]
     try:
-        hub.validate(staged)
+        hub.publishing.validate(staged)
     except BaseException:
-        hub.discard(staged)
+        hub.publishing.discard(staged)
         raise
     info = staged[0].info
     assert info is not None
@@ -109,9 +109,9 @@ def _legacy_publish(
         if filetype is not None and (filetype == "sdist") != (info.kind == "sdist"):
             raise HubError(400, f"filetype {filetype!r} does not match {filename!r}")
     except BaseException:
-        hub.discard(staged)
+        hub.publishing.discard(staged)
         raise
-    result = hub.publish(principal, None, None, staged)
+    result = hub.publishing.publish(principal, None, None, staged)
     created = any(f["created"] for f in result.files)
     return PlainTextResponse(
         f"{'uploaded' if created else 'already present (identical)'}: {result.owner}/{result.name} {result.version}\n",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from packaging.requirements import InvalidRequirement, Requirement
@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session
 
 from hub import search
 from hub.auth import Principal
-from hub.core import Hub
 from hub.errors import HubError, not_found
 from hub.models import (
     Environment,
@@ -31,6 +30,9 @@ from hub.models import (
 )
 from hub.storage import file_key
 from hub.versions import canonical_version, pick_latest, version_key
+
+if TYPE_CHECKING:
+    from hub.core import Hub
 
 
 def ts(v: dt.datetime | None) -> str | None:

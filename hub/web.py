@@ -12,7 +12,6 @@ same value in the form). Pages only read; writes go through the token-authentica
 
 from __future__ import annotations
 
-import datetime as dt
 import hmac
 import secrets
 from pathlib import Path
@@ -25,10 +24,10 @@ from fastapi.templating import Jinja2Templates
 from packaging.utils import canonicalize_name
 
 from hub import search, source
-from hub.auth import hash_token, lookup_token, new_token, revoke_tokens
+from hub.auth import lookup_token
 from hub.errors import HubError, not_found
 from hub.http import SESSION_COOKIE, count_auth_failure, hub_of, principal_of
-from hub.models import Token, utcnow
+from hub.models import utcnow
 from hub.queries import (
     check_tags,
     env_summary,
@@ -173,27 +172,8 @@ def signin(
         return _page(request, "signin.html", status=401, error="That token is invalid, expired or revoked.")
     if principal.scope == "worker":
         return _page(request, "signin.html", status=403, error="A check-worker token cannot sign in.")
-    # The session shares its signer's limits (owner/environment, and an expiry no later than the
-    # signer's) and its life: lookup_token refuses it once the signer is revoked or expired.
+    secret, expires = hub.accounts.start_session(principal, hub.settings.session_days)
     now = utcnow()
-    expires = now + dt.timedelta(days=hub.settings.session_days)
-    if principal.expires_at is not None:
-        expires = min(expires, principal.expires_at)
-    secret = new_token()
-    with hub.db.session() as s:
-        s.add(
-            Token(
-                user_id=principal.user_id,
-                name="web session",
-                token_hash=hash_token(secret),
-                prefix=secret[:8],
-                scope="read",
-                owner_restriction_id=principal.owner_restriction,
-                env_restriction_id=principal.env_restriction,
-                expires_at=expires,
-                parent_id=principal.token_id,
-            )
-        )
     resp = RedirectResponse(f"{request.scope.get('root_path', '')}/", status_code=303)
     resp.set_cookie(
         SESSION_COOKIE,
@@ -214,8 +194,7 @@ def signout(request: Request, csrf: Annotated[str, Form(max_length=100)] = "") -
     check_csrf(request, csrf)
     session = request.cookies.get(SESSION_COOKIE)
     if session:
-        with hub.db.session() as s:
-            revoke_tokens(s, Token.token_hash == hash_token(session), Token.parent_id.is_not(None))
+        hub.accounts.end_session(session)
     resp = RedirectResponse(f"{request.scope.get('root_path', '')}/", status_code=303)
     resp.delete_cookie(SESSION_COOKIE, path="/")
     return resp
@@ -276,7 +255,7 @@ def env_page(
             "readme_html": render_readme(ver.readme, ver.readme_content_type) if ver else "",
             "leaderboard": leaderboard(s, env),
             **_check_ctx(s, versions, ver),
-            "downloads_30": hub.downloads(s, env.id)["last_30_days"],
+            "downloads_30": hub.downloads.downloads(s, env.id)["last_30_days"],
             "install": install_commands(hub, request, s, principal, env, own, ver),
         }
     return _page(request, "env.html", **ctx)

@@ -6,10 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
 from hub import search
-from hub.api.deps import AuthDep, CallerDep, HubDep, WriterDep
+from hub.api.deps import AuthDep, CallerDep, HubDep, SessionDep, WriterDep
 from hub.api.schemas import (
     OwnerOut,
     UserCreatedOut,
@@ -31,13 +30,12 @@ router = APIRouter()
 
 
 @router.get("/whoami", response_model=WhoamiOut, tags=["accounts"])
-def whoami(request: Request, hub: HubDep, principal: AuthDep) -> dict[str, Any]:
-    with hub.db.session() as s:
-        orgs = s.execute(
-            select(Owner.name, Membership.role)
-            .join(Membership, Membership.org_id == Owner.id)
-            .where(Membership.user_id == principal.user_id)
-        ).all()
+def whoami(request: Request, s: SessionDep, principal: AuthDep) -> dict[str, Any]:
+    orgs = s.execute(
+        select(Owner.name, Membership.role)
+        .join(Membership, Membership.org_id == Owner.id)
+        .where(Membership.user_id == principal.user_id)
+    ).all()
     return {
         "name": principal.user_name,
         "admin": principal.is_admin,
@@ -51,28 +49,22 @@ def create_user(request: Request, hub: HubDep, principal: WriterDep, body: UserI
     """Admins create users; the answer holds the user's first token (shown once)."""
     if not principal.is_admin or not principal.unrestricted_write:
         raise HubError(403, "only an admin may create users")
-    with hub.db.session() as s:
-        try:
-            user, secret = hub.create_user(s, body.name, is_admin=body.admin)
-            s.flush()
-        except IntegrityError:
-            raise HubError(409, f"the name {body.name!r} is taken") from None
-        return {"name": user.name, "admin": user.is_admin, "token": secret}
+    user, secret = hub.accounts.create_user(body.name, is_admin=body.admin)
+    return {"name": user.name, "admin": user.is_admin, "token": secret}
 
 
 @router.get("/owners/{owner}", response_model=OwnerOut, tags=["accounts"])
-def get_owner(request: Request, hub: HubDep, principal: CallerDep, owner: str) -> dict[str, Any]:
+def get_owner(request: Request, s: SessionDep, principal: CallerDep, owner: str) -> dict[str, Any]:
     """A user or an organisation and the environments of theirs the caller can see."""
-    with hub.db.session() as s:
-        own = owner_by_name(s, owner)
-        if own is None:
-            raise not_found(f"owner {owner!r} not found")
-        _total, rows = search.search_envs(s, principal, owner=own.name, sort="name", per_page=100)
-        return {
-            "name": own.name,
-            "display_name": own.display_name,
-            "kind": own.kind,
-            "description": own.description,
-            "created_at": ts(own.created_at),
-            "environments": [env_summary(e, o) for e, o in rows],
-        }
+    own = owner_by_name(s, owner)
+    if own is None:
+        raise not_found(f"owner {owner!r} not found")
+    _total, rows = search.search_envs(s, principal, owner=own.name, sort="name", per_page=100)
+    return {
+        "name": own.name,
+        "display_name": own.display_name,
+        "kind": own.kind,
+        "description": own.description,
+        "created_at": ts(own.created_at),
+        "environments": [env_summary(e, o) for e, o in rows],
+    }

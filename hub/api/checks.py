@@ -19,12 +19,12 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from hub import checks, worker_presence
-from hub.api.deps import CallerDep, EnvDep, HubDep, WriterDep, WriterEnvDep, require_acts_on
+from hub import checks
+from hub.api.deps import CallerDep, EnvDep, HubDep, SessionDep, WriterDep, WriterEnvDep, require_acts_on
 from hub.auth import Principal
 from hub.errors import HubError, not_found
 from hub.http import content_disposition, principal_of
-from hub.models import CheckRun, File
+from hub.models import File
 from hub.queries import resolve_version
 
 router = APIRouter()
@@ -100,7 +100,6 @@ def claim_job(
     """The next queued check (fair across owners; or one whose worker's lease ran out) with a fresh
     lease, or ``job: null``."""
     label = (body.worker if body else "") or (request.client.host if request.client else "worker")
-    worker_presence.note_claim(hub.db)  # GET /check-workers: a worker is polling
     return {"job": checks.claim(hub.db, hub.settings, label, worker)}
 
 
@@ -130,30 +129,30 @@ def report(hub: HubDep, worker: WorkerToken, job_id: int, body: ReportIn) -> dic
     )
     if run is None:
         raise HubError(409, "this lease is no longer valid: the job was given to another worker or finished")
-    hub.index_cache.invalidate()
     return {"id": run.id, "status": run.status}
 
 
-def _serve_job_file(hub: Any, worker: Principal, job_id: int, lease: str, sha256: str | None) -> Response:
+def _serve_job_file(
+    hub: Any, s: Any, worker: Principal, job_id: int, lease: str, sha256: str | None
+) -> Response:
     """A file of the job this lease (claimed with this token, still live) holds: its wheel
     (``sha256`` None) or one of the hub dependencies the claim resolved. Anything else is 404, the same
     404 whether the file is absent, private or another job's."""
     import json
 
-    with hub.db.session() as s:
-        run = checks.owns(s, _job_id(job_id), lease, _token_id(worker)) if lease else None
-        if run is None:
-            raise not_found("no such job held by this lease")
-        allowed = json.loads(run.job_files or "[]")
-        if sha256 is None:
-            f = checks.wheel_of(s, run.version_id)
-        elif sha256 in allowed:
-            f = s.scalar(select(File).where(File.sha256 == sha256, File.kind == "wheel").order_by(File.id).limit(1))
-        else:
-            f = None
-        if f is None:
-            raise not_found("no such file in this job")
-        key, filename, size = f.storage_key, f.filename, int(f.size)
+    run = checks.owns(s, _job_id(job_id), lease, _token_id(worker)) if lease else None
+    if run is None:
+        raise not_found("no such job held by this lease")
+    allowed = json.loads(run.job_files or "[]")
+    if sha256 is None:
+        f = checks.wheel_of(s, run.version_id)
+    elif sha256 in allowed:
+        f = s.scalar(select(File).where(File.sha256 == sha256, File.kind == "wheel").order_by(File.id).limit(1))
+    else:
+        f = None
+    if f is None:
+        raise not_found("no such file in this job")
+    key, filename, size = f.storage_key, f.filename, int(f.size)
     return StreamingResponse(
         hub.storage.iter_bytes(key),
         media_type="application/octet-stream",
@@ -167,12 +166,13 @@ _FILE = {200: {"content": {"application/octet-stream": {}}, "description": "The 
 @router.get("/check-jobs/{job_id}/wheel", response_class=StreamingResponse, tags=["checks"], responses=_FILE)
 def job_wheel(
     hub: HubDep,
+    s: SessionDep,
     worker: WorkerToken,
     job_id: int,
     x_vf_lease: Annotated[str, Header(max_length=64)] = "",
 ) -> Response:
     """The wheel of the job this lease holds (private environments included, for that job only)."""
-    return _serve_job_file(hub, worker, job_id, x_vf_lease, None)
+    return _serve_job_file(hub, s, worker, job_id, x_vf_lease, None)
 
 
 @router.get(
@@ -180,13 +180,14 @@ def job_wheel(
 )
 def job_file(
     hub: HubDep,
+    s: SessionDep,
     worker: WorkerToken,
     job_id: int,
     sha256: Annotated[str, PathParam(min_length=64, max_length=64, pattern="^[0-9a-f]{64}$")],
     x_vf_lease: Annotated[str, Header(max_length=64)] = "",
 ) -> Response:
     """One file of the job this lease holds: its wheel or a hub dependency's wheel (by sha256)."""
-    return _serve_job_file(hub, worker, job_id, x_vf_lease, sha256)
+    return _serve_job_file(hub, s, worker, job_id, x_vf_lease, sha256)
 
 
 @router.get(
@@ -194,13 +195,12 @@ def job_file(
     response_model=list[CheckDetail],
     tags=["checks"],
 )
-def list_checks(hub: HubDep, target: EnvDep, caller: CallerDep, version: str) -> list[dict[str, Any]]:
+def list_checks(s: SessionDep, target: EnvDep, caller: CallerDep, version: str) -> list[dict[str, Any]]:
     """Every check of the version, newest first (the first is its current status). The worker that
     ran each is shown to hub admins only."""
     admin = caller is not None and caller.is_admin
-    with hub.db.session() as s:
-        ver = resolve_version(s, target.env, version)
-        return [checks.check_out(r, detail=True, admin=admin) for r in checks.history(s, ver.id)]
+    ver = resolve_version(s, target.env, version)
+    return [checks.check_out(r, detail=True, admin=admin) for r in checks.history(s, ver.id)]
 
 
 @router.post(
@@ -209,26 +209,14 @@ def list_checks(hub: HubDep, target: EnvDep, caller: CallerDep, version: str) ->
     status_code=201,
     tags=["checks"],
 )
-def recheck(hub: HubDep, principal: WriterDep, target: WriterEnvDep, version: str) -> dict[str, Any]:
+def recheck(hub: HubDep, s: SessionDep, principal: WriterDep, target: WriterEnvDep, version: str) -> dict[str, Any]:
     """Queue the version for another check (hub admins; e.g. after a new ``verifiers`` release).
     Earlier verdicts stay in the history."""
     if not principal.is_admin:
         raise HubError(403, "only hub administrators re-queue checks")
     require_acts_on(principal, target.env)  # an admin's token limited to one environment acts there only
-    with hub.db.session() as s:
-        ver = resolve_version(s, target.env, version)
-        if not checks.has_wheel(s, ver):
-            raise HubError(409, f"version {ver.version} has no wheel to check")
-        pending = s.scalar(
-            select(CheckRun.id).where(
-                CheckRun.version_id == ver.id, CheckRun.status.in_(("queued", "running"))
-            )
-        )
-        if pending is not None:
-            raise HubError(409, f"a check of {ver.version} is already queued or running")
-        run = checks.enqueue(s, ver, trigger="recheck", requested_by=principal.user_id)
-        out = checks.check_out(run)
-    hub.index_cache.invalidate()
+    ver = resolve_version(s, target.env, version)
+    out = checks.check_out(checks.requeue(hub.uow, ver.id, principal.user_id))
     assert out is not None
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -63,8 +64,21 @@ def writer(request: Request) -> Principal:
     return require_principal(request, write=True)
 
 
+def read_session(hub: Annotated[Hub, Depends(hub_of)]) -> Iterator[Session]:
+    """The request's session for reading. It is never committed (rolled back at the end), so nothing
+    a handler does through it can write: writes are the services' (``hub.services``), each its own
+    transaction of the unit of work."""
+    s = hub.db.sessionmaker()
+    try:
+        yield s
+    finally:
+        s.rollback()
+        s.close()
+
+
 # Annotated dependencies the routers declare instead of repeating the same opening lines.
 HubDep = Annotated[Hub, Depends(hub_of)]
+SessionDep = Annotated[Session, Depends(read_session)]
 CallerDep = Annotated[Principal | None, Depends(caller)]
 AuthDep = Annotated[Principal, Depends(authenticated)]
 WriterDep = Annotated[Principal, Depends(writer)]

@@ -10,13 +10,13 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 from sqlalchemy import func, select
 
-from hub.api.deps import EnvDep, HubDep, WriterDep, WriterEnvDep, require_acts_on
+from hub.api.deps import EnvDep, HubDep, SessionDep, WriterDep, WriterEnvDep
 from hub.api.schemas import (
     EvalIn,
     EvalOut,
     LeaderboardRow,
 )
-from hub.errors import HubError, not_found
+from hub.errors import HubError
 from hub.models import (
     EvalResult,
     Owner,
@@ -80,24 +80,11 @@ def post_eval(
     raw_summary = json.dumps(body.summary, default=str)
     if len(raw_md) + len(raw_summary) > hub.settings.max_eval_bytes:
         raise HubError(413, f"eval metadata and summary must be under {hub.settings.max_eval_bytes} bytes")
-    env = target.env
-    require_acts_on(principal, env)
-    with hub.db.session() as s:
-        ver = resolve_version(s, env, version)
-        mine = s.scalar(
-            select(func.count())
-            .select_from(EvalResult)
-            .where(EvalResult.env_id == env.id, EvalResult.submitter_id == principal.user_id)
-        )
-        if (mine or 0) >= hub.settings.max_evals_per_user:
-            raise HubError(
-                403,
-                f"you keep {mine} eval results on this environment, the most one user may; delete old ones "
-                "(DELETE .../evals/{id}) to post more",
-            )
-        ev = EvalResult(
-            env_id=env.id,
-            version_id=ver.id,
+    ev, ver = hub.evals.post_eval(
+        principal,
+        target.env,
+        version,
+        EvalResult(
             model=model.strip(),
             avg_reward=avg,
             num_rollouts=n_roll,
@@ -108,16 +95,14 @@ def post_eval(
             sampling_args=json.dumps(sampling, default=str),
             metadata_json=raw_md,
             summary_json=raw_summary,
-            submitter_id=principal.user_id,
-        )
-        s.add(ev)
-        s.flush()
-        return eval_out(ev, ver.version, principal.user_name)
+        ),
+    )
+    return eval_out(ev, ver, principal.user_name)
 
 
 @router.get("/environments/{owner}/{name}/evals", response_model=list[EvalOut], tags=["evals"])
 def list_evals(
-    request: Request, hub: HubDep, target: EnvDep,
+    request: Request, s: SessionDep, target: EnvDep,
     response: Response,
     version: Annotated[str | None, Query(max_length=64)] = None,
     page: Annotated[int, Query(ge=1, le=100000)] = 1,
@@ -125,21 +110,20 @@ def list_evals(
 ) -> list[dict[str, Any]]:
     """Newest first, one page at a time (``X-Total-Count`` and a ``Link: rel="next"`` header)."""
     env = target.env
-    with hub.db.session() as s:
-        where = [EvalResult.env_id == env.id]
-        if version:
-            where.append(EvalResult.version_id == resolve_version(s, env, version).id)
-        total = int(s.scalar(select(func.count()).select_from(EvalResult).where(*where)) or 0)
-        stmt = (
-            select(EvalResult, Version.version, Owner.name)
-            .join(Version, Version.id == EvalResult.version_id)
-            .outerjoin(Owner, Owner.id == EvalResult.submitter_id)
-            .where(*where)
-            .order_by(EvalResult.id.desc())
-            .limit(per_page)
-            .offset((page - 1) * per_page)
-        )
-        out = [eval_out(r[0], r[1], r[2]) for r in s.execute(stmt).all()]
+    where = [EvalResult.env_id == env.id]
+    if version:
+        where.append(EvalResult.version_id == resolve_version(s, env, version).id)
+    total = int(s.scalar(select(func.count()).select_from(EvalResult).where(*where)) or 0)
+    stmt = (
+        select(EvalResult, Version.version, Owner.name)
+        .join(Version, Version.id == EvalResult.version_id)
+        .outerjoin(Owner, Owner.id == EvalResult.submitter_id)
+        .where(*where)
+        .order_by(EvalResult.id.desc())
+        .limit(per_page)
+        .offset((page - 1) * per_page)
+    )
+    out = [eval_out(r[0], r[1], r[2]) for r in s.execute(stmt).all()]
     response.headers["X-Total-Count"] = str(total)
     if page * per_page < total:
         nxt = request.url.include_query_params(page=page + 1, per_page=per_page)
@@ -153,20 +137,11 @@ def delete_eval(
     eval_id: Annotated[int, Path(ge=1, le=2**31 - 1)],
 ) -> Response:
     """The submitter, or the environment's owner and maintainers (write access), may remove a result."""
-    env = target.env
-    require_acts_on(principal, env)
-    with hub.db.session() as s:
-        ev = s.scalar(select(EvalResult).where(EvalResult.id == eval_id, EvalResult.env_id == env.id))
-        if ev is None:
-            raise not_found("eval result not found")
-        if ev.submitter_id != principal.user_id and not principal.can_write(env.owner_id, env.id):
-            raise HubError(403, "only the submitter or the environment's maintainers may delete this")
-        s.delete(ev)
+    hub.evals.delete_eval(principal, target.env, eval_id)
     return Response(status_code=204)
 
 
 @router.get("/environments/{owner}/{name}/leaderboard", response_model=list[LeaderboardRow], tags=["evals"])
-def get_leaderboard(hub: HubDep, target: EnvDep) -> list[dict[str, Any]]:
+def get_leaderboard(s: SessionDep, target: EnvDep) -> list[dict[str, Any]]:
     """Best average reward per model, with the version, sampling settings and number of rollouts."""
-    with hub.db.session() as s:
-        return leaderboard(s, target.env)
+    return leaderboard(s, target.env)

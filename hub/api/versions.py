@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile as StarletteUpload
 
@@ -14,6 +15,7 @@ from hub.api.deps import (
     Addressed,
     EnvDep,
     HubDep,
+    SessionDep,
     WriterDep,
     WriterEnvDep,
     form_bool,
@@ -44,9 +46,8 @@ router = APIRouter()
 
 
 @router.get("/environments/{owner}/{name}/versions", response_model=list[VersionOut], tags=["versions"])
-def list_versions(request: Request, hub: HubDep, target: EnvDep) -> list[dict[str, Any]]:
-    with hub.db.session() as s:
-        return [version_out(request, s, v) for v in sorted_versions(s, target.env)]
+def list_versions(request: Request, s: SessionDep, target: EnvDep) -> list[dict[str, Any]]:
+    return [version_out(request, s, v) for v in sorted_versions(s, target.env)]
 
 
 UPLOAD_BODY = {
@@ -102,64 +103,58 @@ def _stage_and_publish(
     staged = []
     try:
         for up in files:
-            staged.append(hub.stage(up.file, up.filename or ""))
+            staged.append(hub.publishing.stage(up.file, up.filename or ""))
     except BaseException:
-        hub.discard(staged)
+        hub.publishing.discard(staged)
         raise
-    return hub.publish(principal, owner, name, staged, private=private)
+    return hub.publishing.publish(principal, owner, name, staged, private=private)
 
 
 @router.get(
     "/environments/{owner}/{name}/versions/{version}", response_model=VersionDetail, tags=["versions"]
 )
-def get_version(request: Request, hub: HubDep, target: EnvDep, version: str) -> dict[str, Any]:
+def get_version(request: Request, hub: HubDep, s: SessionDep, target: EnvDep, version: str) -> dict[str, Any]:
     """``version`` may be ``latest``: the newest non-yanked final release (else newest pre-release)."""
-    with hub.db.session() as s:
-        ver = resolve_version(s, target.env, version)
-        out = version_out(request, s, ver, detail=True)
-        out["install_commands"] = install_commands(hub, request, s, target.principal, target.env, target.owner, ver)
-        return out
+    ver = resolve_version(s, target.env, version)
+    out = version_out(request, s, ver, detail=True)
+    out["install_commands"] = install_commands(hub, request, s, target.principal, target.env, target.owner, ver)
+    return out
 
 
 @router.post(
     "/environments/{owner}/{name}/versions/{version}/yank", response_model=VersionOut, tags=["versions"]
 )
 def yank_version(
-    request: Request, hub: HubDep, principal: WriterDep, target: WriterEnvDep, version: str,
+    request: Request, hub: HubDep, s: SessionDep, principal: WriterDep, target: WriterEnvDep, version: str,
     body: Annotated[YankIn | None, Body()] = None,
 ) -> dict[str, Any]:
-    return _set_yank(request, hub, principal, target, version, True, body.reason if body else "")
+    return _set_yank(request, hub, s, principal, target, version, True, body.reason if body else "")
 
 
 @router.post(
     "/environments/{owner}/{name}/versions/{version}/unyank", response_model=VersionOut, tags=["versions"]
 )
 def unyank_version(
-    request: Request, hub: HubDep, principal: WriterDep, target: WriterEnvDep, version: str
+    request: Request, hub: HubDep, s: SessionDep, principal: WriterDep, target: WriterEnvDep, version: str
 ) -> dict[str, Any]:
-    return _set_yank(request, hub, principal, target, version, False, None)
+    return _set_yank(request, hub, s, principal, target, version, False, None)
 
 
 def _set_yank(
-    request: Request, hub: Hub, principal: Principal, target: Addressed, version: str, yanked: bool,
+    request: Request, hub: Hub, s: Session, principal: Principal, target: Addressed, version: str, yanked: bool,
     reason: str | None,
 ) -> dict[str, Any]:
     require_write(principal, target.env)
-    with hub.db.session() as s:
-        env = target.env_in(s)
-        ver = hub.set_yanked(s, env, normalise_version(version), yanked, reason)
-        out = version_out(request, s, ver)
-    hub.index_cache.invalidate()
-    return out
+    ver = hub.publishing.set_yanked(target.env.id, normalise_version(version), yanked, reason)
+    return version_out(request, s, ver)  # the read session's first query: after the commit
 
 
 @router.get("/environments/{owner}/{name}/versions/{version}/source", response_model=SourceListOut, tags=["versions"])
-def list_source(hub: HubDep, target: EnvDep, version: str) -> dict[str, Any]:
+def list_source(hub: HubDep, s: SessionDep, target: EnvDep, version: str) -> dict[str, Any]:
     """The files of the version's sdist (from an index of the stored archive, built once per worker)."""
-    with hub.db.session() as s:
-        ver = resolve_version(s, target.env, version)
-        f = sdist_of(s, ver)
-        key, filename = f.storage_key, f.filename
+    ver = resolve_version(s, target.env, version)
+    f = sdist_of(s, ver)
+    key, filename = f.storage_key, f.filename
     idx = hub.source_cache.get(hub.storage, key, hub.settings.source_max_archive_bytes)
     return {"version": ver.version, "sdist": filename, "files": idx.files}
 
@@ -168,13 +163,12 @@ def list_source(hub: HubDep, target: EnvDep, version: str) -> dict[str, Any]:
     "/environments/{owner}/{name}/versions/{version}/source/{path:path}", response_class=Response, tags=["versions"],
     responses={200: {"content": {"text/plain": {}, "application/octet-stream": {}}, "description": "The file: text/plain when UTF-8 text, else a download"}},
 )
-def read_source(hub: HubDep, target: EnvDep, version: str, path: str) -> Response:
+def read_source(hub: HubDep, s: SessionDep, target: EnvDep, version: str, path: str) -> Response:
     """One file of the sdist: as ``text/plain`` when it is UTF-8 text (HTML and SVG included, so that
     nothing uploaded ever renders on the hub's origin), otherwise as a download."""
     env = target.env
-    with hub.db.session() as s:
-        ver = resolve_version(s, env, version)
-        key = sdist_of(s, ver).storage_key
+    ver = resolve_version(s, env, version)
+    key = sdist_of(s, ver).storage_key
     data = source.member(hub.source_cache.get(hub.storage, key, hub.settings.source_max_archive_bytes), path)
     headers = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"}
     try:

@@ -30,6 +30,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from hub.auth import add_token
 from hub.testing import HubProcess, make_settings, run_hub
 from tests.support.envpkg import build_env_package, build_project
 
@@ -182,7 +183,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         core = HubCore(make_settings(root / "data"))
         try:
             with core.db.session() as s:
-                token, _tok = core.create_token(s, checks.system_worker(core, s), name="test", scope="worker")
+                token, _tok = add_token(s, checks.system_worker(core, s), name="test", scope="worker")
         finally:
             core.close()
         polluted = {

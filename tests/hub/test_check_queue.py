@@ -18,6 +18,7 @@ from collections import Counter
 from sqlalchemy import update
 
 from hub import checks
+from hub.auth import add_token
 from hub.models import CheckRun
 from tests.hub.helpers import HubClient, PackageFactory
 
@@ -143,10 +144,10 @@ def test_worker_api_serves_the_job_wheel_of_a_private_environment(
     pkg = packages.get("queue-private")
     assert hub.publish("admin", pkg, hub.admin_token, private=True).status_code == 201
     core = hub.hub
+    user, _ = core.accounts.create_user("queue-worker")
+    stranger, _t = core.accounts.create_token(user.id, scope="worker")
     with core.db.session() as s:
-        user, _ = core.create_user(s, "queue-worker")
-        stranger, _t = core.create_token(s, user, scope="worker")
-        worker, _t = core.create_token(s, checks.system_worker(core, s), scope="worker")
+        worker, _t = add_token(s, checks.system_worker(core, s), scope="worker")
     # another user's worker token checks public environments and its own only
     assert hub.post("/api/v1/check-jobs/claim", stranger, json={"worker": "x"}).json()["job"] is None
     assert hub.get("/api/v1/environments/admin/queue-private", worker).status_code == 403

@@ -302,9 +302,8 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     )
     core = HubCore(make_settings(root / "data"))
     try:
-        with core.db.session() as s:
-            user, _ = core.create_user(s, "checker")
-            worker_token, _tok = core.create_token(s, user, name="test worker", scope="worker")
+        user, _ = core.accounts.create_user("checker")
+        worker_token, _tok = core.accounts.create_token(user.id, name="test worker", scope="worker")
     finally:
         core.close()
     h = Hub(proc, proc.admin_token, worker_token, root)

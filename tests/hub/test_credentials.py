@@ -19,7 +19,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from hub.auth import hash_token
+from hub.auth import add_token, hash_token
 from hub.db import Database
 from hub.settings import Settings
 from hub.testing import HubProcess, run_hub
@@ -169,6 +169,26 @@ def test_the_cookie_is_no_api_token_and_an_api_token_is_no_cookie(server: HubPro
     assert _page_codes(server, session, f"/{alice}/{env}") == {200}
 
 
+def test_a_session_is_no_index_password_even_on_the_cached_fast_path(server: HubProcess) -> None:
+    """The index answers cached pages in front of the framework (``hub.index.CachedIndexPages``) from
+    the principal cache: a session that every worker has cached (from its pages) and a page in the
+    page cache must still be refused there, as on the routes."""
+    alice, first = _user(server, "alice")
+    env = _private_env(server, alice, first)
+    session = _session(server, first)
+    path = f"/{alice}/simple/{env}/"
+    for _ in range(PROBES):  # the private page in every worker's page cache
+        with server.client() as c:
+            assert c.get(path, auth=("__token__", first)).status_code == 200
+    assert _page_codes(server, session, f"/{alice}/{env}") == {200}  # the session in every principal cache
+    codes = set()
+    for _ in range(PROBES):
+        with server.client() as c:
+            codes.add(c.get(path, auth=("__token__", session)).status_code)
+            codes.add(c.get(path, headers={"Authorization": f"Bearer {session}"}).status_code)
+    assert codes == {401}
+
+
 def test_a_worker_token_cannot_sign_in(server: HubProcess) -> None:
     from hub.core import Hub
 
@@ -178,7 +198,7 @@ def test_a_worker_token_cannot_sign_in(server: HubProcess) -> None:
         with hub.db.session() as s:
             from hub.queries import owner_by_name
 
-            secret, _tok = hub.create_token(s, owner_by_name(s, name, "user"), scope="worker")
+            secret, _tok = add_token(s, owner_by_name(s, name, "user"), scope="worker")
     finally:
         hub.close()
     r = _sign_in(server, secret)

@@ -406,3 +406,149 @@ def test_yank_without_reason_through_pip(tmp_path: Path, packages: PackageFactor
         assert download("index-env")[0] == ["index_env-0.1.0-py3-none-any.whl"]
         files, out = download("index-env==0.2.0")
         assert files == ["index_env-0.2.0-py3-none-any.whl"] and "yanked" in out.lower()
+
+
+def test_index_cache_never_keeps_a_page_rendered_for_an_older_generation() -> None:
+    """A request that read generation 5, then its rows, may finish after a write moved the cache to
+    generation 6: its page can be stale there, and is not kept."""
+    from hub.index import CachedPage, IndexCache
+
+    class _Stub:
+        pass
+
+    cache = IndexCache(_Stub(), max_entries=10)  # type: ignore[arg-type]
+    cache.sync(5)
+    cache.sync(6)  # a later request saw the write
+    cache.put(("project", None, "p", JSON), CachedPage(b"old rows", '"o"'), 5)
+    assert cache.get(("project", None, "p", JSON)) is None
+    cache.put(("project", None, "p", JSON), CachedPage(b"new rows", '"n"'), 6)
+    assert cache.get(("project", None, "p", JSON)) is not None
+
+
+def test_generation_reader_answers_only_with_reads_started_after_the_call() -> None:
+    """A caller that arrives while a read is in flight waits for the next one (that read may predate a
+    write the caller saw acknowledged), and everyone who queued behind it shares that next read."""
+    import asyncio
+    import threading
+
+    from hub.http import GenerationReader
+
+    started = [threading.Event() for _ in range(3)]
+    release = [threading.Event() for _ in range(3)]
+    calls = 0
+
+    def read() -> int:
+        nonlocal calls
+        k = calls
+        calls += 1
+        started[k].set()
+        assert release[k].wait(60)
+        return 10 + k
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        reader = GenerationReader(read)
+        try:
+            first = asyncio.ensure_future(reader.current())
+            await loop.run_in_executor(None, started[0].wait, 60)  # read 0 is in flight
+            later = [asyncio.ensure_future(reader.current()) for _ in range(5)]
+            await asyncio.sleep(0)
+            release[0].set()
+            assert await first == 10
+            await loop.run_in_executor(None, started[1].wait, 60)
+            release[1].set()
+            assert [await f for f in later] == [11] * 5  # not read 0's value, and one read for all
+            assert calls == 2 and reader.reads == 2
+        finally:
+            reader.close()
+
+    asyncio.run(main())
+
+
+def test_concurrent_index_requests_share_generation_reads(hub: HubClient, packages: PackageFactory) -> None:
+    """32 requests at once for cached pages, anonymous and with a token, cost far fewer than 32 reads of
+    the generation (one read answers every request queued behind the previous one), and every answer
+    is the page itself."""
+    import asyncio
+
+    from sqlalchemy import event
+
+    alice = hub.user("alice")
+    assert hub.publish("alice", packages.get("batch-env", "1.0.0"), alice, private=True).status_code == 201
+    assert hub.get("/simple/batch-env/", alice).status_code == 200  # page and principal now cached
+    reads = 0
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        nonlocal reads
+        if "hub_state" in statement and "generation" in statement:
+            reads += 1
+
+    engine = hub.hub.db.engine
+    event.listen(engine, "before_cursor_execute", count)
+
+    async def burst() -> list[Any]:
+        import httpx
+
+        transport = httpx.ASGITransport(app=hub.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            auth = {"Authorization": f"Bearer {alice}"}
+            return await asyncio.gather(
+                *(c.get("/simple/batch-env/", headers=auth) for _ in range(32)),
+                *(c.get("/simple/") for _ in range(32)),
+            )
+
+    try:
+        answers = asyncio.run(burst())
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert [r.status_code for r in answers] == [200] * 64
+    assert all("batch_env-1.0.0" in r.text for r in answers[:32])
+    assert all("batch-env" not in r.text for r in answers[32:])  # private: not listed for anonymous
+    assert reads < 16, reads
+
+
+def _fast_path(hub: HubClient) -> Any:
+    from hub.index import CachedIndexPages
+
+    layer = hub.app.middleware_stack
+    while not isinstance(layer, CachedIndexPages):
+        layer = layer.app
+    return layer
+
+
+def test_cached_pages_are_answered_before_the_framework_with_every_header(
+    hub: HubClient, packages: PackageFactory
+) -> None:
+    """Cached pages (public, private with a cached token, the project list) are answered by the
+    ASGI fast path, with the same headers the routes give (security headers, ETag, Vary, caching),
+    HEAD without a body and a 304 for a matching ETag; what memory cannot settle (a wrong token, a
+    caller who may not see the page, an unacceptable Accept) still gets the routes' answer."""
+    alice = hub.user("alice")
+    bob = hub.user("bob")
+    assert hub.publish("alice", packages.get("fast-env", "1.0.0"), alice).status_code == 201
+    assert hub.publish("alice", packages.get("fast-secret", "1.0.0"), alice, private=True).status_code == 201
+    warm = [hub.get("/simple/fast-env/"), hub.get("/simple/fast-secret/", alice), hub.get("/simple/", alice)]
+    assert [r.status_code for r in warm] == [200, 200, 200]
+    fast = _fast_path(hub)
+    before = fast.answered
+    public = hub.get("/simple/fast-env/")
+    private = hub.get("/simple/fast-secret/", alice)
+    listing = hub.get("/simple/", alice)
+    head = hub.req("HEAD", "/simple/fast-env/")
+    again = hub.get("/simple/fast-env/", headers={"If-None-Match": public.headers["etag"]})
+    assert fast.answered == before + 5
+    assert public.text == warm[0].text and private.text == warm[1].text and "fast-secret" in listing.text
+    for r in (public, private, listing):
+        assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
+        assert r.headers["vary"] == "Accept, Authorization" and r.headers["etag"]
+    assert private.headers["cache-control"] == "private, no-cache"
+    assert public.headers["cache-control"] == "public, max-age=0, must-revalidate"
+    assert head.status_code == 200 and head.content == b"" and head.headers["etag"] == public.headers["etag"]
+    assert again.status_code == 304
+    answered = fast.answered
+    assert hub.get("/simple/fast-secret/", bob).status_code == 404
+    assert hub.get("/simple/fast-secret/").status_code == 404
+    assert hub.client.get("/simple/fast-secret/", auth=("x", "vfh_wrong")).status_code == 401
+    assert hub.get("/simple/fast-env/", headers={"Accept": "image/png"}).status_code == 406
+    assert hub.get("/simple/Fast_Env/", follow_redirects=False).status_code == 301  # memory answers it
+    assert fast.answered == answered + 1

@@ -136,19 +136,20 @@ def test_gc_removes_only_old_unreferenced_blobs(
     hub = HubClient.create(tmp_path / "gc", database_url=None, admin_token="vfh_" + secrets.token_urlsafe(32))
     try:
         core: Hub = hub.hub
-        core.storage = storage  # the same hub logic over either backend
+        # The same hub logic over either backend: the services that store and collect blobs use it.
+        core.storage = core.publishing.storage = core.blobs.storage = storage
         # ... paired with this database as a first start would pair it (gc refuses an unknown storage).
         from hub.core import STORAGE_MARKER
 
-        storage.put(STORAGE_MARKER, io.BytesIO(str(core.recorded_storage_id()).encode()))
+        storage.put(STORAGE_MARKER, io.BytesIO(str(core.blobs.recorded_storage_id()).encode()))
         alice = hub.user("alice")
         assert hub.publish("alice", packages.get("gc-env", "1.0.0"), alice).status_code == 201
         published = sorted(storage.keys("files/"))
         assert len(published) == 2
         orphan = file_key("ef" * 32, "orphan.whl")
         storage.put(orphan, io.BytesIO(b"left by a crash"))
-        assert core.gc_orphans(min_age_seconds=3600) == 0  # too fresh: might be an upload in flight
-        assert core.gc_orphans(min_age_seconds=0) == 1
+        assert core.blobs.gc_orphans(min_age_seconds=3600) == 0  # too fresh: might be an upload in flight
+        assert core.blobs.gc_orphans(min_age_seconds=0) == 1
         assert sorted(storage.keys("files/")) == published
         doc = hub.get("/api/v1/environments/alice/gc-env/versions/1.0.0").json()
         assert all(storage.exists(k) for k in published) and len(doc["files"]) == 2

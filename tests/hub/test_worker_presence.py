@@ -10,7 +10,9 @@ import time
 from sqlalchemy import text, update
 
 from hub import worker_presence
+from hub.auth import add_token
 from hub.models import CheckRun
+from hub.services.accounts import add_user
 from tests.hub.helpers import HubClient, PackageFactory
 
 
@@ -27,8 +29,8 @@ def test_check_workers_reports_claims_and_leases(hub: HubClient, packages: Packa
     assert _workers(hub)["queued"] == 1 and _workers(hub)["alive"] is False
     core = hub.hub
     with core.db.session() as s:
-        user, _ = core.create_user(s, "presence-worker")
-        worker, _t = core.create_token(s, user, scope="worker")
+        user, _ = add_user(s, "presence-worker")
+        worker, _t = add_token(s, user, scope="worker")
     job = hub.post("/api/v1/check-jobs/claim", worker, json={"worker": "w"}).json()["job"]
     assert job is not None
     now = _workers(hub)

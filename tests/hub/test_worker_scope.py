@@ -22,7 +22,9 @@ import pytest
 from sqlalchemy import update
 
 from hub import checks
+from hub.auth import add_token
 from hub.models import CheckRun
+from hub.services.accounts import add_user
 from tests.hub.helpers import HubClient, Member, PackageFactory, make_sdist, make_wheel
 
 DIRECT = [
@@ -38,8 +40,8 @@ def _worker_token(hub: HubClient, user: str | None = None) -> str:
         if user is None:
             account = checks.system_worker(core, s)
         else:
-            account, _first = core.create_user(s, user)
-        secret, _tok = core.create_token(s, account, scope="worker")
+            account, _first = add_user(s, user)
+        secret, _tok = add_token(s, account, scope="worker")
     return secret
 
 
@@ -110,7 +112,7 @@ def test_counterpart_metadata_is_compared_even_when_empty(hub: HubClient) -> Non
 
 # ------------------------------------------------------------------------------- system names
 def test_every_system_account_name_is_reserved(hub: HubClient) -> None:
-    from hub.core import RESERVED_OWNERS, SYSTEM_ACCOUNTS
+    from hub.owners import RESERVED_OWNERS, SYSTEM_ACCOUNTS
 
     assert checks.SYSTEM_WORKER in SYSTEM_ACCOUNTS and "admin" in SYSTEM_ACCOUNTS
     assert SYSTEM_ACCOUNTS <= RESERVED_OWNERS

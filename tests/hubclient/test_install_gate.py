@@ -23,14 +23,15 @@ REFUSED = "failed the hub's check"
 
 
 def _worker_token(hub: HubProcess) -> str:
+    from hub.auth import add_token
     from hub.checks import system_worker
     from hub.core import Hub
     from hub.settings import Settings
 
     h = Hub(Settings(data_dir=hub.data_dir, migrate_on_start=False))
     try:
-        with h.db.session() as s:  # the hub's own check-worker account (its name is reserved)
-            secret, _tok = h.create_token(s, system_worker(h, s), scope="worker")
+        with h.db.session() as s:
+            secret, _tok = add_token(s, system_worker(h, s), scope="worker")
         return secret
     finally:
         h.close()
