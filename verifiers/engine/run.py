@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from verifiers.engine import group as group_stage
 from verifiers.engine.client import BoundedClient, client_base_url
+from verifiers.engine.threads import StallWatchdog
 from verifiers.types import GenerateOutputs, State
 from verifiers.utils.results import (
     LazyOutputs,
@@ -134,6 +135,8 @@ async def run_groups(
 
     limit = config.max_concurrent
     n_workers = len(groups) if limit is None or limit <= 0 else min(limit, len(groups))
+    watchdog = StallWatchdog.from_env()  # names environment code that blocks the event loop
+    watchdog.start(asyncio.get_running_loop())
     try:
         if n_workers:
             with _relaxed_gc():
@@ -147,6 +150,7 @@ async def run_groups(
             raise group_error.exceptions[0] from None
         raise
     finally:
+        watchdog.stop()
         if writer is not None:
             writer.close()
 
@@ -170,6 +174,7 @@ async def run_groups(
         "started_at": started.isoformat(),
         "finished_at": finished.isoformat(),
         "path": str(folder) if folder is not None else None,
+        "event_loop_stalls": watchdog.summary(),
     }
     metadata = build_metadata(tracker.summaries, rollouts_per_example=config.rollouts_per_example, extra=meta_extra)
     if folder is not None:
