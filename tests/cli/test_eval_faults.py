@@ -66,9 +66,9 @@ def test_prompt_too_long_is_visible_in_the_summary_and_in_vf_results(env_file, t
     assert "2 rollout(s) stopped because the conversation no longer fit" in result.output
     run = _run_folder(tmp_path / "o")
     meta = json.loads((run / "metadata.json").read_text())
-    assert meta["stop_conditions"] == {"max_turns_reached": 2, "prompt_too_long": 2}
+    assert meta["stop_conditions"] == {"answered": 2, "prompt_too_long": 2}
     shown = _invoke("results", str(run))
-    assert "prompt_too_long: 2" in shown.output and "max_turns_reached: 2" in shown.output
+    assert "prompt_too_long: 2" in shown.output and "answered: 2" in shown.output
     listing = _invoke("results", str(tmp_path / "o"))
     assert "prompt_too_long: 2" in listing.output
     # a run saved before stop conditions were counted still shows them (from its records)

@@ -526,7 +526,7 @@ async def test_stop_conditions_are_counted_in_the_summary() -> None:
     with FaultServer(handler) as srv:
         out = await env.evaluate(client_for(srv), "m")
     meta = out["metadata"]
-    assert meta["stop_conditions"] == {"max_turns_reached": 2, "prompt_too_long": 2}
+    assert meta["stop_conditions"] == {"answered": 2, "prompt_too_long": 2}
     assert meta["num_truncated"] == 2 and meta["num_errors"] == 0
 
 

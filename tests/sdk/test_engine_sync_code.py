@@ -69,7 +69,7 @@ async def test_a_blocking_sync_reward_does_not_stall_the_other_rollouts() -> Non
 async def test_an_async_tool_that_blocks_past_tool_timeout_is_a_recorded_error() -> None:
     async def t() -> str:
         """An async tool doing blocking I/O: asyncio cannot interrupt it."""
-        time.sleep(0.3)
+        time.sleep(0.3)  # noqa: ASYNC251 - the fault under test
         return "late"
 
     env = vf.ToolEnv(tools=[t], dataset=ROWS[:2], rubric=vf.Rubric(funcs=[exact]), tool_timeout=0.05)
@@ -263,3 +263,16 @@ async def test_a_nested_env_group_routes_through_the_inner_group() -> None:
     assert rewards == [0.25, 0.25, 0.25, 0.5, 0.5, 1.0]
     routes = sorted(str(st["info"]["env_id"]) for st in out.state)
     assert routes == ["['inner', 'a']", "['inner', 'b']", "['inner', 'b']", "c", "c", "c"]
+
+
+# ----------------------------------------------------------------------------------------------
+# "What misled a new user": single-turn runs reported max_turns_reached for every rollout
+# ----------------------------------------------------------------------------------------------
+
+
+async def test_a_single_turn_rollout_that_answered_stops_as_answered(tmp_path) -> None:
+    env = vf.SingleTurnEnv(dataset=ROWS, rubric=vf.Rubric(funcs=[exact]))
+    with FaultServer(chat_body("ok")) as srv:
+        out = await env.evaluate(client_for(srv), "m", results_path=tmp_path / "run")
+    assert {st["stop_condition"] for st in out.state} == {"answered"}
+    assert out["metadata"]["stop_conditions"] == {"answered": 4} and out["metadata"]["num_truncated"] == 0
