@@ -141,13 +141,17 @@ def _cleanup(env: Any) -> Callable[[State], Any]:
             try:
                 with running(f"cleanup hook {name!r}"):
                     result = getattr(env, name)(state)
-                if inspect.isawaitable(result):
+                    if not inspect.isawaitable(result):
+                        continue
                     # bounded: a cleanup runs after a rollout timeout too, and one that never
                     # returns would otherwise hang the whole run
+                    scope = asyncio.timeout(limit if limit is not None and limit > 0 else None)
                     try:
-                        async with asyncio.timeout(limit if limit is not None and limit > 0 else None):
+                        async with scope:
                             await result
                     except TimeoutError:
+                        if not scope.expired():  # the hook's own TimeoutError
+                            raise
                         raise CleanupTimeoutError(
                             f"cleanup hook {name!r} did not finish within cleanup_timeout {limit:g} s and was abandoned"
                         ) from None
@@ -163,10 +167,13 @@ def _cleanup(env: Any) -> Callable[[State], Any]:
 def _respond(env: Any) -> Callable[[Any, State], Any]:
     env_response = env.env_response
 
+    name = f"{type(env).__name__}.env_response"
+
     async def respond(messages: Any, state: State) -> Any:
-        reply = env_response(messages, state)
-        if inspect.isawaitable(reply):
-            reply = await reply
+        with running(name):  # named for the stall watchdog (a sync one runs on the loop, as classic did)
+            reply = env_response(messages, state)
+            if inspect.isawaitable(reply):
+                reply = await reply
         if isinstance(reply, tuple) and len(reply) == 2 and (reply[1] is None or isinstance(reply[1], Mapping)):
             reply, new_state = reply  # OLD: (messages, state)
             if new_state is not None and new_state is not state:

@@ -197,8 +197,10 @@ class Rubric:
     async def _call(self, func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         name = func_name(func)
         if _is_async(func):
-            with running(f"reward function {name!r}"):
+            with running(f"reward function {name!r}"):  # named for the stall watchdog
                 value = call_with_kwargs(func, kwargs)
+                if inspect.isawaitable(value):
+                    value = await value
         else:
             # a sync reward runs in the shared sync pool: one that sleeps or blocks must not stall
             # every other rollout of the run (their timeouts keep counting)
