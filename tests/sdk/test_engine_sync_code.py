@@ -99,6 +99,28 @@ async def test_the_stall_watchdog_names_the_blocking_function() -> None:
     assert dog.stalls and dog.stalls[0]["function"] == "cleanup hook 'stuck'"
 
 
+async def test_a_run_reports_a_sync_hook_that_blocked_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verifiers.engine.threads import StallWatchdog
+
+    monkeypatch.setenv("VF_STALL_MS", "50")
+
+    class Blocky(vf.SingleTurnEnv):
+        @vf.cleanup
+        def block(self, state) -> None:
+            """A sync hook on the loop: blocks it until the run's watchdog has noticed."""
+            dogs = list(StallWatchdog.live)
+            deadline = time.monotonic() + GUARD
+            while dogs and dogs[0].last_noticed != "cleanup hook 'block'" and time.monotonic() < deadline:
+                time.sleep(0.005)
+
+    env = Blocky(dataset=ROWS, rubric=vf.Rubric(funcs=[exact]))
+    with FaultServer(chat_body("ok")) as srv:
+        out = await env.evaluate(client_for(srv), "m", max_concurrent=1)
+    assert out["metadata"]["num_errors"] == 0
+    stalls = out["metadata"]["event_loop_stalls"]
+    assert stalls["count"] >= 1 and "cleanup hook 'block'" in stalls["functions"]
+
+
 # ----------------------------------------------------------------------------------------------
 # item 4: abandoned sync tool calls must not starve new ones
 # ----------------------------------------------------------------------------------------------

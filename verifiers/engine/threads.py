@@ -216,6 +216,8 @@ class StallWatchdog:
     """
 
     _current: dict[int, str | None] = {}
+    #: the watchdogs running now (a test can wait on their ``noticed``)
+    live: set[StallWatchdog] = set()
 
     def __init__(self, threshold: float = 1.0) -> None:
         if threshold <= 0:
@@ -225,6 +227,7 @@ class StallWatchdog:
         #: set when a stall is first noticed (while the loop is still blocked), and when it is recorded
         self.noticed = threading.Event()
         self._recorded = threading.Event()
+        self.last_noticed: str | None = None  # the function named by the latest stall noticed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -257,9 +260,11 @@ class StallWatchdog:
         loop_thread = threading.get_ident()
         self._thread = threading.Thread(target=self._watch, args=(loop, loop_thread), name="vf-stall-watchdog", daemon=True)
         self._thread.start()
+        StallWatchdog.live.add(self)
 
     def stop(self) -> None:
         self._stop.set()
+        StallWatchdog.live.discard(self)
 
     def _watch(self, loop: asyncio.AbstractEventLoop, loop_thread: int) -> None:
         while not self._stop.wait(self.threshold / 2):
@@ -272,6 +277,7 @@ class StallWatchdog:
             if answered.wait(self.threshold):
                 continue
             name = self._current.get(loop_thread) or "unknown"
+            self.last_noticed = name
             self.noticed.set()
             while not answered.wait(self.threshold) and not self._stop.is_set():
                 pass
