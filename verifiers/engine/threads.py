@@ -50,6 +50,14 @@ class PoolExhaustedError(RuntimeError):
 _STOP = object()
 
 
+def _call(call: tuple[Any, ...]) -> tuple[bool, Any]:
+    fn, args, kwargs = call
+    try:
+        return True, fn(*args, **kwargs)
+    except BaseException as exc:
+        return False, exc
+
+
 class DaemonThreadPool(Executor):
     """At most ``max_workers`` daemon threads running submitted calls in order of submission."""
 
@@ -108,23 +116,28 @@ class DaemonThreadPool(Executor):
             item = self._queue.get()
             if item is _STOP:
                 return
-            future, fn, args, kwargs = item
+            future, call = item[0], item[1:]
+            del item
             if future.set_running_or_notify_cancel():
                 me = threading.current_thread()
                 with self._lock:
                     self._running[future] = me
-                try:
-                    result = fn(*args, **kwargs)
-                except BaseException as exc:  # a tool's SystemExit must reach its caller, not end the thread
-                    future.set_exception(exc)
-                else:
-                    future.set_result(result)
+                ok, value = _call(call)
+                # drop the call (and the rollout state its arguments hold) before the caller
+                # resumes: a finished rollout must not stay alive in this thread
+                del call
                 with self._lock:
                     self._running.pop(future, None)
+                if ok:
+                    future.set_result(value)
+                else:  # a tool's SystemExit must reach its caller, not end the thread
+                    future.set_exception(value)
+                del value
+                with self._lock:
                     if me in self._abandoned:  # replaced already: leave the pool
                         self._abandoned.discard(me)
                         return
-            del item, future, fn, args, kwargs
+            del future
             with self._lock:
                 if self._shutdown:
                     return
