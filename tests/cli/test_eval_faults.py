@@ -68,9 +68,9 @@ def test_prompt_too_long_is_visible_in_the_summary_and_in_vf_results(env_file, t
     assert "2 rollout(s) stopped because the conversation no longer fit" in result.output
     run = _run_folder(tmp_path / "o")
     meta = json.loads((run / "metadata.json").read_text())
-    assert meta["stop_conditions"] == {"max_turns_reached": 2, "prompt_too_long": 2}
+    assert meta["stop_conditions"] == {"answered": 2, "prompt_too_long": 2}
     shown = _invoke("results", str(run))
-    assert "prompt_too_long: 2" in shown.output and "max_turns_reached: 2" in shown.output
+    assert "prompt_too_long: 2" in shown.output and "answered: 2" in shown.output
     listing = _invoke("results", str(tmp_path / "o"))
     assert "prompt_too_long: 2" in listing.output
     # a run saved before stop conditions were counted still shows them (from its records)
@@ -270,3 +270,39 @@ def test_logprobs_flag_saves_logprobs_and_asks_vllm_for_token_ids(env_file, tmp_
     tokens = record["trajectory"][0]["tokens"]
     assert tokens["completion_logprobs"] == [-0.5, -0.25]
     assert tokens["completion_ids"] == ([5, 6] if owner == "vllm" else None)
+
+
+STUCK_CLEANUP_ENV = """
+import asyncio
+import verifiers as vf
+
+
+class Stuck(vf.SingleTurnEnv):
+    @vf.cleanup
+    async def never(self, state):
+        await asyncio.Event().wait()
+
+
+def load_environment(**kwargs):
+    rows = [{"question": f"Repeat the number {i}", "answer": str(i)} for i in range(2)]
+    return Stuck(dataset=rows, rubric=vf.Rubric(funcs=[lambda **kw: 1.0]), cleanup_timeout=0.2, **kwargs)
+"""
+
+
+def test_a_cleanup_hook_that_never_returns_does_not_hang_vf_eval(tmp_path):
+    """Issue 23 item 6: after a rollout timeout, a @vf.cleanup hook that never returns hung `vf eval`."""
+    env_file = write_env_file(tmp_path, "stuck_cleanup_env", STUCK_CLEANUP_ENV)
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    with serving(Silent()) as srv:
+        # the bound only matters when the bug is back (the process would never exit)
+        result = subprocess.run(
+            [*vf_command(), "eval", str(env_file), "-b", srv.base_url, "-n", "2", "-r", "1", "-o", str(tmp_path / "o"),
+             "--rollout-timeout", "0.3", "--request-timeout", "100"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-2000:]  # every rollout errored
+    records = _records(_run_folder(tmp_path / "o"))
+    assert len(records) == 2
+    for rec in records:
+        assert rec["error"]["source"] == "timeout"
+        assert [w["type"] for w in rec["warnings"]] == ["CleanupTimeoutError"]

@@ -441,7 +441,9 @@ async def test_tool_timeout_bounds_async_and_sync_tools() -> None:
         for st in out.state:
             tool_msg = next(m for m in st["completion"] if m["role"] == "tool")
             assert "did not finish within 0.2 s" in tool_msg["content"]
-            assert st["error"] is None and st["reward"] == 1.0
+            # an overrun is the rollout's recorded error (issue 23 item 4), not a silent success
+            assert st["error"]["type"] == "ToolTimeoutError" and st["error"]["source"] == "tool:t"
+            assert st["reward"] == 0.0
         env.close()
     stuck.set()
 
@@ -469,7 +471,7 @@ def test_a_stuck_sync_tool_does_not_keep_the_process_alive(tmp_path: Path) -> No
     # the bound only matters when the bug is back (the process would never exit)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env, cwd=repo)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip() == "done 4 4.0"
+    assert proc.stdout.strip() == "done 4 0.0"  # 4 records, each a recorded tool timeout
 
 
 async def test_tool_output_and_tool_calls_per_turn_are_capped() -> None:
@@ -524,7 +526,7 @@ async def test_stop_conditions_are_counted_in_the_summary() -> None:
     with FaultServer(handler) as srv:
         out = await env.evaluate(client_for(srv), "m")
     meta = out["metadata"]
-    assert meta["stop_conditions"] == {"max_turns_reached": 2, "prompt_too_long": 2}
+    assert meta["stop_conditions"] == {"answered": 2, "prompt_too_long": 2}
     assert meta["num_truncated"] == 2 and meta["num_errors"] == 0
 
 

@@ -18,19 +18,22 @@ call (``evaluate``, ``run_group`` ...), so attributes changed after construction
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from verifiers.engine.plans import GroupPlan, RolloutPlan, TurnLoop
 from verifiers.engine.stops import BUILTIN_STOPS, first_builtin_stop
+from verifiers.engine.threads import running
 from verifiers.engine.turns import messages_of, play_turns
 from verifiers.errors import error_record, is_user_raised
 from verifiers.types import State
-from verifiers.utils.async_utils import func_spec
+from verifiers.utils.async_utils import func_spec, maybe_await
 from verifiers.utils.decorators import collect_hooks
 
 __all__ = [
+    "CleanupTimeoutError",
     "adopt_rollout_result",
     "engine_default",
     "group_plan",
@@ -43,6 +46,9 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 _MARK = "_vf_engine_default"
+
+#: Seconds one ``@vf.cleanup`` hook may take when the environment sets no ``cleanup_timeout``.
+DEFAULT_CLEANUP_TIMEOUT = 60.0
 
 
 def engine_default(func: F) -> F:
@@ -95,7 +101,8 @@ def _stop_check(env: Any) -> Callable[[State], Any]:
             # override, then any @stop methods the subclass also has.
             if await run_stops(env, state, BUILTIN_STOPS):
                 return True
-            if await env.is_completed(messages_of(state), state):
+            # classic releases accepted a sync is_completed as well as an async one
+            if await maybe_await(env.is_completed(messages_of(state), state)):
                 if not state.get("stop_condition"):
                     state["stop_condition"] = "is_completed"
                 return True
@@ -120,15 +127,34 @@ def _stop_check(env: Any) -> Callable[[State], Any]:
 # ----- the turn loop's other hooks -------------------------------------------------------------------
 
 
+class CleanupTimeoutError(TimeoutError):
+    """A ``@vf.cleanup`` hook overran the environment's ``cleanup_timeout``."""
+
+
 def _cleanup(env: Any) -> Callable[[State], Any]:
     names = collect_hooks(type(env), "cleanup")
 
     async def cleanup(state: State) -> None:
+        # read per call: cleanup_timeout set after construction takes effect
+        limit = getattr(env, "cleanup_timeout", DEFAULT_CLEANUP_TIMEOUT)
         for name in names:
             try:
-                result = getattr(env, name)(state)
-                if inspect.isawaitable(result):
-                    await result
+                with running(f"cleanup hook {name!r}"):
+                    result = getattr(env, name)(state)
+                    if not inspect.isawaitable(result):
+                        continue
+                    # bounded: a cleanup runs after a rollout timeout too, and one that never
+                    # returns would otherwise hang the whole run
+                    scope = asyncio.timeout(limit if limit is not None and limit > 0 else None)
+                    try:
+                        async with scope:
+                            await result
+                    except TimeoutError:
+                        if not scope.expired():  # the hook's own TimeoutError
+                            raise
+                        raise CleanupTimeoutError(
+                            f"cleanup hook {name!r} did not finish within cleanup_timeout {limit:g} s and was abandoned"
+                        ) from None
             except BaseException as exc:
                 if not is_user_raised(exc):
                     raise
@@ -141,10 +167,13 @@ def _cleanup(env: Any) -> Callable[[State], Any]:
 def _respond(env: Any) -> Callable[[Any, State], Any]:
     env_response = env.env_response
 
+    name = f"{type(env).__name__}.env_response"
+
     async def respond(messages: Any, state: State) -> Any:
-        reply = env_response(messages, state)
-        if inspect.isawaitable(reply):
-            reply = await reply
+        with running(name):  # named for the stall watchdog (a sync one runs on the loop, as classic did)
+            reply = env_response(messages, state)
+            if inspect.isawaitable(reply):
+                reply = await reply
         if isinstance(reply, tuple) and len(reply) == 2 and (reply[1] is None or isinstance(reply[1], Mapping)):
             reply, new_state = reply  # OLD: (messages, state)
             if new_state is not None and new_state is not state:

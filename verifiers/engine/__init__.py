@@ -13,6 +13,9 @@ timeout:
   its turns under the rollout's timeout (a clock that stops while a request waits for a slot) and
   records any error; :mod:`verifiers.engine.turns` is the turn loop itself
   (:func:`play_turns`), :mod:`verifiers.engine.stops` the built-in stop conditions.
+* :mod:`verifiers.engine.threads` -- **where sync code runs**: the daemon thread pools of sync
+  tools and sync reward functions (abandoned calls leave the pool's count), and the watchdog that
+  names environment code blocking the event loop.
 
 What an API gives the engine (:mod:`verifiers.engine.plans`): a :class:`GroupPlan` (a
 :class:`RolloutPlan` per row, a :class:`Scorer`), a :class:`RunConfig`, and a model client

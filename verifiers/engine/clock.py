@@ -53,6 +53,13 @@ class RolloutClock:
 
 
 def record_timeout(state: State, message: str) -> None:
+    prior = state.get("error")
+    if isinstance(prior, dict) and prior.get("source") != "timeout":
+        # what failed while the timeout unwound (a cleanup hook that overran) is kept beside it
+        warnings = state.get("warnings")
+        if not isinstance(warnings, list):
+            warnings = state["warnings"] = []
+        warnings.append({"type": prior.get("type"), "message": prior.get("message"), "source": prior.get("source")})
     state["error"] = {"type": "TimeoutError", "message": message, "source": "timeout"}
     state["stop_condition"] = "timeout"
     state["is_truncated"] = True

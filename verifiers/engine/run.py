@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from verifiers.engine import group as group_stage
 from verifiers.engine.client import BoundedClient, client_base_url
+from verifiers.engine.threads import StallWatchdog
 from verifiers.types import GenerateOutputs, State
 from verifiers.utils.results import (
     LazyOutputs,
@@ -137,6 +138,8 @@ async def run_groups(
 
     limit = config.max_concurrent
     n_workers = len(groups) if limit is None or limit <= 0 else min(limit, len(groups))
+    watchdog = StallWatchdog.from_env()  # names environment code that blocks the event loop
+    watchdog.start(asyncio.get_running_loop())
     try:
         if n_workers:
             with _relaxed_gc():
@@ -150,6 +153,7 @@ async def run_groups(
             raise group_error.exceptions[0] from None
         raise
     finally:
+        watchdog.stop()
         if writer is not None:
             writer.close()
         if run_folder is not None:
@@ -177,6 +181,7 @@ async def run_groups(
         **(run_folder.clock((time.perf_counter() - t0) * 1000.0) if run_folder is not None else {}),
         "finished_at": finished.isoformat(),
         "path": str(folder) if folder is not None else None,
+        "event_loop_stalls": watchdog.summary(),
     }
     metadata = build_metadata(tracker.summaries, rollouts_per_example=config.rollouts_per_example, extra=meta_extra)
     if folder is not None:

@@ -50,7 +50,9 @@ async def play_turns(loop: TurnLoop, state: State, client: ModelClientProtocol, 
         if isinstance(result, Mapping) and result is not state:
             state.update(result)
     except BaseException as exc:
-        if not is_user_raised(exc):
+        if not is_user_raised(exc):  # the rollout's timeout (or the run) cancelled the setup
+            state["is_completed"] = True
+            await loop.cleanup(state)
             raise
         state["error"] = error_record(exc, "setup")
         state["stop_condition"] = "has_error"
@@ -86,12 +88,13 @@ async def play_turns(loop: TurnLoop, state: State, client: ModelClientProtocol, 
                 reply = loop.respond(messages_of(state), state)
                 if inspect.isawaitable(reply):
                     reply = await reply
+                # a reply of the wrong type is the environment's error, not the engine's
+                _append_env_reply(state, reply, chat)
             except BaseException as exc:
                 if not is_user_raised(exc):
                     raise
                 state["error"] = error_record(exc, "env_response")
                 continue
-            _append_env_reply(state, reply, chat)
     finally:
         state["is_completed"] = True
         await loop.cleanup(state)
@@ -179,7 +182,22 @@ def _append_env_reply(state: State, reply: Any, chat: bool) -> None:
         return
     if isinstance(reply, str):
         state["completion"].append(UserMessage(reply))
-    elif isinstance(reply, Mapping):
+    elif _is_message(reply):
         state["completion"].append(to_message(reply))
+    elif isinstance(reply, list | tuple) and all(_is_message(m) for m in reply):
+        state["completion"].extend([to_message(m) for m in reply])  # all or nothing
     else:
-        state["completion"].extend(to_message(m) for m in reply)
+        raise TypeError(
+            f"env_response returned {_describe(reply)}; expected a message, a list of messages, a string or None"
+        )
+
+
+def _is_message(obj: Any) -> bool:
+    return isinstance(obj, Mapping) or hasattr(obj, "role")  # a dict, or an openai message object
+
+
+def _describe(reply: Any) -> str:
+    if isinstance(reply, list | tuple):
+        bad = next((m for m in reply if not _is_message(m)), None)
+        return f"a {type(reply).__name__} holding a {type(bad).__name__}"
+    return f"a {type(reply).__name__}"

@@ -4,6 +4,10 @@ Rows of every member are concatenated; each row is tagged with ``task = <env nam
 environments routed) and ``info["env_id"] = <env name>`` (how NEW ones route). A rollout runs in
 the member its row routes to (``info["env_id"]`` first, then ``task``) and is scored by that
 member's rubric.
+
+Groups nest, as in classic releases: a member that is itself an ``EnvGroup`` tags its rows with a
+route list, ``info["env_id"] = ["outer member", "inner member", ...]``, and a row runs in (and is
+scored by) the leaf environment at the end of its route.
 """
 
 from __future__ import annotations
@@ -18,6 +22,46 @@ from verifiers.envs.environment import Environment
 from verifiers.rubrics.rubric import Rubric, ScoreResult
 
 __all__ = ["EnvGroup", "EnvGroupRubric"]
+
+
+def _route_path(value: Any) -> tuple[str, ...]:
+    """``info["env_id"]``: a member name, or a route list through nested groups."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return ()
+
+
+def _leaf(env_map: Mapping[str, Environment], row: Mapping[str, Any]) -> Environment:
+    """The environment a row runs in: follow ``info["env_id"]`` (else ``task``) through nested groups."""
+    info = row.get("info") or {}
+    path = _route_path(info.get("env_id") if isinstance(info, Mapping) else None)
+    if not path or path[0] not in env_map:
+        task = row.get("task")
+        path = (task,) if isinstance(task, str) else ()
+    members, env = env_map, None
+    for depth, name in enumerate(path):
+        env = members.get(name)
+        if env is None:
+            raise KeyError(f"no environment in this group for route {list(path)!r} (at {name!r}); members: {list(members)}")
+        if not isinstance(env, EnvGroup):
+            if depth != len(path) - 1:
+                raise KeyError(f"route {list(path)!r} goes on past the environment {name!r}")
+            return env
+        members = env.env_map
+    raise KeyError(
+        f"no environment in this group for env_id {info.get('env_id') if isinstance(info, Mapping) else None!r} / "
+        f"task {row.get('task')!r}; members: {list(env_map)}"
+        + (" (the route ends at a nested group)" if isinstance(env, EnvGroup) else "")
+    )
+
+
+def _leaves(envs: Sequence[Environment]) -> list[Environment]:
+    out: list[Environment] = []
+    for env in envs:
+        out.extend(_leaves(env.envs) if isinstance(env, EnvGroup) else [env])
+    return out
 
 
 class EnvGroupRubric(Rubric):
@@ -41,11 +85,10 @@ class EnvGroupRubric(Rubric):
         return list(self._all_names)
 
     def _route(self, state: Mapping[str, Any]) -> Environment | None:
-        info = state.get("info") or {}
-        name = info.get("env_id") if isinstance(info, Mapping) else None
-        if name in self.env_map:
-            return self.env_map[name]
-        return self.env_map.get(state.get("task", ""))
+        try:
+            return _leaf(self.env_map, state)
+        except KeyError:
+            return None
 
     async def compute_scores(self, states: Sequence[dict[str, Any]]) -> list[ScoreResult]:
         results: list[ScoreResult | None] = [None] * len(states)
@@ -105,9 +148,10 @@ class EnvGroup(Environment):
         rows: list[dict[str, Any]] = []
         for name, env in self.env_map.items():
             member_rows = env._rows(split) if (env._sources.get(split) is not None or split == "eval") else []
+            nested = isinstance(env, EnvGroup)
             for row in member_rows:
                 info = dict(row.get("info") or {})
-                info["env_id"] = name
+                info["env_id"] = [name, *_route_path(info.get("env_id"))] if nested else name
                 rows.append({**row, "task": name, "info": info, "example_id": len(rows)})
         return rows
 
@@ -116,20 +160,14 @@ class EnvGroup(Environment):
         return self.env_map[task]
 
     def route(self, row: Mapping[str, Any]) -> Environment:
-        """The member a row belongs to: ``info["env_id"]`` (NEW), else ``task`` (OLD)."""
-        info = row.get("info") or {}
-        name = info.get("env_id") if isinstance(info, Mapping) else None
-        if name in self.env_map:
-            return self.env_map[name]
-        task = row.get("task")
-        if task in self.env_map:
-            return self.env_map[task]
-        raise KeyError(f"no environment in this group for env_id {name!r} / task {task!r}; members: {self.env_names}")
+        """The environment a row runs in: ``info["env_id"]`` (NEW; a route list through nested
+        groups), else ``task`` (OLD)."""
+        return _leaf(self.env_map, row)
 
     def _engine_plan(self) -> GroupPlan:
         """Each row runs with the plan of the member it routes to (and that member's sampling
         defaults under the caller's); this group's rubric scores, routing to the members'."""
-        plans = {id(env): drive.rollout_plan(env, sampling_args=env.sampling_args) for env in self.envs}
+        plans = {id(env): drive.rollout_plan(env, sampling_args=env.sampling_args) for env in _leaves(self.envs)}
         return GroupPlan(plan_for=lambda row: plans[id(self.route(row))], scorer=self.rubric)
 
     async def rollout(self, input: Any, client: Any, model: str, sampling_args: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:

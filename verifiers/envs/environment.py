@@ -41,7 +41,7 @@ from verifiers.engine import group as group_stage
 from verifiers.engine import rollout as rollout_stage
 from verifiers.engine.client import is_model_client
 from verifiers.engine.plans import GroupPlan
-from verifiers.envs.daemon_pool import DaemonThreadPool
+from verifiers.engine.threads import DaemonThreadPool
 from verifiers.parsers.parser import Parser
 from verifiers.rubrics.rubric import Rubric
 from verifiers.types import GenerateOutputs, State, SystemMessage, UserMessage, to_message, to_messages

@@ -31,7 +31,9 @@ class MultiTurnEnv(Environment):
     """An environment in which the model and the environment take turns.
 
     ``max_turns`` (-1: unlimited) counts model turns; ``timeout_seconds`` bounds one rollout;
-    ``max_total_completion_tokens`` (-1: unlimited) bounds completion tokens over all turns.
+    ``max_total_completion_tokens`` (-1: unlimited) bounds completion tokens over all turns;
+    ``cleanup_timeout`` (seconds, default 60; None: no limit) bounds each ``@vf.cleanup`` hook, which
+    runs even after the rollout timed out (an overrun is the rollout's error, source ``cleanup``).
     """
 
     def __init__(
@@ -39,11 +41,15 @@ class MultiTurnEnv(Environment):
         max_turns: int = -1,
         timeout_seconds: float | None = None,
         max_total_completion_tokens: int = -1,
+        cleanup_timeout: float | None = 60.0,
         **kwargs: Any,
     ) -> None:
+        if cleanup_timeout is not None and cleanup_timeout <= 0:
+            raise ValueError("cleanup_timeout must be positive (or None: no limit)")
         super().__init__(**kwargs)
         self.max_turns = max_turns
         self.timeout_seconds = timeout_seconds
+        self.cleanup_timeout = cleanup_timeout
         self.max_total_completion_tokens = max_total_completion_tokens
 
     # ----- hooks for subclasses --------------------------------------------------------------------

@@ -7,7 +7,11 @@ come back to the model as tool messages (``error_formatter``), unless the except
 in ``stop_errors``, which ends the rollout with ``error`` source ``tool:<name>``.
 
 Hostile or broken tools cannot hang or sink a run: ``tool_timeout`` bounds each call (a sync tool
-left running keeps only its daemon thread busy; the process still exits at the end of the run), a
+left running keeps only its daemon thread busy, outside the pool's ``max_workers``, so abandoned calls
+never starve new ones; the process still exits at the end of the run). A call that overruns
+``tool_timeout`` is a recorded error (``ToolTimeoutError``, source ``tool:<name>``), the model is told
+it did not finish, and the rollout ends. An ``async`` tool that blocks the event loop cannot be
+interrupted; when it returns past ``tool_timeout`` it is the same recorded error, naming the blocking. A
 result longer than ``max_tool_output_chars`` is cut with a marker, a turn asking for more than
 ``max_tool_calls_per_turn`` calls gets an error message for the extra ones, and a result whose
 ``str()`` raises comes back as an error message. ``SystemExit`` / ``KeyboardInterrupt`` / a stray
@@ -18,6 +22,7 @@ cancellation of the run still cancels).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import json
@@ -25,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from verifiers.envs.multiturn_env import MultiTurnEnv
-from verifiers.errors import error_record, is_user_raised
+from verifiers.errors import ToolError, error_record, is_user_raised
 from verifiers.types import State, ToolCall, ToolMessage
 from verifiers.utils.decorators import stop
 from verifiers.utils.tool_utils import convert_func_to_oai_tool
@@ -41,12 +46,20 @@ class _ToolArgumentError(Exception):
     """Arguments the model sent could not be used (bad JSON, not an object)."""
 
 
+class ToolTimeoutError(ToolError):
+    """A tool call overran ``tool_timeout`` (abandoned, or an async tool that blocked the loop)."""
+
+
 class _ToolAborted(Exception):
     """A tool raised SystemExit / KeyboardInterrupt / a stray CancelledError: recorded, rollout ends."""
 
     def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.cause = cause
+
+
+def _is_async_tool(tool: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(tool) or inspect.iscoroutinefunction(type(tool).__call__)
 
 
 def _truncate(text: str, limit: int | None) -> str:
@@ -139,18 +152,27 @@ class ToolEnv(MultiTurnEnv):
             tool_args = self._parse_args(tool_name, tool_args)
         try:
             if self.tool_timeout is not None:
+                loop = asyncio.get_running_loop()
+                started = loop.time()
                 try:
                     async with asyncio.timeout(self.tool_timeout):
                         result = await self._invoke(tool, tool_args)
                 except TimeoutError:
-                    return ToolMessage(
-                        f"Error: tool {tool_name!r} did not finish within {self.tool_timeout:g} s and was abandoned.",
-                        tool_call_id=tool_call_id,
-                    )
+                    raise _ToolAborted(ToolTimeoutError(
+                        f"tool {tool_name!r} did not finish within {self.tool_timeout:g} s and was abandoned"
+                    )) from None
+                took = loop.time() - started
+                if took > self.tool_timeout and _is_async_tool(tool):
+                    # an async tool that never yields cannot be cancelled: it "returned", but blocked
+                    # every other rollout meanwhile; its result is not used
+                    raise _ToolAborted(ToolTimeoutError(
+                        f"async tool {tool_name!r} blocked the event loop for {took:.3g} s, past tool_timeout "
+                        f"{self.tool_timeout:g} s (do blocking work in a sync tool or with asyncio.to_thread)"
+                    ))
             else:
                 result = await self._invoke(tool, tool_args)
             text = result if isinstance(result, str) else str(result)
-        except self.stop_errors:
+        except (_ToolAborted, *self.stop_errors):
             raise
         except BaseException as exc:
             if not is_user_raised(exc):
@@ -161,10 +183,20 @@ class ToolEnv(MultiTurnEnv):
         return ToolMessage(_truncate(text, self.max_tool_output_chars), tool_call_id=tool_call_id)
 
     async def _invoke(self, tool: Callable[..., Any], tool_args: dict[str, Any]) -> Any:
-        if inspect.iscoroutinefunction(tool) or inspect.iscoroutinefunction(type(tool).__call__):
+        if _is_async_tool(tool):
             return await tool(**tool_args)
-        loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(self.executor, functools.partial(tool, **tool_args))
+        executor = self.executor
+        future = executor.submit(contextvars.copy_context().run, functools.partial(tool, **tool_args))
+        try:
+            result = await asyncio.wrap_future(future)
+        except BaseException:
+            if not future.done():  # the caller gave up (tool_timeout, cancellation): free the slot
+                abandon = getattr(executor, "abandon", None)
+                if abandon is not None:
+                    abandon(future)
+                else:
+                    future.cancel()
+            raise
         if inspect.isawaitable(result):
             result = await result
         return result

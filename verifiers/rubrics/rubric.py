@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from verifiers.engine.threads import run_sync, running
 from verifiers.errors import JudgeError, error_record, is_user_raised
 from verifiers.parsers.parser import Parser
 from verifiers.train.advantages import group_advantages
@@ -61,9 +62,15 @@ def reward_error_source(exc: BaseException, default: str) -> str:
     return default
 
 
+def _is_async(func: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
+
+
 def _to_float(value: Any, name: str) -> float:
     if value is None:
-        return 0.0
+        # the classic Rubric once scored None as 0 silently; a function that forgot its return is
+        # a bug to report, not a wrong answer (v1's scoring runner agrees)
+        raise TypeError(f"reward function {name!r} returned None, expected a number")
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, dict) and "score" in value:  # a RewardResult: {"score", "feedback"}
@@ -188,7 +195,16 @@ class Rubric:
         return kw
 
     async def _call(self, func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-        value = call_with_kwargs(func, kwargs)
+        name = func_name(func)
+        if _is_async(func):
+            with running(f"reward function {name!r}"):  # named for the stall watchdog
+                value = call_with_kwargs(func, kwargs)
+                if inspect.isawaitable(value):
+                    value = await value
+        else:
+            # a sync reward runs in the shared sync pool: one that sleeps or blocks must not stall
+            # every other rollout of the run (their timeouts keep counting)
+            value = await run_sync(call_with_kwargs, func, kwargs)
         if inspect.isawaitable(value):
             value = await value
         return value

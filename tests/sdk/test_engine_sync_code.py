@@ -1,0 +1,300 @@
+"""Issue 23, round two of the engine's faults: synchronous environment code, abandoned tool threads,
+unbounded cleanups, classic hook shapes, nested groups, rewards that return nothing, truthful stop
+conditions.
+
+Everything goes through ``env.evaluate`` against a real loopback server
+(``tests.support.fault_server.FaultServer``); concurrency is proved with events, never elapsed time.
+The ``GUARD`` bounds below only matter when the bug is back (the test then fails instead of hanging).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import verifiers as vf
+from tests.support.fault_server import FaultServer, chat_body
+
+from .test_engine_faults import ROWS, client_for, exact, tool_then_answer
+
+#: Only reached when the code under test is broken; never a statement about speed.
+GUARD = 30.0
+
+
+# ----------------------------------------------------------------------------------------------
+# item 18: a reward function that returns None
+# ----------------------------------------------------------------------------------------------
+
+
+async def test_a_reward_function_returning_none_is_a_reward_error() -> None:
+    def forgot(completion, **kw):
+        if completion[-1]["content"] == "ok":
+            pass  # forgot the return
+
+    env = vf.SingleTurnEnv(dataset=ROWS, rubric=vf.Rubric(funcs=[forgot]))
+    with FaultServer(chat_body("ok")) as srv:
+        out = await env.evaluate(client_for(srv), "m")
+    assert len(out.state) == 4
+    for st in out.state:
+        assert st["error"]["source"] == "reward:forgot" and st["error"]["type"] == "TypeError"
+        assert "returned None" in st["error"]["message"]
+    assert out["metadata"]["num_errors"] == 4
+
+
+# ----------------------------------------------------------------------------------------------
+# item 3: synchronous code must not stall the other rollouts
+# ----------------------------------------------------------------------------------------------
+
+
+async def test_a_blocking_sync_reward_does_not_stall_the_other_rollouts() -> None:
+    """Every rollout's sync reward waits until all of them are running at once: on the event loop
+    the first one blocks the rest, and none can ever finish."""
+    started = threading.Barrier(len(ROWS) * 2, timeout=GUARD)
+
+    def together(completion, **kw) -> float:
+        started.wait()  # BrokenBarrierError (a reward error) if the others cannot start
+        return 1.0
+
+    env = vf.SingleTurnEnv(dataset=ROWS * 2, rubric=vf.Rubric(funcs=[together]), timeout_seconds=GUARD * 4)
+    with FaultServer(chat_body("ok")) as srv:
+        out = await env.evaluate(client_for(srv), "m", max_concurrent=-1)
+    assert [st["error"] for st in out.state] == [None] * 8
+    assert [st["reward"] for st in out.state] == [1.0] * 8
+
+
+async def test_an_async_tool_that_blocks_past_tool_timeout_is_a_recorded_error() -> None:
+    async def t() -> str:
+        """An async tool doing blocking I/O: asyncio cannot interrupt it."""
+        time.sleep(0.3)  # noqa: ASYNC251 - the fault under test
+        return "late"
+
+    env = vf.ToolEnv(tools=[t], dataset=ROWS[:2], rubric=vf.Rubric(funcs=[exact]), tool_timeout=0.05)
+    with FaultServer(tool_then_answer) as srv:
+        out = await env.evaluate(client_for(srv), "m")
+    for st in out.state:
+        assert st["error"]["type"] == "ToolTimeoutError" and st["error"]["source"] == "tool:t"
+        assert "blocked the event loop" in st["error"]["message"]
+        assert st["reward"] == 0.0
+    env.close()
+
+
+async def test_the_stall_watchdog_names_the_blocking_function() -> None:
+    from verifiers.engine.threads import StallWatchdog, running
+
+    dog = StallWatchdog(threshold=0.05)
+    dog.start(asyncio.get_running_loop())
+    try:
+        with running("cleanup hook 'stuck'"):
+            # block the loop until the watchdog has noticed (its thread sets the event's flag)
+            while not dog.noticed.wait(GUARD / 100):
+                pass
+        await asyncio.sleep(0)
+        await asyncio.to_thread(dog.wait_recorded, GUARD)
+    finally:
+        dog.stop()
+    assert dog.stalls and dog.stalls[0]["function"] == "cleanup hook 'stuck'"
+
+
+async def test_a_run_reports_a_sync_hook_that_blocked_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verifiers.engine.threads import StallWatchdog
+
+    monkeypatch.setenv("VF_STALL_MS", "50")
+
+    class Blocky(vf.SingleTurnEnv):
+        @vf.cleanup
+        def block(self, state) -> None:
+            """A sync hook on the loop: blocks it until the run's watchdog has noticed."""
+            dogs = list(StallWatchdog.live)
+            deadline = time.monotonic() + GUARD
+            while dogs and dogs[0].last_noticed != "cleanup hook 'block'" and time.monotonic() < deadline:
+                time.sleep(0.005)
+
+    env = Blocky(dataset=ROWS, rubric=vf.Rubric(funcs=[exact]))
+    with FaultServer(chat_body("ok")) as srv:
+        out = await env.evaluate(client_for(srv), "m", max_concurrent=1)
+    assert out["metadata"]["num_errors"] == 0
+    stalls = out["metadata"]["event_loop_stalls"]
+    assert stalls["count"] >= 1 and "cleanup hook 'block'" in stalls["functions"]
+
+
+# ----------------------------------------------------------------------------------------------
+# item 4: abandoned sync tool calls must not starve new ones
+# ----------------------------------------------------------------------------------------------
+
+
+async def test_abandoned_sync_tool_calls_do_not_starve_new_ones() -> None:
+    release = threading.Event()
+    calls = {"started": 0}
+    lock = threading.Lock()
+
+    def t() -> str:
+        """The first three calls block until the test ends; the rest return at once."""
+        with lock:
+            calls["started"] += 1
+            n = calls["started"]
+        if n <= 3:
+            release.wait()
+        return "ran"
+
+    env = vf.ToolEnv(tools=[t], dataset=ROWS + ROWS[:2], rubric=vf.Rubric(funcs=[exact]), tool_timeout=0.1, max_workers=2)
+    try:
+        with FaultServer(tool_then_answer) as srv:
+            out = await env.evaluate(client_for(srv), "m", max_concurrent=1)
+    finally:
+        release.set()
+    states = sorted(out.state, key=lambda s: s["example_id"])
+    assert calls["started"] == 6
+    for st in states[:3]:  # abandoned: a recorded error, the model was told
+        assert st["error"]["type"] == "ToolTimeoutError" and st["error"]["source"] == "tool:t"
+        tool_msg = next(m for m in st["completion"] if m["role"] == "tool")
+        assert "did not finish within 0.1 s" in tool_msg["content"]
+    for st in states[3:]:
+        tool_msg = next(m for m in st["completion"] if m["role"] == "tool")
+        assert tool_msg["content"] == "ran" and st["error"] is None and st["reward"] == 1.0
+    assert out["metadata"]["num_errors"] == 3
+    env.close()
+
+
+def test_the_pool_refuses_clearly_past_its_bound_of_abandoned_calls() -> None:
+    from verifiers.engine.threads import DaemonThreadPool, PoolExhaustedError
+
+    release = threading.Event()
+    running_now = threading.Semaphore(0)
+
+    def block() -> str:
+        running_now.release()
+        release.wait()
+        return "done"
+
+    pool = DaemonThreadPool(1, max_abandoned=2)
+    try:
+        for _ in range(2):
+            fut = pool.submit(block)
+            assert running_now.acquire(timeout=GUARD)
+            pool.abandon(fut)
+        assert pool.abandoned_threads == 2
+        with pytest.raises(PoolExhaustedError, match="2 abandoned calls"):
+            pool.submit(block)
+        release.set()
+        deadline = time.monotonic() + GUARD  # the abandoned threads leave the pool as they return
+        while pool.abandoned_threads and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # once abandoned calls return, new calls start again
+        assert pool.submit(lambda: "again").result(timeout=GUARD) == "again"
+    finally:
+        release.set()
+        pool.shutdown(wait=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# item 6: cleanup hooks are bounded
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("after_timeout", [False, True])
+async def test_a_cleanup_hook_that_never_returns_is_bounded_and_recorded(after_timeout: bool) -> None:
+    class Stuck(vf.SingleTurnEnv):
+        async def setup_state(self, state, **kw):
+            if after_timeout:
+                await asyncio.Event().wait()  # the rollout times out here
+            return state
+
+        @vf.cleanup
+        async def never(self, state) -> None:
+            await asyncio.Event().wait()
+
+    env = Stuck(dataset=ROWS[:2], rubric=vf.Rubric(funcs=[exact]), cleanup_timeout=0.1,
+                timeout_seconds=0.2 if after_timeout else None)
+    with FaultServer(chat_body("ok")) as srv:
+        out = await asyncio.wait_for(env.evaluate(client_for(srv), "m"), GUARD)
+    assert len(out.state) == 2
+    for st in out.state:
+        assert st["error"] is not None
+        if after_timeout:  # the timeout is the rollout's error; the cleanup overrun is kept beside it
+            assert st["error"]["source"] == "timeout"
+            assert any(w["type"] == "CleanupTimeoutError" for w in st.get("warnings") or [])
+        else:
+            assert st["error"]["source"] == "cleanup" and st["error"]["type"] == "CleanupTimeoutError"
+
+
+# ----------------------------------------------------------------------------------------------
+# item 16: classic hook shapes
+# ----------------------------------------------------------------------------------------------
+
+
+async def test_sync_is_completed_and_sync_env_response_are_accepted() -> None:
+    class Classic(vf.MultiTurnEnv):
+        def is_completed(self, messages, state, **kw) -> bool:  # sync, as classic releases allowed
+            return len(state["trajectory"]) >= 2
+
+        def env_response(self, messages, state, **kw):  # sync OLD shape: (messages, state)
+            return [{"role": "user", "content": "again"}], state
+
+    env = Classic(dataset=ROWS[:2], rubric=vf.Rubric(funcs=[exact]))
+    with FaultServer(chat_body("ok")) as srv:
+        out = await env.evaluate(client_for(srv), "m")
+    for st in out.state:
+        assert st["error"] is None and st["stop_condition"] == "is_completed"
+        assert [m["role"] for m in st["completion"]] == ["assistant", "user", "assistant"]
+        assert st["reward"] == 1.0
+
+
+@pytest.mark.parametrize("reply", [42, [{"role": "user", "content": "x"}, 7]])
+async def test_an_env_response_of_the_wrong_type_is_labelled_env_response(reply: Any) -> None:
+    class Wrong(vf.MultiTurnEnv):
+        async def env_response(self, messages, state, **kw):
+            return reply
+
+    env = Wrong(dataset=ROWS[:2], rubric=vf.Rubric(funcs=[exact]), max_turns=3)
+    with FaultServer(chat_body("ok")) as srv:
+        out = await env.evaluate(client_for(srv), "m")
+    for st in out.state:
+        assert st["error"]["source"] == "env_response" and st["error"]["type"] == "TypeError"
+        assert "env_response returned" in st["error"]["message"]
+        assert [m["role"] for m in st["completion"]] == ["assistant"]  # nothing half-appended
+
+
+# ----------------------------------------------------------------------------------------------
+# item 15: nested EnvGroup
+# ----------------------------------------------------------------------------------------------
+
+
+async def test_a_nested_env_group_routes_through_the_inner_group() -> None:
+    def one(completion, **kw) -> float:
+        return 1.0
+
+    def half(completion, **kw) -> float:
+        return 0.5
+
+    def quarter(completion, **kw) -> float:
+        return 0.25
+
+    a = vf.SingleTurnEnv(dataset=ROWS[:1], rubric=vf.Rubric(funcs=[one]))
+    b = vf.SingleTurnEnv(dataset=ROWS[:2], rubric=vf.Rubric(funcs=[half]))
+    c = vf.SingleTurnEnv(dataset=ROWS[:3], rubric=vf.Rubric(funcs=[quarter]))
+    inner = vf.EnvGroup([a, b], env_names=["a", "b"])
+    outer = vf.EnvGroup([inner, c], env_names=["inner", "c"])
+    with FaultServer(chat_body("ok")) as srv:
+        out = await outer.evaluate(client_for(srv), "m")
+    assert len(out.state) == 6 and out["metadata"]["num_errors"] == 0
+    rewards = sorted(st["reward"] for st in out.state)
+    assert rewards == [0.25, 0.25, 0.25, 0.5, 0.5, 1.0]
+    routes = sorted(str(st["info"]["env_id"]) for st in out.state)
+    assert routes == ["['inner', 'a']", "['inner', 'b']", "['inner', 'b']", "c", "c", "c"]
+
+
+# ----------------------------------------------------------------------------------------------
+# "What misled a new user": single-turn runs reported max_turns_reached for every rollout
+# ----------------------------------------------------------------------------------------------
+
+
+async def test_a_single_turn_rollout_that_answered_stops_as_answered(tmp_path) -> None:
+    env = vf.SingleTurnEnv(dataset=ROWS, rubric=vf.Rubric(funcs=[exact]))
+    with FaultServer(chat_body("ok")) as srv:
+        out = await env.evaluate(client_for(srv), "m", results_path=tmp_path / "run")
+    assert {st["stop_condition"] for st in out.state} == {"answered"}
+    assert out["metadata"]["stop_conditions"] == {"answered": 4} and out["metadata"]["num_truncated"] == 0
