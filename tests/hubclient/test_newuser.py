@@ -130,14 +130,19 @@ def test_eval_push_refuses_a_run_that_is_mostly_failures(hub: HubProcess, make_v
 
         return handler
 
-    def evaluate(n_bad: int, *extra: str):
+    def evaluate(n_bad: int, *extra: str, max_error_rate: str = "1"):
+        # --max-error-rate 1: the run itself succeeds, so what is checked is the push's own refusal
         with ScriptedServer(failing(n_bad)) as srv:
             return vf("eval", "sam/sam-say@1.0.0", "-b", srv.base_url, "-n", "4", "-r", "1", "--max-retries", "0",
-                      "--push", "-o", str(tmp_path / "runs"), *extra)
+                      "--push", "-o", str(tmp_path / "runs"), "--max-error-rate", max_error_rate, *extra)
 
     def board():
         return httpx.get(f"{hub.url}/api/v1/environments/sam/sam-say/leaderboard", timeout=30).json()
 
+    # Under the default error-rate bound (0.1) such a run fails before any push, --push-anyway or not.
+    res = evaluate(3, "--push-anyway", max_error_rate="0.1")
+    assert res.code == 1 and "above --max-error-rate 0.1" in res.err, res.text
+    assert "pushed to the hub" not in res.out and board() == []
     res = evaluate(3)  # 3 of 4 failed: refused, and nothing reaches the leaderboard
     assert res.code == 1, res.text
     assert "but was not pushed: 3 of 4 rollouts (75%) 3 errored" in res.err
