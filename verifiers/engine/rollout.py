@@ -91,4 +91,4 @@ async def _play(plan: RolloutPlan, state: State, client: ModelClientProtocol, mo
     elif plan.play is not None:
         await plan.play(state, client, model, sampling_args)
     else:
-        raise NotImplementedError("the rollout plan has neither turns nor a play function")
+        raise ValueError("the rollout plan has neither turns nor a play function (an API must give one)")
