@@ -278,6 +278,17 @@ def _owner_scope(owner: str | None) -> str | None:
     return canonicalize_name(owner)
 
 
+def _caller(request: Request, cached_only: bool) -> Any:
+    """The caller (a Principal or None); with ``cached_only``, from memory alone, or
+    ``_NEEDS_DATABASE`` where only the database can tell."""
+    if not cached_only:
+        return principal_of(request)
+    found = principal_from_cache(request)
+    if found is _NEEDS_DATABASE:
+        return _NEEDS_DATABASE
+    return found if isinstance(found, Principal) else None
+
+
 def _project_list(request: Request, owner: str | None, *, cached_only: bool = False) -> Response | None:
     """``/simple/`` or ``/{owner}/simple/``. With ``cached_only`` (on the event loop), None where
     answering needs the database; the caller then runs it again in a worker thread."""
@@ -286,13 +297,9 @@ def _project_list(request: Request, owner: str | None, *, cached_only: bool = Fa
     scope = _owner_scope(owner)
     if owner is not None and scope != owner:
         return RedirectResponse(f"{request.scope.get('root_path', '')}/{scope}/simple/", status_code=301)
-    if cached_only:
-        found = principal_from_cache(request)
-        if found is _NEEDS_DATABASE:
-            return None
-        principal = found if isinstance(found, Principal) else None
-    else:
-        principal = principal_of(request)
+    principal = _caller(request, cached_only)
+    if principal is _NEEDS_DATABASE:
+        return None
     vis = principal.visibility_key() if principal else "anon"
     key = ("list", scope, vis, mime)
     gen = generation(request)
@@ -361,13 +368,9 @@ def _project_detail(
         page = CachedPage(body, _etag(body), data["env_id"], data["owner_id"], data["private"])
         hub.index_cache.put(key, page, gen)
     if page.private:
-        if cached_only:
-            found = principal_from_cache(request)
-            if found is _NEEDS_DATABASE:
-                return None
-            principal = found if isinstance(found, Principal) else None
-        else:
-            principal = principal_of(request)
+        principal = _caller(request, cached_only)
+        if principal is _NEEDS_DATABASE:
+            return None
         if principal is None or not principal.can_read(page.owner_id or 0, page.env_id or 0, True):
             raise _hidden(request, f"project {project!r} not found")
     return _respond(request, page, mime, page.private)
