@@ -274,8 +274,10 @@ async def test_an_eval_on_the_bash_harness_runs_its_commands_in_the_sandbox(tmp_
             return tool_calls(tool_call("edit", {"path": "note.txt", "old": "", "new": "1"}, id="c1"))
         if last["role"] == "tool":
             seen.append(last["content"])
-            if last["content"].startswith("wrote"):
-                return tool_calls(tool_call("bash", {"command": f"cat /etc/hostname; id -u; cat note.txt; cat {secret}"}, id="c2"))
+            if last["content"] == "wrote note.txt":  # now an edit of a host file, outside the work folder
+                return tool_calls(tool_call("edit", {"path": str(secret), "old": "", "new": "overwritten"}, id="c2"))
+            if last["content"].startswith("error:"):
+                return tool_calls(tool_call("bash", {"command": f"cat /etc/hostname; id -u; cat note.txt; cat {secret}"}, id="c3"))
             return reply(last["content"].splitlines()[3])  # what note.txt holds
         return "?"
 
@@ -290,6 +292,7 @@ async def test_an_eval_on_the_bash_harness_runs_its_commands_in_the_sandbox(tmp_
             await client.aclose()
     trace = out.state[0]["_episode"].traces[0]
     assert trace.agent.runtime["type"] == "sandbox"
+    assert seen[1].startswith("error:") and secret.read_text() == "HOST-ONLY"
     bash_output = seen[-1]
     # the commands ran as the sandbox's user on its host name; the host file was not there
     assert re.match(r"exit code 1\nsandbox\n65534\n1\n\[stderr\]\ncat: .*host-secret.txt: No such file", bash_output)
