@@ -169,17 +169,22 @@ async def test_a_cancelled_program_leaves_nothing_running(rt: SandboxRuntime) ->
 
 
 async def test_limits_come_from_the_config() -> None:
-    runtime = SandboxRuntime(SandboxConfig(limits={"memory_mb": 64, "processes": 16}))
+    runtime = SandboxRuntime(SandboxConfig(limits={"memory_mb": 64, "processes": 16.0, "cpu_seconds": 3}))
     await runtime.start()
     try:
         r = await runtime.run_program(["/usr/bin/python3", "-c", "b = bytearray(256 * 1024 * 1024); print('ALLOCATED')"])
         assert not r.ok and "ALLOCATED" not in r.stdout and "MemoryError" in r.stderr
-        r = await runtime.run("ulimit -v; ulimit -u")
-        assert r.stdout.split() == [str(64 * 1024), "16"]
+        r = await runtime.run("ulimit -v; ulimit -u; ulimit -t")
+        assert r.stdout.split() == [str(64 * 1024), "16", "3"]
+        spin = await runtime.run_program(["/usr/bin/python3", "-c", "while True: pass"], timeout=30)
+        assert not spin.ok and spin.returncode == 128 + 24  # SIGXCPU at 3 CPU seconds, long before 30 s
     finally:
         await runtime.stop()
     with pytest.raises(ValueError, match="unknown sandbox limits"):
         SandboxConfig(limits={"memroy_mb": 64})
+    for bad in ({"memory_mb": 0}, {"processes": 1.5}, {"disk_mb": None}):
+        with pytest.raises(ValueError, match="limits"):
+            SandboxConfig(limits=bad)
 
 
 _SCRIPT = """# /// script

@@ -74,7 +74,15 @@ class SandboxConfig(RuntimeConfig):
         from verifiers.sandbox.types import Limits
 
         Limits().merged(value)  # unknown names are a ValueError
-        return value
+        out: dict[str, Any] = {}
+        for name, v in value.items():
+            if name == "cpu_seconds" and v is None:
+                out[name] = None
+            elif v is None or v <= 0 or (name != "cpu_seconds" and v != int(v)):
+                raise ValueError(f"limits.{name} must be a positive {'number' if name == 'cpu_seconds' else 'whole number'}, not {v!r}")
+            else:
+                out[name] = v if name == "cpu_seconds" else int(v)
+        return out
 
     @field_validator("registries")
     @classmethod
