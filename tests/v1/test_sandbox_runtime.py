@@ -93,7 +93,7 @@ async def test_a_hostile_program_cannot_read_host_files(rt: SandboxRuntime) -> N
         target.write_text(secret)
         os.chmod(host_dir, 0o755)
         target.chmod(0o644)  # world-readable: only the sandbox's mounts keep it out
-        r = await rt.run(f"cat {target}; ls {host_dir}; cat /proc/1/root{target}; find / -name secret.txt 2>/dev/null")
+        r = await rt.run(f"cat {target}; ls {host_dir}; cat /proc/1/root{target}; find / \\( -path /usr -o -path /proc \\) -prune -o -name secret.txt -print 2>/dev/null")
         assert secret not in r.stdout + r.stderr and "secret.txt" not in r.stdout
         # a link planted in the work folder is not followed by the host-side read or write
         await rt.run(f"ln -s {target} link.txt")
@@ -169,15 +169,17 @@ async def test_a_cancelled_program_leaves_nothing_running(rt: SandboxRuntime) ->
 
 
 async def test_limits_come_from_the_config() -> None:
-    runtime = SandboxRuntime(SandboxConfig(limits={"memory_mb": 64, "processes": 16.0, "cpu_seconds": 3}))
+    runtime = SandboxRuntime(SandboxConfig(limits={"memory_mb": 64, "processes": 16.0, "cpu_seconds": 1, "output_bytes": 4096}))
     await runtime.start()
     try:
         r = await runtime.run_program(["/usr/bin/python3", "-c", "b = bytearray(256 * 1024 * 1024); print('ALLOCATED')"])
         assert not r.ok and "ALLOCATED" not in r.stdout and "MemoryError" in r.stderr
         r = await runtime.run("ulimit -v; ulimit -u; ulimit -t")
-        assert r.stdout.split() == [str(64 * 1024), "16", "3"]
+        assert r.stdout.split() == [str(64 * 1024), "16", "1"]
+        flood = await runtime.run("yes flood")
+        assert not flood.ok and "output limit" in flood.stderr and len(flood.stdout) <= 4096
         spin = await runtime.run_program(["/usr/bin/python3", "-c", "while True: pass"], timeout=30)
-        assert not spin.ok and spin.returncode == 128 + 24  # SIGXCPU at 3 CPU seconds, long before 30 s
+        assert not spin.ok and spin.returncode == 128 + 24  # SIGXCPU at 1 CPU second, long before 30 s
     finally:
         await runtime.stop()
     with pytest.raises(ValueError, match="unknown sandbox limits"):
@@ -222,13 +224,21 @@ async def test_uv_script_prepared_through_the_egress_proxy_then_run_offline(tmp_
     assert warm.ok, warm.stderr
     assert warm.stdout.strip() == "42 ['a', 'b']"
     await rt.stop()
-    # another rollout on the warm cache prepares offline (no registries) and runs the script
-    again = SandboxRuntime(SandboxConfig(env={"UV_INDEX_URL": index}, uv_cache_dir=cache, registries=[], timeout=60))
-    await again.start()
-    await again.write("probe.py", _SCRIPT)
-    await again.prepare_uv_script("probe.py")
-    r = await again.run_uv_script("probe.py", ["c"])
-    assert r.ok and r.stdout.strip() == "42 ['c']", r.stderr
+    # other rollouts on the warm cache, at once, prepare offline (no registries) and run the script
+    async def rollout(i: int) -> tuple[SandboxRuntime, str]:
+        other = SandboxRuntime(SandboxConfig(env={"UV_INDEX_URL": index}, uv_cache_dir=cache, registries=[], timeout=60))
+        await other.start()
+        await other.write("probe.py", _SCRIPT)
+        await other.prepare_uv_script("probe.py")
+        r = await other.run_uv_script("probe.py", [str(i)])
+        assert r.ok, r.stderr
+        return other, r.stdout.strip()
+
+    done = await asyncio.gather(*(rollout(i) for i in range(3)))
+    assert [out for _, out in done] == [f"42 ['{i}']" for i in range(3)]
+    for other, _ in done[1:]:
+        await other.stop()
+    again = done[0][0]
     # the script's environment is read-only to the programs: they cannot poison the shared cache
     r = await again.run_program(["/bin/sh", "-c", "touch /opt/vf/uv-cache/poisoned"])
     assert not r.ok and not (cache / "poisoned").exists()
@@ -304,3 +314,30 @@ async def test_an_eval_on_the_bash_harness_runs_its_commands_in_the_sandbox(tmp_
     assert "HOST-ONLY" not in bash_output
     assert trace.last_reply == "1" and out.state[0]["reward"] == 1.0
     assert not list(_sandbox_dir.glob("run-*"))  # the rollout's work folder and cache are gone
+
+
+async def test_a_timed_out_rollout_leaves_no_sandboxed_process_and_no_folder(tmp_path, _sandbox_dir) -> None:
+    marker = f"vf-marker-{secrets.token_hex(6)}"
+
+    def script(req):
+        if req.messages[-1]["role"] == "user":
+            return tool_calls(tool_call("bash", {"command": f"exec -a {marker} sleep 300"}, id="c1"))
+        return reply("done")
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1},
+                            "agent": {"harness": {"id": "bash"}, "runtime": {"type": "sandbox"}}})  # fmt: skip
+    async with ScriptedServer(script) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            run = asyncio.create_task(run_v1(env, list(env.taskset), client, model="scripted-model", timeout=4, folder=tmp_path))
+            for _ in range(200):  # the model's command is running in the sandbox
+                if live_processes(marker):
+                    break
+                await asyncio.sleep(0.05)
+            assert live_processes(marker)
+            out = await run
+        finally:
+            await client.aclose()
+    assert out["metadata"]["num_errors"] == 1  # the rollout's timeout, not the command's 120 s
+    assert await wait_until_gone(marker, timeout=10) == []
+    assert not list(_sandbox_dir.glob("run-*"))
