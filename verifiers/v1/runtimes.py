@@ -104,17 +104,17 @@ class _ContainerConfig(RuntimeConfig):
 
 class DockerConfig(_ContainerConfig):
     type: Literal["docker"] = "docker"
-    MISSING: ClassVar[str] = "the docker runtime is not available in this version yet (use type = \"subprocess\")"
+    MISSING: ClassVar[str] = "the docker runtime is not available in this version yet (use type = \"sandbox\" to isolate model code locally, or \"subprocess\")"
 
 
 class PodmanConfig(_ContainerConfig):
     type: Literal["podman"] = "podman"
-    MISSING: ClassVar[str] = "the podman runtime is not available in this version yet (use type = \"subprocess\")"
+    MISSING: ClassVar[str] = "the podman runtime is not available in this version yet (use type = \"sandbox\" to isolate model code locally, or \"subprocess\")"
 
 
 class ApptainerConfig(_ContainerConfig):
     type: Literal["apptainer"] = "apptainer"
-    MISSING: ClassVar[str] = "the apptainer runtime is not available in this version yet (use type = \"subprocess\")"
+    MISSING: ClassVar[str] = "the apptainer runtime is not available in this version yet (use type = \"sandbox\" to isolate model code locally, or \"subprocess\")"
 
 
 class PrimeConfig(_ContainerConfig):
