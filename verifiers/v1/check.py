@@ -432,6 +432,7 @@ def _check_records(report: CheckReport, records: list[dict[str, Any]]) -> None:
     malformed: list[str] = []
     bad_scores: list[str] = []
     errors: list[str] = []
+    failed_hooks = 0
     for rec in records:
         where = f"example {rec.get('example_id')} rollout {rec.get('rollout_index')}"
         try:
@@ -458,10 +459,13 @@ def _check_records(report: CheckReport, records: list[dict[str, Any]]) -> None:
                 if value is None:
                     if name.split(" ", 1)[1] not in recorded:  # None is fine only with the hook's error on record
                         bad_scores.append(f"{who}: {name} is None with no error recorded")
+                    else:
+                        failed_hooks += 1
                 elif not _finite(value):
                     bad_scores.append(f"{who}: {name} = {value!r}")
     report.add("traces", not malformed, "; ".join(malformed[:3]) or f"{len(records)} episode record(s) read back as WireEpisode")
-    report.add("rewards", not bad_scores, "; ".join(bad_scores[:3]) or "every reward and metric is a finite number")
+    report.add("rewards", not bad_scores, "; ".join(bad_scores[:3]) or "every reward and metric is a finite number"
+               + (f" or None with its hook's error recorded ({failed_hooks})" if failed_hooks else ""))  # fmt: skip
     report.add("errors", not errors, "; ".join(errors[:3]) or "no episode or trace recorded an error")
 
 
