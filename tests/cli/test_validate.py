@@ -240,3 +240,19 @@ def test_the_console_scripts_and_vf_check_dispatch(tmp_path) -> None:
     assert [c["name"] for c in json.loads(classic.stdout)["checks"]] == list(CLASSIC_CHECKS)
     broken = run_vf("validate", str(write_v1_package(tmp_path, "v1chk-scripts-broken", all_="[]")), "--json")
     assert broken.returncode == 1 and json.loads(broken.stdout)["ok"] is False
+
+
+def test_a_hanging_load_fails_and_bad_task_data_is_named(tmp_path, capsys) -> None:
+    folder = write_v1_package(tmp_path, "v1chk-hangs", load="import time; time.sleep(20)")
+    code, verdict = validate(capsys, str(folder), "-n", "1", "--timeout-per-rollout", "1")
+    assert code == 1 and "does it hang?" in by_name(verdict)["taskset"]["detail"]
+    folder = write_v1_package(tmp_path, "v1chk-same-ids")
+    module = folder / "v1chk_same_ids" / "__init__.py"
+    module.write_text(module.read_text().replace('id=f"t{i}"', 'id="same"'))
+    code, verdict = validate(capsys, str(folder), "-n", "2", "-r", "1")
+    assert code == 1 and "task 1 has the id 'same' of task 0" in by_name(verdict)["tasks"]["detail"]
+    folder = write_v1_package(tmp_path, "v1chk-empty-prompt")
+    module = folder / "v1chk_empty_prompt" / "__init__.py"
+    module.write_text(module.read_text().replace('prompt=f"What is {i} + {i}?"', 'prompt="  "'))
+    code, verdict = validate(capsys, str(folder), "-n", "1", "-r", "1")
+    assert code == 1 and "task 0 has an empty prompt" in by_name(verdict)["tasks"]["detail"]

@@ -10,9 +10,10 @@ check          passes when
 load           the package follows the v1 conventions (exactly one ``Taskset`` subclass in
                ``__all__``), its env builds with the given config and every role can start here
 taskset        the taskset yields tasks: the first ``-n`` of them are taken, so a generator or an
-               ``INFINITE`` taskset is sampled, never exhausted
+               ``INFINITE`` taskset is sampled, never exhausted (within ``--timeout-per-rollout`` s)
 tasks          each sampled task's data survives the wire (JSON and back, as an env server ships
-               it), has a prompt, a hash and a key, and no two share an ``id``
+               it), its prompt is not empty (None: the env's agents write it), it has a hash and a
+               key, and no two share an ``id``
 setup          (``--only-setup``) ``Task.setup`` finishes in a fresh runtime, for each task
 gold           ``Task.validate`` (the reference answer, no model) holds for each task; skipped when
                no task defines it
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -107,7 +109,7 @@ def check_v1(
     env = _load(report, source, module, dict(env_args), options)
     if env is None:
         return _skip_rest(report)
-    tasks = _check_taskset(report, env, num_examples, options)
+    tasks = _check_taskset(report, env, num_examples, options, timeout_per_rollout)
     if tasks:
         _check_tasks(report, tasks)
     else:
@@ -200,7 +202,29 @@ def _load(report: CheckReport, source: Any, module: ModuleType, env_args: dict[s
 
 
 # -------------------------------------------------------------------------------------- tasks
-def _check_taskset(report: CheckReport, env: Any, n: int, options: V1CheckOptions) -> list[Any]:
+def _sample(view: Any, count: int, wait_s: float) -> list[Any]:
+    """The first ``count`` tasks of ``view``, read in a daemon thread for at most ``wait_s``
+    seconds (a ``load()`` that blocks forever fails the check instead of hanging it)."""
+    out: list[Any] = []
+    failure: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            out.extend(view.take(count))
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=read, name="vf-check-taskset", daemon=True)
+    thread.start()
+    thread.join(wait_s)
+    if thread.is_alive():
+        raise TimeoutError(f"load() did not give {count} task(s) in {wait_s:g} s")
+    if failure:
+        raise failure[0]
+    return out
+
+
+def _check_taskset(report: CheckReport, env: Any, n: int, options: V1CheckOptions, wait_s: float) -> list[Any]:
     from verifiers.v1.configs import SelectConfig
 
     taskset = env.taskset
@@ -209,7 +233,10 @@ def _check_taskset(report: CheckReport, env: Any, n: int, options: V1CheckOption
         limit = select.pop("limit", None)
         view = taskset.select(SelectConfig(**select)) if select else taskset
         count = max(1, int(limit if limit is not None else n))
-        tasks = list(view.take(count))  # never more than `count`: an endless taskset is sampled
+        tasks = _sample(view, count, wait_s)  # never more than `count`: an endless taskset is sampled
+    except TimeoutError:
+        report.add("taskset", False, f"{type(taskset).__name__}.load() gave fewer than {count} task(s) in {wait_s:g} s (does it hang?)")
+        return []
     except Exception as exc:
         report.add("taskset", False, f"iterating {type(taskset).__name__} failed: {one_line(exc)}")
         return []
@@ -222,8 +249,8 @@ def _check_taskset(report: CheckReport, env: Any, n: int, options: V1CheckOption
 
 
 def _prompt_problem(prompt: Any) -> str | None:
-    if prompt is None:
-        return "no prompt"
+    if prompt is None:  # allowed: the env's own agents may write the first message (user-sim)
+        return None
     if isinstance(prompt, str):
         return None if prompt.strip() else "an empty prompt"
     if isinstance(prompt, list):
@@ -253,7 +280,10 @@ def _check_tasks(report: CheckReport, tasks: Sequence[Any]) -> None:
             if task.data.id in ids:
                 problems.append(f"{where} has the id {task.data.id!r} of task {ids[task.data.id]}")
             ids.setdefault(task.data.id, task.data.idx)
-    detail = "; ".join(problems[:3]) or f"{len(tasks)} task(s): data survives the wire, prompts present"
+    unprompted = sum(1 for t in tasks if t.data.prompt is None)
+    detail = "; ".join(problems[:3]) or f"{len(tasks)} task(s): data survives the wire" + (
+        f", {unprompted} without a prompt (the env writes it)" if unprompted else ", prompts present"
+    )
     report.add("tasks", not problems, detail)
 
 
