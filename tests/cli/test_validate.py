@@ -256,3 +256,12 @@ def test_a_hanging_load_fails_and_bad_task_data_is_named(tmp_path, capsys) -> No
     module.write_text(module.read_text().replace('prompt=f"What is {i} + {i}?"', 'prompt="  "'))
     code, verdict = validate(capsys, str(folder), "-n", "1", "-r", "1")
     assert code == 1 and "task 0 has an empty prompt" in by_name(verdict)["tasks"]["detail"]
+
+
+def test_a_roles_own_endpoint_is_answered_by_the_scripted_model(tmp_path, capsys) -> None:
+    folder = write_v1_package(tmp_path, "v1chk-own-client")
+    # port 9 (discard) answers nothing: a check that called it would record a model error
+    args = json.dumps({"agent": {"client": {"base_url": "http://127.0.0.1:9/v1"}}})
+    code, verdict = validate(capsys, str(folder), "-n", "1", "-r", "1", "-a", args)
+    assert code == 0, verdict
+    assert "the own client of agent answered by the scripted model" in by_name(verdict)["rollouts"]["detail"]

@@ -421,6 +421,10 @@ def _episodes(report: CheckReport, env: Any, tasks: Sequence[Any], rpe: int, tim
             stop_errors.append(exc)
 
     env.stop = stop
+    # a role with its own endpoint asks the scripted model too: a check makes no networked or paid call
+    redirected = [name for name, spec in env._agent_specs.items() if spec.client is not None]
+    for name in redirected:
+        env._agent_specs[name].client = None
     expected = len(tasks) * max(1, rpe)
     rows = [_prompt_row(t) for t in tasks]
 
@@ -447,7 +451,8 @@ def _episodes(report: CheckReport, env: Any, tasks: Sequence[Any], rpe: int, tim
         {k: r.get(k) for k in ("example_id", "rollout_index", "reward", "metrics", "error", "stop_condition")} for r in records
     ]
     report.add("rollouts", len(records) == expected and requests > 0,
-               f"{len(records)}/{expected} episodes, {requests} model request(s)")  # fmt: skip
+               f"{len(records)}/{expected} episodes, {requests} model request(s)"
+               + (f"; the own client of {', '.join(redirected)} answered by the scripted model" if redirected else ""))  # fmt: skip
     _check_records(report, records)
     _check_teardown(report, stopped, stop_errors, records)
 
