@@ -321,6 +321,8 @@ def _model_free(report: CheckReport, kind: str, tasks: Sequence[Any], options: V
         report.add(kind, False, f"the {kind} check could not run: {one_line(exc)}")
         return
     bad = [f"task {t.data.idx}: {why}" for t, valid, why in results if valid is False]
+    if options.mode == "all":  # no teardown check of its own here (the episodes' is the check): fail it
+        bad += teardown
     unchecked = sum(1 for _, valid, _ in results if valid is None)
     if not bad and unchecked == len(results):
         report.add(kind, True, f"no task declared anything to check ({unchecked} unchecked)", skipped=True)
