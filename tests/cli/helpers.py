@@ -16,12 +16,10 @@ def vf_command(script: str = "vf") -> list[str]:
     installed = Path(sys.executable).parent / script
     if installed.exists():
         return [str(installed)]
-    module = {"vf": "verifiers.cli", "vf-eval": "verifiers.cli.compat", "vf-init": "verifiers.cli.compat"}[
-        script
-    ]
     if script == "vf":
-        return [sys.executable, "-m", module]
-    entry = "vf_eval_main" if script == "vf-eval" else "vf_init_main"
+        return [sys.executable, "-m", "verifiers.cli"]
+    module = "verifiers.cli.compat"
+    entry = {"vf-eval": "vf_eval_main", "vf-init": "vf_init_main", "vf-validate": "vf_validate_main"}[script]
     return [sys.executable, "-c", f"import sys; from {module} import {entry}; {entry}(sys.argv[1:])"]
 
 

@@ -1,4 +1,5 @@
-"""``vf-eval`` and ``vf-init``: the classic tools' command lines, on top of ``vf eval`` / ``vf init``.
+"""``vf-eval``, ``vf-init`` and ``vf-validate``: the original tools' command lines, on top of
+``vf eval`` / ``vf init`` / ``vf validate``.
 
 For people (and scripts) used to the original ``verifiers`` tools. The flags keep their classic
 names and meanings: ``vf-eval`` saves results only with ``-s/--save-dataset`` and reads an optional
@@ -153,3 +154,10 @@ def vf_eval_main(argv: list[str] | None = None) -> None:
 def vf_init_main(argv: list[str] | None = None) -> None:
     """Console-script entry point of ``vf-init``."""
     sys.exit(_vf_init(argv))
+
+
+def vf_validate_main(argv: list[str] | None = None) -> None:
+    """Console-script entry point of ``vf-validate`` (the original's name of ``vf validate``)."""
+    from verifiers.cli.validate_cmd import main as validate_main
+
+    validate_main(argv)

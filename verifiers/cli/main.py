@@ -291,6 +291,19 @@ def check_command(
     )
 
 
+@app.command(
+    "validate",
+    add_help_option=False,  # `vf validate --help` is its own parser's (verifiers/cli/validate_cmd.py)
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def validate_command(ctx: typer.Context) -> None:
+    """Validate an environment with the original vf-validate's options (v1 or classic): its tasks, a
+    few scripted episodes, traces, rewards, teardown; --json for the verdict (vf validate --help)."""
+    from verifiers.cli.validate_cmd import main as validate_main
+
+    validate_main(list(ctx.args))
+
+
 # ---------------------------------------------------------------------------------- model, serve
 @model_app.command("tiny")
 @guarded

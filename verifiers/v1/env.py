@@ -186,22 +186,27 @@ def load_environment(config: dict[str, Any] | EnvConfig) -> Env:
     return cls(validated)
 
 
+def env_table(taskset_id: str, env_args: dict[str, Any]) -> dict[str, Any]:
+    """The ``[env]`` table a v1 package's ``env_args`` describe: the table itself (``taskset``,
+    ``id``, roles ...) or, when none of its keys is an env key, the taskset's own knobs."""
+    env_keys = set(environment_class(env_args.get("id") or None, taskset_id).config_type().model_fields)
+    if env_args and set(env_args) <= env_keys:
+        table = dict(env_args)
+        taskset = table.get("taskset")
+        table["taskset"] = {**(taskset if isinstance(taskset, dict) else {}), "id": taskset_id}
+    else:
+        table = {"taskset": {**env_args, "id": taskset_id}}
+    return table
+
+
 def v1_factory(module: ModuleType, taskset_id: str) -> Any:
-    """For the classic loader: a ``load_environment(**env_args)`` for a v1 package, or None for a
-    module that is not one. ``env_args`` are the ``[env]`` table (``taskset``, ``id``, roles ...)
-    or, when none of its keys is an env key, the taskset's own knobs."""
+    """For the classic loader: a ``load_environment(**env_args)`` for a v1 package (``env_args``
+    as :func:`env_table` reads them), or None for a module that is not one."""
     if v1_taskset_class(module) is None:
         return None
 
     def factory(**env_args: Any) -> Any:
-        env_keys = set(environment_class(env_args.get("id") or None, taskset_id).config_type().model_fields)
-        if env_args and set(env_args) <= env_keys:
-            table = dict(env_args)
-            taskset = table.get("taskset")
-            table["taskset"] = {**(taskset if isinstance(taskset, dict) else {}), "id": taskset_id}
-        else:
-            table = {"taskset": {**env_args, "id": taskset_id}}
-        return load_environment(table)
+        return load_environment(env_table(taskset_id, env_args))
 
     return factory
 

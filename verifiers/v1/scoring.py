@@ -19,11 +19,11 @@ import math
 import os
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Real
 from typing import TYPE_CHECKING, Any, get_origin, get_type_hints
 
 if TYPE_CHECKING:
+    from verifiers.engine.threads import DaemonThreadPool
     from verifiers.v1.task import Task
     from verifiers.v1.trace import Trace
 
@@ -33,16 +33,20 @@ DEFAULT_HOOK_TIMEOUT = 300.0
 # the names a hook may ask for (0.4.0's, plus state/config which tasks reach through self)
 INJECTABLE = ("trace", "task", "runtime", "state", "config", "request", "response")
 
-_pool: ThreadPoolExecutor | None = None
+_pool: DaemonThreadPool | None = None
 _pool_lock = threading.Lock()
 
 
-def hook_pool() -> ThreadPoolExecutor:
-    """The one bounded pool sync hooks run in (created on first use)."""
+def hook_pool() -> DaemonThreadPool:
+    """The one bounded pool sync hooks run in (created on first use). Its threads are daemons: a
+    hook that never returns (its timeout recorded) does not keep the process from exiting, and
+    idle hook threads are no threads left running after a run (``vf check``'s leftovers)."""
+    from verifiers.engine.threads import DaemonThreadPool
+
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="vf-hook")
+            _pool = DaemonThreadPool(max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="vf-hook")
         return _pool
 
 
