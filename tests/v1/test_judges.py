@@ -187,12 +187,12 @@ async def test_reference_judge_rewards_come_from_its_replies(tmp_path) -> None:
         expected = float(ANSWERS[trace["task"]["data"]["country"]] in TRUE_CAPITALS)
         assert trace["rewards"]["reference"] == {"score": expected, "weight": 2.0}
         assert trace["rewards"]["exact"]["score"] == expected
-        assert line["reward"] == 3.0 * expected and line["error"] is None and trace["ok"]
+        assert line["reward"] == 4.0 * expected  # exact + from_artifact + 2 x reference and line["error"] is None and trace["ok"]
         (call,) = trace["info"]["judge_calls"]
         assert call["name"] == "reference" and call["request"]["model"] == "policy-model"
         assert call["response"]["message"]["content"] == ("The answer agrees.\nyes" if expected else "no")
         assert trace["extra_usage"]
-    assert out["metadata"]["avg_reward"] == 1.5
+    assert out["metadata"]["avg_reward"] == 2.0
     judge_requests = [r for r in srv.requests if _is_judge(r)]
     assert len(judge_requests) == 4 and {r.model for r in judge_requests} == {"policy-model"}  # the run's client and model
 

@@ -1,0 +1,209 @@
+"""The judge envs by id (``agentic-judge``, ``shared-agentic-judge``, ``isolated-verifier``) and
+artifact carrying, through ``run_v1`` against a loopback scripted server playing both the solver
+and the judge (the judge really runs ``bash`` in its box and writes its verdict file)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from verifiers.clients import ModelClient
+from verifiers.testing.scripted import ScriptedServer, reply, tool_call, tool_calls
+from verifiers.v1.env import load_environment
+from verifiers.v1.errors import SandboxError
+from verifiers.v1.rollout import run_v1
+
+ANSWERS = {"France": "Paris", "Japan": "Osaka"}
+TRUE_CAPITALS = {"Paris", "Tokyo"}
+
+
+def _judge_prompt(req) -> str | None:
+    for m in req.messages:
+        if m["role"] == "user" and "## Your verdict" in (m.get("content") or ""):
+            return m["content"]
+    return None
+
+
+def script(req, *, write_verdict: bool = True):
+    """The solver answers from ANSWERS; the judge lists its box and reads the answer file (turn
+    0), grades what it read there (turn 1, by writing the verdict file), then says it is done."""
+    prompt = _judge_prompt(req)
+    if prompt is None:
+        country = re.search(r"capital of (\w+)", req.messages[-1]["content"]).group(1)
+        return reply(ANSWERS[country])
+    if req.turn == 0:
+        return tool_calls(tool_call("bash", {"command": "ls; ls vf-judge; echo ---; cat answer.txt"}, id="c1"))
+    if req.turn == 1 and write_verdict:
+        seen = req.messages[-1]["content"]
+        city = seen.split("---", 1)[1].strip().split()[-1]
+        verdict = {"verdicts": [{"name": "solved", "reason": f"answer.txt says {city}", "verdict": "yes" if city in TRUE_CAPITALS else "no"}]}
+        return tool_calls(tool_call("edit", {"path": "vf-judge/verdict.json", "old": "", "new": json.dumps(verdict)}, id="c2"))
+    return reply("Done.")
+
+
+async def _run(env, srv, **kw):
+    client = ModelClient.from_any(srv.base_url)
+    try:
+        return await run_v1(env, list(env.taskset), client, model="scripted-model", **kw)
+    finally:
+        await client.aclose()
+
+
+def _episodes(out):
+    return [s["_episode"] for s in sorted(out.state, key=lambda s: s["example_id"])]
+
+
+def _judge_saw(episode) -> str:
+    judge = next(t for t in episode.traces if t.agent.name == "judge")
+    return judge.tool_messages[0].content
+
+
+@pytest.mark.parametrize("env_id", ["agentic-judge", "shared-agentic-judge"])
+async def test_agentic_judge_rewards_the_solver_from_the_verdict_file(env_id, tmp_path) -> None:
+    env = load_environment({"id": env_id, "taskset": {"id": "vf-capitals", "n": 2}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv, folder=tmp_path)
+    lines = sorted((json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()), key=lambda ln: ln["example_id"])
+    for line, expected in zip(lines, (1.0, 0.0), strict=True):
+        assert line["ok"] and line["complete"] and line["env"]["id"] == env_id and line["reward"] == expected
+        assert [(t["agent"]["name"], t["agent"]["trainable"]) for t in line["traces"]] == [("solver", True), ("judge", False)]
+        solver, judge = line["traces"]
+        assert solver["rewards"]["judge"] == {"score": expected, "weight": 1.0}
+        assert solver["metrics"]["judge/solved"] == expected
+        # the task's own rewards ran (on the solver's box) and count for nothing by default
+        assert solver["rewards"]["exact"] == {"score": expected, "weight": 0.0}
+        assert judge["info"]["verdict"]["verdicts"][0]["verdict"] == ("yes" if expected else "no")
+        calls = [c["name"] for n in judge["nodes"] for c in n["message"].get("tool_calls") or []]
+        assert calls == ["bash", "edit"]
+        saw = next(n["message"]["content"] for n in judge["nodes"] if n["message"]["role"] == "tool")
+        assert "trace.json" in saw  # the solver's record was written for the judge
+        # shared: the solver's whole box; isolated: only the declared artifact travelled
+        assert ("scratch.txt" in saw) is (env_id == "shared-agentic-judge")
+        assert any("## Your verdict" in str(n["message"].get("content")) for n in judge["nodes"])
+
+
+async def test_task_weight_keeps_the_tasks_own_rewards(tmp_path) -> None:
+    env = load_environment({"id": "agentic-judge", "taskset": {"id": "vf-capitals", "n": 1}, "score": {"task_weight": 1.0, "judge_weight": 2.0}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    solver = _episodes(out)[0].traces[0]
+    # exact 1 + from_artifact 1 (weight 1 each) + judge 1 (weight 2)
+    assert solver.reward == 4.0 and solver.rewards["judge"].weight == 2.0
+
+
+async def test_a_judge_that_writes_no_verdict_fails_the_episode() -> None:
+    env = load_environment({"id": "agentic-judge", "taskset": {"id": "vf-capitals", "n": 1}})
+    async with ScriptedServer(lambda r: script(r, write_verdict=False)) as srv:
+        out = await _run(env, srv)
+    (episode,) = _episodes(out)
+    solver, judge = episode.traces
+    assert not judge.ok and "wrote no verdict" in judge.errors[-1].message
+    assert not episode.ok and "judge" not in solver.rewards
+    assert out.state[0]["error"] is not None  # counted as an error, not scored 0
+
+
+async def test_a_verdict_the_solver_planted_is_never_read_as_the_judges() -> None:
+    # the solver's task leaves a forged "yes" in the shared box; this judge writes none itself
+    env = load_environment({"id": "shared-agentic-judge", "taskset": {"id": "vf-capitals", "n": 1, "plant": True}})
+    async with ScriptedServer(lambda r: script(r, write_verdict=False)) as srv:
+        out = await _run(env, srv)
+    (episode,) = _episodes(out)
+    assert not episode.ok and "judge" not in episode.traces[0].rewards
+    assert "wrote no verdict" in episode.traces[1].errors[-1].message
+
+
+async def test_a_criterion_the_judge_did_not_answer_is_an_error(tmp_path) -> None:
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text('[[criteria]]\nname = "solved"\ntext = "solved"\n\n[[criteria]]\nname = "tidy"\ntext = "tidy"\n')
+    env = load_environment({"id": "agentic-judge", "taskset": {"id": "vf-capitals", "n": 1}, "task": {"rubric": str(rubric)}})
+    async with ScriptedServer(script) as srv:  # answers only `solved`
+        out = await _run(env, srv)
+    (episode,) = _episodes(out)
+    assert not episode.ok and "tidy" in episode.errors[0].message
+    assert "- tidy: tidy (no, yes)" in _judge_prompt(srv.requests[-1])
+
+
+def test_the_judge_must_run_code_and_its_task_config_is_checked_first(tmp_path) -> None:
+    with pytest.raises(ValueError, match="cannot run code"):
+        load_environment({"id": "agentic-judge", "taskset": {"id": "vf-capitals"}, "judge": {"harness": {"id": "null"}}})
+    with pytest.raises(FileNotFoundError):
+        load_environment({"id": "shared-agentic-judge", "taskset": {"id": "vf-capitals"}, "task": {"rubric": str(tmp_path / "missing.toml")}})
+
+
+async def test_isolated_verifier_scores_in_a_fresh_box_with_the_artifacts() -> None:
+    env = load_environment({"id": "isolated-verifier", "taskset": {"id": "vf-capitals", "n": 2}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    for episode, expected in zip(_episodes(out), (1.0, 0.0), strict=True):
+        assert episode.ok and episode.env.id == "isolated-verifier"
+        (trace,) = episode.traces
+        assert trace.rewards["exact"].score == expected
+        assert trace.rewards["from_artifact"].score == expected  # read from the restored answer.txt
+        assert trace.metrics["clean_box"] == 1.0  # the solver's scratch file did not travel
+        assert trace.state.artifacts and "answer.txt" in trace.state.artifacts
+
+
+async def test_single_agent_box_is_not_clean_for_contrast() -> None:
+    env = load_environment({"taskset": {"id": "vf-capitals", "n": 1}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    assert _episodes(out)[0].traces[0].metrics["clean_box"] == 0.0
+
+
+async def test_isolated_verifier_refuses_judges() -> None:
+    env = load_environment({"id": "isolated-verifier", "taskset": {"id": "vf-capitals", "n": 1, "task": {"judges": [{"id": "reference", "answer_field": "capital"}]}}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    (episode,) = _episodes(out)
+    assert not episode.ok and "judges are not supported" in episode.errors[0].message
+
+
+# --- artifacts ----------------------------------------------------------------------------------
+
+
+async def test_artifacts_round_trip_and_hostile_paths(tmp_path) -> None:
+    import io
+    import tarfile
+
+    from verifiers.v1.artifacts import collect, restore
+    from verifiers.v1.runtimes import SubprocessConfig, SubprocessRuntime
+    from verifiers.v1.task import Artifact
+
+    src, dst = SubprocessRuntime(SubprocessConfig()), SubprocessRuntime(SubprocessConfig())
+    await src.start()
+    await dst.start()
+    try:
+        await src.write("out/a.txt", "A")
+        await src.write("out/skip.log", "x")
+        await src.write("out/sub/b.txt", "B")
+        got = await collect(src, [Artifact(source="out", exclude=["*.log"]), Artifact(source="gone.txt", required=False)])
+        assert got["gone.txt"] is None
+        await dst.write("out/stale.txt", "old")
+        await restore(dst, got)
+        assert sorted(p.relative_to(dst.workdir).as_posix() for p in dst.workdir.rglob("*") if p.is_file()) == ["out/a.txt", "out/sub/b.txt"]
+        with pytest.raises(SandboxError, match="absolute path"):
+            await collect(src, [Artifact(source="/etc/passwd")])
+        with pytest.raises(SandboxError, match="not a path inside"):
+            await collect(src, [Artifact(source="../x")])
+        with pytest.raises(SandboxError, match="is missing"):
+            await collect(src, [Artifact(source="nope.txt")])
+        (src.workdir / "link").symlink_to("/etc")
+        with pytest.raises(SandboxError, match="is a link"):
+            await collect(src, [Artifact(source="link")])
+        with pytest.raises(SandboxError, match="exceed 1 bytes"):
+            await collect(src, [Artifact(source="out")], max_bytes=1)
+        # a forged archive escaping its root, or carrying a link, is refused before anything is written
+        for name, kind in (("out/../../evil.txt", tarfile.REGTYPE), ("out/ln", tarfile.SYMTYPE)):
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                info = tarfile.TarInfo(name)
+                info.type, info.linkname = kind, "/etc/passwd"
+                tar.addfile(info, io.BytesIO(b""))
+            with pytest.raises(SandboxError):
+                await restore(dst, {"out": buf.getvalue()})
+            assert (dst.workdir / "out" / "a.txt").exists()  # nothing was cleared either
+    finally:
+        await src.stop()
+        await dst.stop()
