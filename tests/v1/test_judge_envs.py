@@ -65,6 +65,7 @@ async def test_agentic_judge_rewards_the_solver_from_the_verdict_file(env_id, tm
     env = load_environment({"id": env_id, "taskset": {"id": "vf-capitals", "n": 2}})
     async with ScriptedServer(script) as srv:
         out = await _run(env, srv, folder=tmp_path)
+    assert out["metadata"]["num_errors"] == 0 and out["metadata"]["avg_reward"] == 0.5
     lines = sorted((json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()), key=lambda ln: ln["example_id"])
     for line, expected in zip(lines, (1.0, 0.0), strict=True):
         assert line["ok"] and line["complete"] and line["env"]["id"] == env_id and line["reward"] == expected

@@ -14,7 +14,6 @@ from verifiers.testing.scripted import ScriptedServer, reply
 from verifiers.v1.env import load_environment
 from verifiers.v1.judge import JudgeError
 from verifiers.v1.judges.rubric import CriterionVerdict, load_criteria, score_verdicts
-from verifiers.v1.plugins import PluginError
 from verifiers.v1.rollout import run_v1
 
 # --- parse_judge_choice -------------------------------------------------------------------------

@@ -22,7 +22,7 @@ RELEASES = ("0.3.0", "0.4.0")
 
 _ENV = "the rest of the env/agent layer (shared env configs, retries, config-merging helpers): after issue 19 step 4"
 _HARNESS = "ACP harnesses and harness sessions: after issue 19 step 5 (null/bash and the interception proxy are here)"
-_RUNTIME = "runtime processes, artifact collection: after issue 19 step 6 (subprocess and the container configs are here)"
+_RUNTIME = "runtime processes: after issue 19 step 6 (subprocess, the container configs and artifact collect/restore are here)"
 _CLIENT = "model clients of the v1 agents: come with the env/harness layer (step 4/5) over our ModelClient"
 _TOOLSET = "MCP toolsets: issue 19 step 7"
 _SERVE = "env servers and their pools: the env-server issue (the wire shapes are here: verifiers.v1.wire)"
@@ -40,7 +40,7 @@ REASONS: dict[str, str] = {
         _HARNESS,
     ),
     **dict.fromkeys(
-        ("RuntimeInfo", "RuntimeProcess", "collect", "restore"),
+        ("RuntimeInfo", "RuntimeProcess"),
         _RUNTIME,
     ),
     **dict.fromkeys(("Client", "BaseClientConfig", "ClientConfig", "EvalClientConfig", "TrainClientConfig", "resolve_client", "ModelContext"), _CLIENT),

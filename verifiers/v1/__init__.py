@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from verifiers.v1.artifacts import collect, restore
     from verifiers.v1.configs import (
         BaseConfig,
         DecoratedFunctionConfig,
@@ -255,6 +256,8 @@ _LAZY: dict[str, str] = {
     "ApptainerConfig": "verifiers.v1.runtimes:ApptainerConfig",
     "PrimeConfig": "verifiers.v1.runtimes:PrimeConfig",
     "ARTIFACTS_DIR": "verifiers.v1.runtimes:ARTIFACTS_DIR",
+    "collect": "verifiers.v1.artifacts:collect",
+    "restore": "verifiers.v1.artifacts:restore",
     # judges
     "Judge": "verifiers.v1.judge:Judge",
     "JudgeConfig": "verifiers.v1.configs:JudgeConfig",
@@ -389,6 +392,7 @@ __all__ = [
     "WireTaskData",
     "WireTrace",
     "WorkInfo",
+    "collect",
     "default_harness_id",
     "env_config_type",
     "environment_class",
@@ -408,6 +412,7 @@ __all__ = [
     "metric",
     "parse_judge_choice",
     "resolve_env_config",
+    "restore",
     "reward",
     "stop",
     "task_type",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -119,25 +118,6 @@ class RunContext:
     gate: asyncio.Semaphore | None = None
     clients: dict[str, Any] = field(default_factory=dict)
     on_trace: Callable[[Trace, Any], None] | None = None
-
-
-_CURRENT_RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("vf_v1_run", default=None)
-
-
-def current_run() -> RunContext | None:
-    """The run whose episode (or scoring) is executing here: its model client and model (what a
-    judge with no endpoint of its own calls)."""
-    return _CURRENT_RUN.get()
-
-
-@contextlib.contextmanager
-def running(run_ctx: RunContext | None) -> Any:
-    """Make ``run_ctx`` the current run for the code inside (and the tasks it starts)."""
-    token = _CURRENT_RUN.set(run_ctx)
-    try:
-        yield run_ctx
-    finally:
-        _CURRENT_RUN.reset(token)
 
 
 class Interaction:

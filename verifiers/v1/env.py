@@ -21,15 +21,8 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
-from verifiers.v1.agents import (
-    Agent,
-    AgentConfig,
-    Agents,
-    RunContext,
-    agent_config_fields,
-    make_agent,
-    running,
-)
+from verifiers.v1.agents import Agent, AgentConfig, Agents, RunContext, agent_config_fields, make_agent
+from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.errors import EnvError
 from verifiers.v1.harness import Harness, load_harness

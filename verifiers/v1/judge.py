@@ -206,8 +206,7 @@ class Judge(Generic[ParsedT, ConfigT]):
     ) -> JudgeResponse[Any]:  # fmt: skip
         """One call to the judge's model; ``parse`` fills ``parsed``. With ``trace``, the exchange
         is recorded on it whenever an answer came back (even if parsing it then failed)."""
-        from verifiers.v1.interception import messages_to_openai
-        from verifiers.v1.types import UserMessage
+        from verifiers.v1.types import UserMessage, messages_to_openai
 
         msgs = [UserMessage(content=messages)] if isinstance(messages, str) else list(messages)
         wire = messages_to_openai(msgs)  # type: ignore[arg-type]
@@ -255,7 +254,7 @@ class Judge(Generic[ParsedT, ConfigT]):
 
     def _endpoint(self) -> tuple[Any, str, bool]:
         """(client, model, whether the client is this call's own to close)."""
-        from verifiers.v1.agents import current_run
+        from verifiers.v1.context import current_run
 
         run = current_run()
         cfg = self.config

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verifiers.engine import GroupPlan, RolloutPlan, RunConfig, run_groups
-from verifiers.v1.agents import RunContext, running
+from verifiers.v1.agents import RunContext
+from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.trace import Error, TraceTask
 
