@@ -208,3 +208,63 @@ async def test_artifacts_round_trip_and_hostile_paths(tmp_path) -> None:
     finally:
         await src.stop()
         await dst.stop()
+
+
+# --- through `vf eval` (a real subprocess) ------------------------------------------------------
+
+
+def test_vf_eval_runs_a_judge_env_and_a_plugged_judge_from_toml(tmp_path) -> None:
+    import os
+
+    from tests.cli.helpers import REPO, run_vf
+    from tests.v1.conftest import PACKAGES
+
+    def both(req):
+        # the reference judge (plugged from the TOML file) grades the solver's answer; the agentic judge acts
+        content = req.messages[-1]["content"] or ""
+        if "<reference>" in content:
+            answer = re.search(r"<answer>\n(.*?)\n</answer>", content, re.S).group(1)
+            return reply("yes" if answer in TRUE_CAPITALS else "no")
+        return script(req)
+
+    config = tmp_path / "eval.toml"
+    with ScriptedServer(both) as srv:
+        config.write_text(f"""
+model = "scripted-model"
+output_dir = "out"
+
+[client]
+base_url = "{srv.base_url}"
+
+[select]
+limit = 2
+
+[run]
+dir = "judged"
+
+[env]
+id = "shared-agentic-judge"
+
+[env.score]
+task_weight = 1.0
+
+[env.taskset]
+id = "vf-capitals"
+
+[[env.taskset.task.judges]]
+id = "reference"
+answer_field = "capital"
+name = "ref"
+""")
+        res = run_vf("eval", "@", str(config), cwd=tmp_path, env={"PYTHONPATH": f"{REPO}{os.pathsep}{PACKAGES}"})
+        assert res.returncode == 0, res.stderr
+    lines = sorted((json.loads(x) for x in (tmp_path / "out" / "judged" / "traces.jsonl").read_text().splitlines()), key=lambda ln: ln["example_id"])
+    assert [ln["env"]["id"] for ln in lines] == ["shared-agentic-judge"] * 2
+    for line, expected in zip(lines, (1.0, 0.0), strict=True):
+        solver = line["traces"][0]
+        assert solver["rewards"]["ref"] == {"score": expected, "weight": 1.0}  # the plugged judge's reply
+        assert solver["rewards"]["judge"]["score"] == expected  # the agentic judge's verdict file
+        assert line["reward"] == 4 * expected  # exact + from_artifact + ref + judge
+        assert solver["info"]["judge_calls"][0]["request"]["model"] == "scripted-model"
+    meta = json.loads((tmp_path / "out" / "judged" / "metadata.json").read_text())
+    assert meta["num_errors"] == 0 and meta["avg_reward"] == 2.0
