@@ -268,3 +268,25 @@ name = "ref"
         assert solver["info"]["judge_calls"][0]["request"]["model"] == "scripted-model"
     meta = json.loads((tmp_path / "out" / "judged" / "metadata.json").read_text())
     assert meta["num_errors"] == 0 and meta["avg_reward"] == 2.0
+
+
+def test_the_judges_task_is_minted_from_the_solvers_trace(tmp_path) -> None:
+    import verifiers.v1 as vf
+    from verifiers.v1.envs.agentic_judge.env import TRACE_FILE, JudgeTask, JudgeTaskConfig, TextFile
+
+    task = vf.Task(vf.TaskData(idx=3, prompt="Write hello.txt"))
+    solution = vf.Trace.for_task(task)
+    reply_ = vf.Response(id="r", created=0, model="m", message=vf.AssistantMessage(content="done", reasoning_content="secret plan"), finish_reason="stop")
+    solution.commit_turn([vf.UserMessage(content="Write hello.txt")], reply_)
+    policy = tmp_path / "policy.md"
+    policy.write_text("Check the work carefully. {not-a-field}")
+
+    minted = JudgeTask.from_trace(solution, JudgeTaskConfig(prompt=TextFile(path=policy), hint="look at hello.txt"), share_runtime=False)
+    prompt = minted.data.prompt
+    assert prompt.startswith("Check the work carefully. {not-a-field}")  # a policy without {prompt}: the task follows
+    order = [prompt.index(x) for x in ("## The task the agent was given\n\nWrite hello.txt", "## Hints\n\nlook at hello.txt", "## Your verdict", "fresh working folder")]
+    assert order == sorted(order) and "- solved:" in prompt
+    assert minted.data.idx == 3
+    assert "secret plan" not in minted.files[TRACE_FILE].decode()  # hidden reasoning left out by default
+    kept = JudgeTask.from_trace(solution, JudgeTaskConfig(include_hidden_reasoning=True))
+    assert "secret plan" in kept.files[TRACE_FILE].decode() and "agent's own working folder" in kept.data.prompt

@@ -259,6 +259,25 @@ async def test_rubric_judge_end_to_end(tmp_path) -> None:
     assert traces[0].metrics["style/correct"] == 1.0 and traces[1].metrics["style/terse"] == 0.5
 
 
+async def test_rubric_judge_structured_output_asks_for_the_schema(tmp_path) -> None:
+    path = _rubric(tmp_path, RUBRIC)
+    bodies = []
+
+    def script(req):
+        if "criteria" not in (req.messages[-1]["content"] or ""):
+            return _policy(req)
+        bodies.append(req.body)
+        return json.dumps({"verdicts": [{"name": "correct", "reason": "", "verdict": "yes"}, {"name": "terse", "reason": "", "verdict": "yes"}]})
+
+    env = _env([{"id": "rubric", "path": str(path), "structured_output": True}], n=1)
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    assert out.state[0]["_episode"].traces[0].rewards["rubric"].score == 1.0
+    (body,) = bodies
+    assert body["response_format"]["type"] == "json_schema" and "verdicts" in json.dumps(body["response_format"])
+    assert "Reply with one JSON object" not in body["messages"][-1]["content"]  # the schema asks instead
+
+
 async def test_rubric_judge_batches_and_a_partial_verdict_is_an_error(tmp_path) -> None:
     path = _rubric(tmp_path, RUBRIC)
 

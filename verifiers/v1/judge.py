@@ -209,7 +209,8 @@ class Judge(Generic[ParsedT, ConfigT]):
         from verifiers.v1.types import UserMessage, messages_to_openai
 
         msgs = [UserMessage(content=messages)] if isinstance(messages, str) else list(messages)
-        wire = messages_to_openai(msgs)  # type: ignore[arg-type]
+        # messages as v1 models, or already as OpenAI dicts (passed through)
+        wire = [m if isinstance(m, Mapping) else messages_to_openai([m])[0] for m in msgs]  # type: ignore[list-item]
         client, model, owned = self._endpoint()
         args = {**self.config.sampling.model_dump(exclude_none=True), **sampling}
         if schema is not None:
