@@ -364,3 +364,38 @@ async def test_a_judge_called_from_task_code_uses_the_run() -> None:
     assert [t.rewards["judged"].score for t in traces] == [1.0, 0.0]
     assert all(t.info["judge_calls"][0]["name"] == "capital" for t in traces)
     assert {r.model for r in srv.requests if _is_judge(r)} == {"policy-model"}
+
+
+async def test_a_task_config_can_pre_plug_judges_and_scoring_uses_the_current_run() -> None:
+    """Judges as a TaskConfig subclass's default, scored through ``Task.score`` directly, with the
+    run (client and model) taken from the current context, as the scoring stage sets it."""
+    from verifiers.v1.agents import RunContext
+    from verifiers.v1.context import running
+
+    class Data(vf.TaskData):
+        capital: str
+
+    class Config(vf.TaskConfig):
+        judges: vf.Judges = [vf.ReferenceJudgeConfig(answer_field="capital", name="ref")]
+
+    class T(vf.Task[Data, vf.State, Config]):
+        pass
+
+    assert [type(j) for j in Config().judges] == [vf.ReferenceJudgeConfig]
+    task = T(Data(prompt="Capital of France?", capital="Paris"))
+    trace = vf.Trace.for_task(task)
+    answer = vf.Response(id="r", created=0, model="m", message=vf.AssistantMessage(content="Paris"), finish_reason="stop")
+    trace.commit_turn([vf.UserMessage(content="Capital of France?")], answer)
+    async with ScriptedServer(_grade) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            with running(RunContext(client=client, model="run-model")):
+                await task.score(trace)
+        finally:
+            await client.aclose()
+    assert trace.rewards["ref"].score == 1.0 and [r.model for r in srv.requests] == ["run-model"]
+    # outside any run, with no endpoint: an error on the trace naming what is missing, not a 0
+    fresh = vf.Trace.for_task(task)
+    fresh.commit_turn([vf.UserMessage(content="Capital of France?")], answer)
+    await task.score(fresh)
+    assert fresh.rewards["ref"] is None and "has no endpoint" in fresh.errors[-1].message
