@@ -297,11 +297,12 @@ def judge_class(judge_id: str) -> type[Judge]:
 
 def load_judge(config: JudgeConfig | Mapping[str, Any]) -> Judge:
     """The judge a config names (``id``), built with its config validated into its own class."""
-    if isinstance(config, Mapping):
-        config = JudgeConfig.model_validate({"id": config.get("id", "")}) if not config.get("id") else judge_config_type(str(config["id"])).model_validate(dict(config))
-    if not config.id:
+    judge_id = str(config.get("id") or "") if isinstance(config, Mapping) else config.id
+    if not judge_id:
         raise JudgeError("a plugged judge needs an id (reference, rubric, decision, or an installed package)")
-    return judge_class(config.id)(config)
+    if isinstance(config, Mapping):
+        config = judge_config_type(judge_id).model_validate(dict(config))
+    return judge_class(judge_id)(config)
 
 
 def first_json_object(text: str, key: str) -> dict[str, Any] | None:
