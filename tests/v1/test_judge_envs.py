@@ -290,3 +290,30 @@ def test_the_judges_task_is_minted_from_the_solvers_trace(tmp_path) -> None:
     assert "secret plan" not in minted.files[TRACE_FILE].decode()  # hidden reasoning left out by default
     kept = JudgeTask.from_trace(solution, JudgeTaskConfig(include_hidden_reasoning=True))
     assert "secret plan" in kept.files[TRACE_FILE].decode() and "agent's own working folder" in kept.data.prompt
+
+
+@pytest.mark.parametrize(("failures", "retries"), [(1, 1), (5, 1)])
+async def test_isolated_verifier_retries_in_a_fresh_box(failures, retries) -> None:
+    from verifiers.v1.envs.isolated_verifier import IsolatedVerifierEnv, IsolatedVerifierEnvConfig
+
+    boxes = []
+
+    class Flaky(IsolatedVerifierEnv):
+        async def stage_verifier(self, task, solution, runtime):
+            boxes.append(runtime.workdir)
+            if len(boxes) <= failures:
+                raise RuntimeError("the box broke")
+            await super().stage_verifier(task, solution, runtime)
+
+    config = IsolatedVerifierEnvConfig.model_validate({"id": "isolated-verifier", "taskset": {"id": "vf-capitals", "n": 1}, "verifier": {"retries": retries}})
+    env = Flaky(config)
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    (episode,) = _episodes(out)
+    (trace,) = episode.traces
+    assert len(boxes) == min(failures + 1, retries + 1) and len(set(boxes)) == len(boxes)  # a new box each attempt
+    if failures <= retries:
+        assert episode.ok and trace.rewards["from_artifact"].score == 1.0 and not trace.errors
+    else:
+        assert not episode.ok and "verifier attempt 2 of 2: RuntimeError: the box broke" in trace.errors[-1].message
+        assert out.state[0]["error"] is not None
