@@ -195,30 +195,48 @@ class Agent:
         own = self.config.sampling.model_dump(exclude_none=True) if self.config.sampling is not None else {}
         return {**self.run_ctx.sampling, **own}
 
-    async def run(self, task: Task) -> Trace:
-        """Play ``task`` to its end (the task's prompt is the first message); the trace."""
-        async with self.interaction(task) as it:
+    async def run(self, task: Task, *, runtime: Runtime | None = None, collect_artifacts: bool = False) -> Trace:
+        """Play ``task`` to its end (the task's prompt is the first message); the trace.
+        ``runtime``: a live box to borrow (see ``provision``) instead of a fresh one; it is
+        neither started nor stopped here. ``collect_artifacts``: after the task's finalize,
+        archive its declared artifacts into ``trace.state.artifacts`` (``verifiers.v1.artifacts``)."""
+        async with self.interaction(task, runtime=runtime, collect_artifacts=collect_artifacts) as it:
             await it.turn()
         return it.trace
 
     @contextlib.asynccontextmanager
-    async def interaction(self, task: Task) -> AsyncIterator[Interaction]:
+    async def provision(self, task: Task | None = None) -> AsyncIterator[Runtime]:
+        """A started box from this role's runtime config, stopped on exit: share it between runs
+        with ``run(task, runtime=box)``."""
+        runtime = make_runtime(self.config.runtime)
+        await runtime.start()
+        try:
+            yield runtime
+        finally:
+            await runtime.stop()
+
+    @contextlib.asynccontextmanager
+    async def interaction(self, task: Task, *, runtime: Runtime | None = None, collect_artifacts: bool = False) -> AsyncIterator[Interaction]:
         from verifiers.v1.interception import CallContext
 
         trace = Trace.for_task(task, agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
         trace.ok = True
-        runtime = None
+        borrowed = runtime is not None
         timing = trace.timing
         timing.boot.start = time.time()
-        try:
-            runtime = make_runtime(self.config.runtime)
-            trace.agent.runtime = runtime.info
-            await runtime.start()
-            trace.agent.runtime = runtime.info
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise
-        except Exception as exc:
-            trace.record_error(exc if isinstance(exc, SandboxError) else SandboxError(str(exc)))
+        if borrowed:
+            trace.agent.runtime = runtime.info  # type: ignore[union-attr]
+        else:
+            try:
+                runtime = make_runtime(self.config.runtime)
+                trace.agent.runtime = runtime.info
+                await runtime.start()
+                trace.agent.runtime = runtime.info
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise
+            except Exception as exc:
+                runtime = None
+                trace.record_error(exc if isinstance(exc, SandboxError) else SandboxError(str(exc)))
         ctx = CallContext.for_task(
             task, client=self._client(), model=self.model, trace=trace, runtime=runtime,
             sampling=self._sampling(), max_turns=self.config.max_turns, endpoint="chat_completions",
@@ -244,14 +262,28 @@ class Agent:
             trace.split_agent_time()
             if runtime is not None and not trace.is_timeout:
                 await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
+                if collect_artifacts and task.data.artifacts and not trace.errors:
+                    await self._collect(trace, task, runtime)
             timing.finalize.end = time.time()
             if not trace.is_completed:
                 trace.stop("completed")
             trace.ok = not trace.errors
             if self.run_ctx.on_trace is not None:
-                self.run_ctx.on_trace(trace, (task, runtime))
-            elif runtime is not None:
+                # a borrowed box is its owner's: stopped when the owner's block ends, before the
+                # episode is scored, so scoring gets no runtime for it (score in the block instead)
+                self.run_ctx.on_trace(trace, (task, runtime if not borrowed else None))
+            elif runtime is not None and not borrowed:
                 await runtime.stop()
+
+    async def _collect(self, trace: Trace, task: Task, runtime: Runtime) -> None:
+        from verifiers.v1.artifacts import collect
+
+        try:
+            trace.state.artifacts = await collect(runtime, task.data.artifacts, max_bytes=task.data.artifact_max_bytes)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            trace.record_error(exc if isinstance(exc, SandboxError) else SandboxError(f"collecting artifacts: {exc}"))
 
     async def _stage(self, trace: Trace, stage: str, fn: Callable[[], Any], limit: float | None) -> None:
         from verifiers.v1.errors import TaskError

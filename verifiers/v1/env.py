@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic
 from typing_extensions import TypeVar
 
 from verifiers.v1.agents import Agent, AgentConfig, Agents, RunContext, agent_config_fields, make_agent
+from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.errors import EnvError
 from verifiers.v1.harness import Harness, load_harness
@@ -121,8 +122,9 @@ class Env(ABC, Generic[ConfigT]):
                           task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash))  # fmt: skip
         try:
             agents = self.agents_for(run_ctx)
-            await self.setup(agents)
-            await self.run(task, agents)
+            with running(run_ctx):
+                await self.setup(agents)
+                await self.run(task, agents)
         except (asyncio.CancelledError, KeyboardInterrupt):
             # a cancelled episode (the rollout's timeout) is never scored: stop what it started
             for _, (_, runtime) in finished:

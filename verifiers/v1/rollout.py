@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from verifiers.engine import GroupPlan, RolloutPlan, RunConfig, run_groups
 from verifiers.v1.agents import RunContext
+from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.trace import Error, TraceTask
 
@@ -69,31 +70,35 @@ class V1Scorer:
         await asyncio.gather(*(self._score(st) for st in states))
 
     async def _score(self, state: State) -> None:
-        from verifiers.v1.errors import EnvError
-
         episode: Episode | None = state.get("_episode")
         finished = state.pop("_finished", [])
         try:
             if episode is None:
                 return
-            for trace, (task, runtime) in finished:
-                if trace.ok:
-                    trace.timing.scoring.start = time.time()
-                    await task.score(trace, runtime)
-                    trace.timing.scoring.end = time.time()
-                    trace.ok = not trace.errors
-            if not episode.errors:
-                try:
-                    await self.env.finalize(state["_task"], episode)
-                except (asyncio.CancelledError, KeyboardInterrupt):
-                    raise
-                except Exception as exc:
-                    episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"finalize: {exc}"))))
-            episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
+            with running(state.pop("_run_ctx", None)):
+                await self._score_episode(state, episode, finished)
         finally:
             await stop_runtimes(finished)
             if episode is not None:
                 fill_state(state, episode, self.env)
+
+    async def _score_episode(self, state: State, episode: Episode, finished: list[Any]) -> None:
+        from verifiers.v1.errors import EnvError
+
+        for trace, (task, runtime) in finished:
+            if trace.ok:
+                trace.timing.scoring.start = time.time()
+                await task.score(trace, runtime)
+                trace.timing.scoring.end = time.time()
+                trace.ok = not trace.errors
+        if not episode.errors:
+            try:
+                await self.env.finalize(state["_task"], episode)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise
+            except Exception as exc:
+                episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"finalize: {exc}"))))
+        episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
 
 
 async def stop_runtimes(finished: list[Any]) -> None:
@@ -175,7 +180,7 @@ def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None
         run_ctx = RunContext(client=client, model=model, sampling=dict(sampling_args), proxy=proxy,
                              gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients)  # fmt: skip
         episode, finished = await env.run_episode(state["_task"], run_ctx)
-        state["_episode"], state["_finished"] = episode, finished
+        state["_episode"], state["_finished"], state["_run_ctx"] = episode, finished, run_ctx
         state["is_completed"] = True
         fill_state(state, episode, env)
 

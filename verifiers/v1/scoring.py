@@ -95,10 +95,11 @@ def hook_arguments(fn: Callable[..., Any], available: Mapping[Any, Any]) -> dict
 
 
 async def call_hook(
-    fn: Callable[..., Any], available: Mapping[Any, Any], *, kind: str, timeout: float | None
+    fn: Callable[..., Any], available: Mapping[Any, Any], *, kind: str, timeout: float | None, name: str | None = None
 ) -> Any:
-    """Call one hook with the arguments it names, under ``timeout``; any failure is a ``HookError``."""
-    name = getattr(fn, "__name__", repr(fn))
+    """Call one hook with the arguments it names, under ``timeout``; any failure is a ``HookError``
+    naming the hook (``name``, else the function's name)."""
+    name = name or getattr(fn, "__name__", repr(fn))
     try:
         kwargs = hook_arguments(fn, available)
     except (TypeError, ValueError) as exc:
@@ -203,8 +204,15 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         (trace.metrics if kind == "metric" else trace.rewards).setdefault(fn.__name__, None)
         (trace.metrics if kind == "metric" else trace.rewards)[fn.__name__] = None
     errors: list[HookError] = []
-    if task.config.judges:
-        errors.append(HookError("judge", task.config.judges[0].id, "judges are not available in this version yet"))
+    judges: list[Any] = []
+    for config in task.config.judges:
+        trace.rewards[config.key] = None
+        try:
+            judges.append(task.plugged_judge(config))
+        except Exception as exc:  # a judge that cannot be built: its reward stays unscored
+            errors.append(HookError("judge", config.key, f"could not be loaded: {type(exc).__name__}: {exc}", cause_type=type(exc).__name__))
+    if runtime is None:
+        judges = [j for j in judges if not wants_runtime(j.score)]
 
     async def one(kind: str, fn: Callable[..., Any]) -> None:
         name = fn.__name__
@@ -231,6 +239,24 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
                 trace.record_reward(name, value, weight)
 
     await asyncio.gather(*(one(kind, fn) for kind, fn in hooks))
+
+    async def judged(judge: Any) -> None:
+        # a plugged judge: after the task's own rewards; its reward is `name or id`, its weight
+        # the config's; a failing, hanging or unparseable judge leaves it unscored, with an error
+        name = judge.reward_name
+        try:
+            value = check_score("judge", name, await call_hook(judge.score, available, kind="judge", timeout=timeout, name=name))
+        except HookError as exc:
+            errors.append(exc)
+            return
+        if isinstance(value, dict):
+            trace.rewards.pop(name, None)
+            for key, v in value.items():
+                trace.record_reward(key, v, judge.config.weight)
+        else:
+            trace.record_reward(name, value, judge.config.weight)
+
+    await asyncio.gather(*(judged(j) for j in judges))
     for exc in errors:
         # a task error (stop condition `task_error`) that keeps the hook's own traceback; its type
         # says what failed (HookTimeout, InvalidScore, HookError)
