@@ -265,3 +265,18 @@ def test_a_roles_own_endpoint_is_answered_by_the_scripted_model(tmp_path, capsys
     code, verdict = validate(capsys, str(folder), "-n", "1", "-r", "1", "-a", args)
     assert code == 0, verdict
     assert "the own client of agent answered by the scripted model" in by_name(verdict)["rollouts"]["detail"]
+
+
+def test_a_judge_with_its_own_endpoint_is_answered_by_the_scripted_model(tmp_path, capsys) -> None:
+    """A judge plugged with its own base_url (port 9 answers nothing) asks the checker's scripted
+    judge instead: the check makes no networked or paid call, and the judge's reward is scored."""
+    folder = write_v1_package(tmp_path, "v1chk-own-judge")
+    module = folder / "v1chk_own_judge" / "__init__.py"  # its tasks take the taskset's task config
+    module.write_text(module.read_text().replace('id=f"t{i}"))', 'id=f"t{i}"), self.config.task)'))
+    judge = {"id": "reference", "base_url": "http://127.0.0.1:9/v1", "model": "paid-judge", "name": "judged"}
+    args = json.dumps({"taskset": {"task": {"judges": [judge]}}})
+    code, verdict = validate(capsys, str(folder), "-n", "1", "-r", "1", "-a", args)
+    assert code == 0, verdict
+    (rollout,) = verdict["rollouts"]
+    # weighted sum: `correct` 1.0 plus the judge's "yes" 1.0 (without the redirect: a recorded error)
+    assert rollout["error"] is None and rollout["reward"] == 2.0, rollout

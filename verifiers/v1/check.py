@@ -48,7 +48,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from verifiers.checking import CheckReport, check_leftovers, one_line, scripted_replies
+from verifiers.checking import JUDGE_MODEL, CheckReport, check_leftovers, one_line, scripted_replies
 
 __all__ = ["CHECKS", "MODES", "V1CheckOptions", "check_v1"]
 
@@ -409,6 +409,7 @@ def _prompt_row(task: Any) -> dict[str, Any]:
 def _episodes(report: CheckReport, env: Any, tasks: Sequence[Any], rpe: int, timeout: float, options: V1CheckOptions) -> None:
     from verifiers.clients import ModelClient
     from verifiers.testing.scripted import ScriptedServer
+    from verifiers.v1.context import answering_all
     from verifiers.v1.rollout import run_v1
 
     stop_errors: list[BaseException] = []
@@ -433,8 +434,9 @@ def _episodes(report: CheckReport, env: Any, tasks: Sequence[Any], rpe: int, tim
     async def run(base_url: str) -> Any:
         client = ModelClient.from_any(base_url)
         try:
-            return await run_v1(env, list(tasks), client, model=CHECK_MODEL, num_rollouts=max(1, rpe),
-                                max_concurrent=options.max_concurrent, timeout=timeout)  # fmt: skip
+            with answering_all(JUDGE_MODEL):  # judges, own endpoint or not, ask the scripted model
+                return await run_v1(env, list(tasks), client, model=CHECK_MODEL, num_rollouts=max(1, rpe),
+                                    max_concurrent=options.max_concurrent, timeout=timeout)  # fmt: skip
         finally:
             await client.aclose()
 

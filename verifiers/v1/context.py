@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 _CURRENT_RUN: contextvars.ContextVar[Any] = contextvars.ContextVar("vf_v1_run", default=None)
+_JUDGE_MODEL: contextvars.ContextVar[str | None] = contextvars.ContextVar("vf_v1_judge_model", default=None)
 
 
 def current_run() -> Any:
@@ -26,3 +27,20 @@ def running(run_ctx: Any) -> Iterator[Any]:
         yield run_ctx
     finally:
         _CURRENT_RUN.reset(token)
+
+
+def judges_answered_by_run() -> str | None:
+    """Inside ``answering_all``: the model name under which every judge, its own ``base_url`` or
+    not, asks the run's client (``vf validate``: the checker's scripted model answers, never a
+    networked or paid one). None elsewhere."""
+    return _JUDGE_MODEL.get()
+
+
+@contextlib.contextmanager
+def answering_all(judge_model: str) -> Iterator[None]:
+    """Inside, judges call the run's client as ``judge_model`` (see ``judges_answered_by_run``)."""
+    token = _JUDGE_MODEL.set(judge_model)
+    try:
+        yield
+    finally:
+        _JUDGE_MODEL.reset(token)

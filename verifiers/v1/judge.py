@@ -255,10 +255,13 @@ class Judge(Generic[ParsedT, ConfigT]):
 
     def _endpoint(self) -> tuple[Any, str, bool]:
         """(client, model, whether the client is this call's own to close)."""
-        from verifiers.v1.context import current_run
+        from verifiers.v1.context import current_run, judges_answered_by_run
 
         run = current_run()
         cfg = self.config
+        check_model = judges_answered_by_run()
+        if run is not None and check_model is not None:  # vf validate: the scripted model answers
+            return run.client, check_model, False
         model = cfg.model or (run.model if run is not None else None)
         if cfg.base_url is None:
             if run is None:
