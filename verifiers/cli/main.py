@@ -256,6 +256,19 @@ def init_command(
     init_environment(name, path, force=force)
 
 
+# --------------------------------------------------------------------------------------- replay
+@app.command(
+    "replay",
+    add_help_option=False,  # the replay parser's own --help (shared with vf-replay)
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def replay_command(ctx: typer.Context) -> None:
+    """Re-score saved v1 traces (a run folder or its traces.jsonl) without calling the model."""
+    from verifiers.cli.replay_cmd import main as replay_main
+
+    replay_main(list(ctx.args))
+
+
 # ---------------------------------------------------------------------------------------- check
 @app.command("check")
 @guarded

@@ -143,14 +143,18 @@ def check_entry_points(pkg: PackageInfo, owner: str | None) -> list[str]:
 
 def check_importable(pkg: PackageInfo, *, timeout: float = 180.0) -> None:
     """Import the module in a fresh interpreter and check it defines the factory (``load_environment``
-    or the entry point's target)."""
+    or the entry point's target), or is a v1 package (one ``Taskset`` subclass in its ``__all__``,
+    which the v1 loader builds without a factory)."""
     search = [str(pkg.root / "src"), str(pkg.root)]
     code = (
         "import sys, importlib\n"
         f"sys.path[:0] = {search!r}\n"
-        f"f = importlib.import_module({pkg.module!r})\n"
+        f"m = f = importlib.import_module({pkg.module!r})\n"
         f"for part in {pkg.attr.split('.')!r}:\n"
         "    f = getattr(f, part, None)\n"
+        "if not callable(f) and 'verifiers.v1' in sys.modules:\n"
+        "    from verifiers.v1.loading import v1_taskset_class\n"
+        "    f = v1_taskset_class(m)\n"
         "sys.exit(0 if callable(f) else 3)\n"
     )
     try:

@@ -66,8 +66,6 @@ class V1Scorer:
         await asyncio.gather(*(self._score(st) for st in states))
 
     async def _score(self, state: State) -> None:
-        from verifiers.v1.errors import EnvError
-
         episode: Episode | None = state.get("_episode")
         finished = state.pop("_finished", [])
         try:
@@ -79,18 +77,29 @@ class V1Scorer:
                     await task.score(trace, runtime)
                     trace.timing.scoring.end = time.time()
                     trace.ok = not trace.errors
-            if not episode.errors:
-                try:
-                    await self.env.finalize(state["_task"], episode)
-                except (asyncio.CancelledError, KeyboardInterrupt):
-                    raise
-                except Exception as exc:
-                    episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"finalize: {exc}"))))
-            episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
+            await finalize_episode(self.env, state["_task"], episode)
         finally:
             await stop_runtimes(finished)
             if episode is not None:
                 fill_state(state, episode, self.env)
+
+
+FINALIZE_PREFIX = "finalize: "
+
+
+async def finalize_episode(env: Env, task: Task, episode: Episode) -> None:
+    """The env's ``finalize`` over a scored episode (skipped when the episode already failed); a
+    failure is an episode error (``finalize: ...``). Then the episode's standing (``ok``)."""
+    from verifiers.v1.errors import EnvError
+
+    if not episode.errors:
+        try:
+            await env.finalize(task, episode)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"{FINALIZE_PREFIX}{exc}"))))
+    episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
 
 
 async def stop_runtimes(finished: list[Any]) -> None:
