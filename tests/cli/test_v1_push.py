@@ -133,6 +133,15 @@ def test_v1_eval_push_reaches_the_leaderboard(hub, make_vf, tmp_path: Path) -> N
              "-o", str(tmp_path / "runs3"))  # fmt: skip
     assert res.code == 1 and "version 1.3.0 is installed" in res.err, res.text
     assert len(httpx.get(f"{hub.url}/api/v1/environments/vera/vera-sums/evals", timeout=30).json()) == 2
+    # a hub id that is not installed: refused, or installed from the hub with VF_AUTO_INSTALL=1
+    fresh = make_vf(None, venv=True)
+    with ScriptedServer(_sum) as srv:
+        args = ("eval", "vera/vera-sums@1.3.0", "-m", "m", "-b", srv.base_url, "-n", "2", "-o", str(tmp_path / "runs4"))
+        res = fresh(*args)
+        assert res.code == 1 and "VF_AUTO_INSTALL=1" in res.err, res.text
+        res = fresh(*args, VF_AUTO_INSTALL="1")
+        assert res.code == 0, res.text
+    assert fresh.python_run("import importlib.metadata as m; print(m.version('vera-sums'))").out.strip() == "1.3.0"
     # push needs a saved run
     res = vf("eval", "vera/vera-sums@1.3.0", "--no-save", "--push", "-m", "m", "-b", "http://127.0.0.1:9/v1")
     assert res.code == 1 and "push uploads the saved run" in res.err

@@ -338,6 +338,14 @@ def wants_v1(argv: list[str]) -> bool:
     if first is None or first.endswith(".py") or Path(first).exists():
         return False
     try:
+        from verifiers.ids import parse_env_id
+        from verifiers.utils.env_loading import resolve
+
+        if parse_env_id(first).owner:
+            resolve(first)  # a hub id: installed first when VF_AUTO_INSTALL=1, as either eval would
+    except Exception:
+        return False  # not installed (and not allowed to be): the classic eval says so, with the fix
+    try:
         from verifiers.v1.loading import v1_taskset_class
         from verifiers.v1.plugins import import_plugin
 
