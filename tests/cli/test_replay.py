@@ -221,3 +221,24 @@ def test_vf_replay_console_script(run, tmp_path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     first_two = [x["example_id"] for x in _lines(folder / "traces.jsonl")[:2]]
     assert [x["reward"] for x in _lines(_replayed(res))] == [0.0 if i == 2 else 1.0 for i in first_two]
+
+
+def test_a_multi_agent_run_rescores_each_trace_then_the_envs_finalize(run, tmp_path) -> None:
+    _, env = run
+    with ScriptedServer(_answer) as srv:
+        res = run_vf("eval", "rp-pairs", "-m", "scripted-model", "-b", srv.base_url, "-n", "2", "--env.id", "best-of-n",
+                     "--env.n", "2", "-o", str(tmp_path / "out"), "--run.dir", "bo", cwd=tmp_path, env=env)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    old = _lines(tmp_path / "out" / "bo" / "traces.jsonl")
+    assert all(len(x["traces"]) == 2 and x["traces"][0]["metrics"]["pass_at_n"] == 0.0 for x in old)
+    res = run_vf("replay", str(tmp_path / "out" / "bo"), "-o", str(tmp_path / "r"), cwd=tmp_path,
+                 env={**env, "RP_REWARD": "right"})  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    new = _lines(tmp_path / "r" / "traces.jsonl")
+    assert [x["env"]["id"] for x in new] == ["best-of-n", "best-of-n"]
+    for rec in new:  # the env's finalize saw the new rewards
+        assert [t["rewards"]["correct"]["score"] for t in rec["traces"]] == [1.0, 1.0]
+        assert all(t["metrics"]["pass_at_n"] == 1.0 and t["metrics"]["best"] == 1.0 for t in rec["traces"])
+        assert rec["reward"] == 1.0
+    res = run_vf("replay", str(tmp_path / "out" / "bo"), "-c", "100000", cwd=tmp_path, env=env)
+    assert res.returncode == 1 and "between 1 and 1024" in res.stderr

@@ -39,6 +39,8 @@ SAVED_CONFIG = Path("configs") / "eval.json"
 #: An episode line longer than this is refused unread (a hostile or corrupt file must not take
 #: the machine's memory); real episodes, token ids and logprobs included, are far smaller.
 MAX_LINE_BYTES = 64 * 1024 * 1024
+#: Episodes held and re-scored at once (each up to MAX_LINE_BYTES read).
+MAX_CONCURRENT = 1024
 
 
 @dataclass
@@ -367,8 +369,8 @@ def run_replay(path: Path, *, taskset: str | None = None, output: Path | None = 
 
     if limit is not None and limit < 0:
         raise UserError("-n/--num-episodes must be 0 or more")
-    if max_concurrent < 1:
-        raise UserError("-c/--max-concurrent must be at least 1")
+    if not 1 <= max_concurrent <= MAX_CONCURRENT:
+        raise UserError(f"-c/--max-concurrent must be between 1 and {MAX_CONCURRENT}")
     source = find_source(path)
     env_table = env_config_for(source, taskset, overrides or {})
     try:
