@@ -136,9 +136,8 @@ def test_a_fixed_reward_rescores_the_run_without_the_model(run) -> None:
     assert summary["not_rerun"] == ["reward in_box"]
     assert "avg reward" in res.stdout and "0.0000" in res.stdout and "0.7500" in res.stdout
     assert "reward in_box" in res.stdout and "skipped 1" in res.stdout
-    # the replay folder is itself a source: replaying it again (its own config) needs --taskset
-    res = run_vf("replay", str(out), "--taskset", "rp-pairs", "-o", str(out.parent / "again"), cwd=folder,
-                 env={**env, "RP_REWARD": "right"})  # fmt: skip
+    # the replay folder is itself a source, with the env config it used
+    res = run_vf("replay", str(out), "-o", str(out.parent / "again"), cwd=folder, env={**env, "RP_REWARD": "right"})
     assert res.returncode == 0, res.stdout + res.stderr
     assert [x["reward"] for x in _lines(out.parent / "again" / "traces.jsonl")] == [x["reward"] for x in new]
 

@@ -11,7 +11,8 @@ A trace whose rollout itself failed (a model, tool or setup error) has no finish
 is copied unchanged and counted as skipped. Scoring errors of the source run are dropped before
 scoring again, which is how a fixed reward function is applied to an old run.
 
-The taskset (and env) come from the run's ``configs/eval.json``, else ``--taskset ID``; dotted
+The taskset (and env) come from the run's ``configs/eval.json`` (a replay's output: its
+``configs/replay.json``), else ``--taskset ID``; dotted
 flags (``--taskset.task.rewards.correct.weight 2``, ``--env.n 4``) adjust that config. The input is
 never written to: the re-scored episodes go to a new folder (default
 ``<run>/replays/<UTC stamp>/``) as ``traces.jsonl`` (written to a temporary name and renamed when
@@ -36,6 +37,7 @@ from verifiers.cli.errors import UserError
 
 TRACES_FILE = "traces.jsonl"  # verifiers.v1.rollout.TRACES_FILE (not imported: it loads the engine)
 SAVED_CONFIG = Path("configs") / "eval.json"
+REPLAY_CONFIG = Path("configs") / "replay.json"  # {"env": the env table a replay used, "source": ...}
 #: An episode line longer than this is refused unread (a hostile or corrupt file must not take
 #: the machine's memory); real episodes, token ids and logprobs included, are far smaller.
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -63,7 +65,8 @@ def find_source(path: Path) -> Source:
         raise UserError(f"{path} does not exist")
     run_dir = traces.parent
     source = Source(traces=traces, run_dir=run_dir)
-    for name, attr in ((SAVED_CONFIG, "saved"), (Path("metadata.json"), "metadata")):
+    saved = SAVED_CONFIG if (run_dir / SAVED_CONFIG).is_file() else REPLAY_CONFIG  # a replay's own output
+    for name, attr in ((saved, "saved"), (Path("metadata.json"), "metadata")):
         file = run_dir / name
         if file.is_file():
             try:
@@ -380,7 +383,7 @@ def run_replay(path: Path, *, taskset: str | None = None, output: Path | None = 
     out = output_folder(source, output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "configs").mkdir(exist_ok=True)
-    (out / "configs" / "replay.json").write_text(json.dumps({"env": env_table, "source": str(source.traces)}, indent=2, default=str))
+    (out / REPLAY_CONFIG).write_text(json.dumps({"env": env_table, "source": str(source.traces)}, indent=2, default=str))
     summary = Summary(source=str(source.traces), output=str(out / TRACES_FILE), taskset=str(env.config.taskset.id), env=env.env_id)
     part = out / f".{TRACES_FILE}.part"
     from verifiers.v1.scoring import shutdown_hook_pool
