@@ -83,22 +83,31 @@ class V1Scorer:
                 fill_state(state, episode, self.env)
 
     async def _score_episode(self, state: State, episode: Episode, finished: list[Any]) -> None:
-        from verifiers.v1.errors import EnvError
-
         for trace, (task, runtime) in finished:
             if trace.ok:
                 trace.timing.scoring.start = time.time()
                 await task.score(trace, runtime)
                 trace.timing.scoring.end = time.time()
                 trace.ok = not trace.errors
-        if not episode.errors:
-            try:
-                await self.env.finalize(state["_task"], episode)
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                raise
-            except Exception as exc:
-                episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"finalize: {exc}"))))
-        episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
+        await finalize_episode(self.env, state["_task"], episode)
+
+
+FINALIZE_PREFIX = "finalize: "
+
+
+async def finalize_episode(env: Env, task: Task, episode: Episode) -> None:
+    """The env's ``finalize`` over a scored episode (skipped when the episode already failed); a
+    failure is an episode error (``finalize: ...``). Then the episode's standing (``ok``)."""
+    from verifiers.v1.errors import EnvError
+
+    if not episode.errors:
+        try:
+            await env.finalize(task, episode)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"{FINALIZE_PREFIX}{exc}"))))
+    episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
 
 
 async def stop_runtimes(finished: list[Any]) -> None:

@@ -50,6 +50,16 @@ def hook_pool() -> DaemonThreadPool:
         return _pool
 
 
+def shutdown_hook_pool() -> None:
+    """Let the hook pool's idle threads end (a command calls it when its runs are over, so the
+    interpreter does not wait on them at exit); the next hook makes a new pool."""
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 class HookError(Exception):
     """A hook that failed: raised, timed out, asked for an unknown argument or returned a non-number."""
 
@@ -179,6 +189,24 @@ def check_score(kind: str, name: str, value: Any) -> dict[str, float] | float:
     return number(name, value)
 
 
+def needs_runtime(fn: Callable[..., Any]) -> bool:
+    """Whether a scoring hook cannot run without the rollout's runtime (a required ``runtime``
+    parameter): offline scoring (``vf replay``) skips it."""
+    p = inspect.signature(fn).parameters.get("runtime")
+    return p is not None and p.default is p.empty
+
+
+SCORING_KINDS = ("metric", "reward", "judge")
+
+
+def is_scoring_error(error: Any) -> bool:
+    """Whether a recorded trace error (``trace.errors[i]``) came from scoring (a metric, reward or
+    judge hook, as :func:`score_task` records them) rather than from the rollout itself."""
+    if getattr(error, "type", None) not in ("HookError", "HookTimeout", "InvalidScore"):
+        return False
+    return str(getattr(error, "message", "")).startswith(tuple(f"{k} " for k in SCORING_KINDS))
+
+
 async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: float | None = None) -> None:
     """Run ``task``'s metrics and rewards on ``trace`` and record them (all concurrently).
 
@@ -193,13 +221,9 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
     if runtime is not None:
         available["runtime"] = runtime
 
-    def wants_runtime(fn: Callable[..., Any]) -> bool:
-        p = inspect.signature(fn).parameters.get("runtime")
-        return p is not None and p.default is p.empty
-
     hooks = [("metric", fn) for fn in task.hooks("metric")] + [("reward", fn) for fn in task.hooks("reward")]
     if runtime is None:
-        hooks = [(k, fn) for k, fn in hooks if not wants_runtime(fn)]
+        hooks = [(k, fn) for k, fn in hooks if not needs_runtime(fn)]
     for kind, fn in hooks:
         (trace.metrics if kind == "metric" else trace.rewards).setdefault(fn.__name__, None)
         (trace.metrics if kind == "metric" else trace.rewards)[fn.__name__] = None
@@ -212,7 +236,7 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         except Exception as exc:  # a judge that cannot be built: its reward stays unscored
             errors.append(HookError("judge", config.key, f"could not be loaded: {type(exc).__name__}: {exc}", cause_type=type(exc).__name__))
     if runtime is None:
-        judges = [j for j in judges if not wants_runtime(j.score)]
+        judges = [j for j in judges if not needs_runtime(j.score)]
 
     async def one(kind: str, fn: Callable[..., Any]) -> None:
         name = fn.__name__
