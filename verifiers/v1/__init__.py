@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from verifiers.v1.state import State, StateT
     from verifiers.v1.task import Artifact, Task, TaskData, TaskResources, TaskTimeout, WireTaskData
     from verifiers.v1.taskset import Taskset
+    from verifiers.v1.toolsets import SharedToolsetConfig, Toolset, ToolsetConfig
     from verifiers.v1.trace import (
         TRACE_VERSION,
         ACPInfo,
@@ -143,6 +144,9 @@ _LAZY: dict[str, str] = {
     "TaskTimeout": "verifiers.v1.task:TaskTimeout",
     "Artifact": "verifiers.v1.task:Artifact",
     "Taskset": "verifiers.v1.taskset:Taskset",
+    "Toolset": "verifiers.v1.toolsets.toolset:Toolset",
+    "ToolsetConfig": "verifiers.v1.toolsets.toolset:ToolsetConfig",
+    "SharedToolsetConfig": "verifiers.v1.toolsets.toolset:SharedToolsetConfig",
     "MessageNode": "verifiers.v1.graph:MessageNode",
     "ParentLink": "verifiers.v1.graph:ParentLink",
     "SemanticEdge": "verifiers.v1.graph:SemanticEdge",
@@ -302,6 +306,7 @@ __all__ = [
     "SemanticEdge",
     "SemanticEdgeSet",
     "SharedTasksetConfig",
+    "SharedToolsetConfig",
     "SingleAgentEnv",
     "SingleAgentEnvConfig",
     "State",
@@ -324,6 +329,8 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolMessage",
+    "Toolset",
+    "ToolsetConfig",
     "ToolsetError",
     "Trace",
     "TraceTask",

@@ -5,7 +5,8 @@ engine's scoring stage, and each episode is one line of ``traces.jsonl``.
   ``run_episode`` and whose :class:`V1Scorer` scores each trace (``verifiers.v1.scoring``, with
   its runtime still up), runs the env's ``finalize`` and only then stops the runtimes.
 * :func:`run_v1`: tasks x rollouts through :func:`~verifiers.engine.run_groups`, which owns
-  concurrency, timeouts, error records, streaming, resume and the summary.
+  concurrency, timeouts, error records, streaming, resume and the summary. The taskset's shared
+  toolsets (``Taskset.toolsets``) are one server each for the run, closed at its end.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from verifiers.engine import GroupPlan, RolloutPlan, RunConfig, run_groups
 from verifiers.v1.agents import RunContext
 from verifiers.v1.episode import EnvInfo, Episode
+from verifiers.v1.toolsets.client import SharedToolsets, finish
 from verifiers.v1.trace import Error, TraceTask
 
 if TYPE_CHECKING:
@@ -155,9 +157,12 @@ def episode_record(state: State) -> dict[str, Any]:
     return record
 
 
-def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None = None, clients: dict[str, Any] | None = None) -> GroupPlan:
+def group_plan(
+    env: Env, proxy: Any = None, *, max_concurrent_agents: int | None = None, clients: dict[str, Any] | None = None,
+    toolsets: SharedToolsets | None = None,
+) -> GroupPlan:  # fmt: skip
     """``clients``: the run's per-role model clients (a role's own ``client``), shared by every
-    episode and closed by the caller."""
+    episode and closed by the caller; ``toolsets``: the taskset's shared toolsets, likewise."""
     role_clients = clients if clients is not None else {}
 
     def init_state(row: Mapping[str, Any], client: Any, model: str, sampling_args: Mapping[str, Any]) -> State:
@@ -170,7 +175,7 @@ def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None
     async def play(state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
         limit = max_concurrent_agents if max_concurrent_agents is not None else getattr(env.config, "max_concurrent_agents", None)
         run_ctx = RunContext(client=client, model=model, sampling=dict(sampling_args), proxy=proxy,
-                             gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients)  # fmt: skip
+                             gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients, toolsets=toolsets)  # fmt: skip
         episode, finished = await env.run_episode(state["_task"], run_ctx)
         state["_episode"], state["_finished"] = episode, finished
         state["is_completed"] = True
@@ -204,10 +209,13 @@ async def run_v1(
         record=episode_record, results_file=TRACES_FILE, keep_on_resume=lambda rec: bool(rec.get("complete")),
     )  # fmt: skip
     clients: dict[str, Any] = {}
+    taskset = env.taskset
+    shared = SharedToolsets(lambda: taskset.toolsets(taskset.config))
     await env.start()
     try:
-        return await run_groups(group_plan(env, proxy, clients=clients), groups, client, config)
+        return await run_groups(group_plan(env, proxy, clients=clients, toolsets=shared), groups, client, config)
     finally:
+        await finish(shared.close())  # the shared tool servers end with the run
         await proxy.close()
         for role_client in clients.values():
             with contextlib.suppress(Exception):

@@ -1,0 +1,248 @@
+"""MCP toolsets end to end: real server processes (the ``mcp`` package's FastMCP over stdio, or
+streamable HTTP / SSE at a URL), the v1 taskset ``vf-mcp-tools`` run by ``run_v1`` against the
+scripted loopback model server, which calls the tools. No server process outlives its run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.support.services import free_port, wait_for_port
+from verifiers.clients import ModelClient
+from verifiers.testing.scripted import ScriptedServer, reply, tool_call, tool_calls
+from verifiers.v1.env import load_environment
+from verifiers.v1.errors import ToolsetError
+from verifiers.v1.rollout import run_v1
+
+pytest.importorskip("mcp", reason="the toolset tests need the mcp package (verifiers[compat])")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in "ZX"
+
+
+def _our_tool_servers() -> list[int]:
+    """Live children of this process that are toolset servers."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            ppid = int((entry / "stat").read_text().rsplit(") ", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and b"verifiers.v1.toolsets" in cmdline and _alive(int(entry.name)):
+            out.append(int(entry.name))
+    return out
+
+
+def _numbers(req) -> tuple[int, int]:
+    first_user = next(m for m in req.messages if m["role"] == "user")
+    a, b = re.search(r"(\d+) \+ (\d+)", first_user["content"]).groups()
+    return int(a), int(b)
+
+
+def _last_tool(req) -> dict | None:
+    last = req.messages[-1]
+    return last if last["role"] == "tool" else None
+
+
+async def _run(config: dict, script, **kw):
+    env = load_environment(config)
+    async with ScriptedServer(script) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            out = await run_v1(env, list(env.taskset), client, model="scripted-model", **kw)
+        finally:
+            await client.aclose()
+    return out, [st["_episode"].traces[0] for st in out.state if st.get("_episode") is not None]
+
+
+async def test_a_per_rollout_server_answers_and_the_reward_uses_it() -> None:
+    seen_tools = []
+
+    def script(req):
+        tool = _last_tool(req)
+        a, b = _numbers(req)
+        if tool is None:
+            seen_tools.append(sorted(t["function"]["name"] for t in req.tools))
+            return tool_calls(tool_call("calc_whoami", {}, id="who"))
+        if tool["tool_call_id"] == "who":
+            return tool_calls(tool_call("calc_chatty", {}, id="chat"))
+        if tool["tool_call_id"] == "chat":
+            return tool_calls(tool_call("calc_add", {"a": a, "b": b}, id="add"))
+        return reply(tool["content"])  # the server's sum is the answer
+
+    out, traces = await _run({"taskset": {"id": "vf-mcp-tools", "n": 3}}, script)
+    assert [st["reward"] for st in out.state] == [1.0, 1.0, 1.0] and out["metadata"]["num_errors"] == 0
+    assert seen_tools[0] == ["calc_add", "calc_boom", "calc_chatty", "calc_hang", "calc_hang_async", "calc_whoami"]
+    pids = []
+    for trace in traces:
+        who, chatty, added = (m.content for m in trace.tool_messages)
+        pid, task = who.split()
+        assert task == f"{trace.task.data.a}+{trace.task.data.b}"  # setup_task got this rollout's task
+        assert chatty == "still fine"  # a print() in a tool does not corrupt the stdio stream
+        assert added == str(trace.task.data.a + trace.task.data.b)
+        assert trace.rewards["correct"].score == 1.0 and trace.ok
+        pids.append(int(pid))
+    assert len(set(pids)) == 3  # one server process per rollout
+    assert not any(_alive(p) for p in pids) and _our_tool_servers() == []
+
+
+async def test_a_shared_server_is_one_process_with_each_rollouts_own_state() -> None:
+    def script(req):
+        tool = _last_tool(req)
+        a, b = _numbers(req)
+        if tool is None:
+            return tool_calls(tool_call("ledger_record", {"item": f"{a}-first"}, id="r1"))
+        if tool["tool_call_id"] == "r1":
+            return tool_calls(tool_call("ledger_record", {"item": f"{a}-second"}, id="r2"))
+        if tool["tool_call_id"] == "r2":
+            return tool_calls(tool_call("calc_add", {"a": a, "b": b}, id="add"))
+        return reply(tool["content"])
+
+    config = {"taskset": {"id": "vf-mcp-tools", "n": 2, "shared": True}}
+    out, traces = await _run(config, script, num_rollouts=3, max_concurrent=6)
+    assert len(traces) == 6 and all(st["reward"] == 1.0 for st in out.state)
+    ledger_pids = set()
+    for trace in traces:
+        a = trace.task.data.a
+        # each rollout saw only its own items, though all six used one server at once
+        assert trace.state.items == [f"{a}-first", f"{a}-second"]
+        assert trace.metrics["ledger"] == 2.0
+        assert [m.content for m in trace.tool_messages[:2]] == [f"1 items: {a}-first", f"2 items: {a}-first,{a}-second"]
+        ledger_pids.update(trace.state.pids)
+    assert len(ledger_pids) == 1  # one shared server for the whole run
+    (pid,) = ledger_pids
+    assert not _alive(pid) and _our_tool_servers() == []  # closed at the run's end
+
+
+SERVER = textwrap.dedent(
+    """
+    import sys
+    from mcp.server.fastmcp import FastMCP
+
+    server = FastMCP("remote", host="127.0.0.1", port=int(sys.argv[1]), log_level="WARNING")
+
+    @server.tool()
+    def add(a: int, b: int) -> str:
+        \"\"\"Add two integers.\"\"\"
+        return str(a + b)
+
+    server.run(sys.argv[2])
+    """
+)
+
+
+@pytest.mark.parametrize(("transport", "path"), [("streamable-http", "/mcp"), ("sse", "/sse")])
+async def test_a_url_toolset_reaches_a_server_already_running(tmp_path, transport, path) -> None:
+    script_file = tmp_path / "server.py"
+    script_file.write_text(SERVER)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(script_file), str(port), transport], stderr=subprocess.PIPE)
+    try:
+        wait_for_port("127.0.0.1", port, 60, proc)
+
+        def script(req):
+            tool = _last_tool(req)
+            if tool is None:
+                assert [t["function"]["name"] for t in req.tools] == ["remote_add"]
+                a, b = _numbers(req)
+                return tool_calls(tool_call("remote_add", {"a": a, "b": b}, id="add"))
+            return reply(tool["content"])
+
+        config = {"taskset": {"id": "vf-mcp-tools", "n": 2, "task": {"url": f"http://127.0.0.1:{port}{path}"}}}
+        out, traces = await _run(config, script)
+        assert [st["reward"] for st in out.state] == [1.0, 1.0]
+        assert [t.tool_messages[0].content for t in traces] == ["10", "12"]
+        assert proc.poll() is None  # not ours to stop
+        assert _our_tool_servers() == []  # nothing was launched
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_a_tool_that_raises_is_the_models_to_read_and_a_hang_is_a_recorded_error() -> None:
+    pids = {}
+
+    def script(req):
+        tool = _last_tool(req)
+        a, _ = _numbers(req)
+        if tool is None:
+            return tool_calls(tool_call("calc_boom", {}, id="boom"))
+        if tool["tool_call_id"] == "boom":
+            assert tool["content"].startswith("error: ") and "the calculator broke" in tool["content"]
+            return tool_calls(tool_call("calc_whoami", {}, id="who"))
+        pids[a] = int(tool["content"].split()[0])
+        return tool_calls(tool_call("calc_hang" if a == 0 else "calc_hang_async", {}, id="hang"))
+
+    config = {"taskset": {"id": "vf-mcp-tools", "n": 2}, "agent": {"harness": {"id": "null", "tool_timeout": 1}}}
+    out, traces = await _run(config, script)
+    assert len(out.state) == 2  # the run went on to its end
+    for st, trace in zip(out.state, traces, strict=True):
+        (noted,) = trace.info["tool_errors"]
+        assert noted["tool"] == "calc_boom" and "the calculator broke" in noted["message"]
+        assert "error: " in trace.tool_messages[0].content  # what the model read
+        (error,) = trace.errors
+        name = "calc_hang" if trace.task.data.a == 0 else "calc_hang_async"
+        assert error.type == "ToolsetError" and error.message == f"tool {name!r} did not finish within 1 s"
+        assert trace.stop_condition == "toolset_error" and not trace.ok
+        assert st["error"]["type"] == "ToolsetError"
+    assert len(pids) == 2 and not any(_alive(p) for p in pids.values()) and _our_tool_servers() == []
+
+
+async def test_a_cancelled_rollout_closes_its_server() -> None:
+    pids = []
+
+    def script(req):
+        tool = _last_tool(req)
+        if tool is None:
+            return tool_calls(tool_call("calc_whoami", {}, id="who"))
+        pids.append(int(tool["content"].split()[0]))
+        return tool_calls(tool_call("calc_hang_async", {}, id="hang"))
+
+    out, _ = await _run({"taskset": {"id": "vf-mcp-tools", "n": 1}}, script, timeout=8)
+    (state,) = out.state
+    assert state["error"] is not None and "timeout" in json.dumps(state["error"]).lower()
+    assert len(pids) == 1 and not _alive(pids[0]) and _our_tool_servers() == []
+
+
+async def test_a_server_that_fails_to_start_is_the_rollouts_error_with_its_stderr() -> None:
+    out, traces = await _run({"taskset": {"id": "vf-mcp-tools", "n": 1, "task": {"broken": True}}}, lambda req: reply("x"))
+    (trace,) = traces
+    (error,) = trace.errors
+    assert error.type == "ToolsetError" and "failed to start" in error.message
+    assert "no index on this machine" in error.message  # the tail of the server's stderr
+    assert trace.calls == [] and _our_tool_servers() == []  # the model was never called
+
+
+def test_a_toolset_class_a_server_cannot_import_is_refused_in_one_line() -> None:
+    import verifiers.v1 as vf
+    from verifiers.v1.toolsets.client import launched
+
+    class Local(vf.Toolset[vf.ToolsetConfig]):
+        pass
+
+    with pytest.raises(ToolsetError, match="module-level class of an importable module"):
+        launched(Local(vf.ToolsetConfig()), cwd=".", env={})
+
+
+def test_without_the_mcp_package_the_error_says_how_to_get_it(monkeypatch) -> None:
+    from verifiers.v1.toolsets.client import MISSING_MCP, require_mcp
+
+    monkeypatch.setitem(sys.modules, "mcp.client.stdio", None)  # what a missing package looks like
+    with pytest.raises(ToolsetError) as info:
+        require_mcp()
+    assert str(info.value) == MISSING_MCP and "verifiers[compat]" in MISSING_MCP
