@@ -146,32 +146,38 @@ SERVER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize(("transport", "path"), [("streamable-http", "/mcp"), ("sse", "/sse")])
-async def test_a_url_toolset_reaches_a_server_already_running(tmp_path, transport, path) -> None:
+@pytest.fixture(params=[("streamable-http", "/mcp"), ("sse", "/sse")], ids=["streamable-http", "sse"])
+def remote_server(request, tmp_path):
+    """A FastMCP server of its own on 127.0.0.1 (the given transport); its URL."""
+    transport, path = request.param
     script_file = tmp_path / "server.py"
     script_file.write_text(SERVER)
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(script_file), str(port), transport], stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, str(script_file), str(port), transport], stderr=subprocess.DEVNULL)
     try:
         wait_for_port("127.0.0.1", port, 60, proc)
-
-        def script(req):
-            tool = _last_tool(req)
-            if tool is None:
-                assert [t["function"]["name"] for t in req.tools] == ["remote_add"]
-                a, b = _numbers(req)
-                return tool_calls(tool_call("remote_add", {"a": a, "b": b}, id="add"))
-            return reply(tool["content"])
-
-        config = {"taskset": {"id": "vf-mcp-tools", "n": 2, "task": {"url": f"http://127.0.0.1:{port}{path}"}}}
-        out, traces = await _run(config, script)
-        assert [st["reward"] for st in out.state] == [1.0, 1.0]
-        assert [t.tool_messages[0].content for t in traces] == ["10", "12"]
-        assert proc.poll() is None  # not ours to stop
-        assert _our_tool_servers() == []  # nothing was launched
+        yield f"http://127.0.0.1:{port}{path}", proc
     finally:
         proc.kill()
         proc.wait()
+
+
+async def test_a_url_toolset_reaches_a_server_already_running(remote_server) -> None:
+    url, proc = remote_server
+
+    def script(req):
+        tool = _last_tool(req)
+        if tool is None:
+            assert [t["function"]["name"] for t in req.tools] == ["remote_add"]
+            a, b = _numbers(req)
+            return tool_calls(tool_call("remote_add", {"a": a, "b": b}, id="add"))
+        return reply(tool["content"])
+
+    out, traces = await _run({"taskset": {"id": "vf-mcp-tools", "n": 2, "task": {"url": url}}}, script)
+    assert [st["reward"] for st in out.state] == [1.0, 1.0]
+    assert [t.tool_messages[0].content for t in traces] == ["10", "12"]
+    assert proc.poll() is None  # not ours to stop
+    assert _our_tool_servers() == []  # nothing was launched
 
 
 async def test_a_tool_that_raises_is_the_models_to_read_and_a_hang_is_a_recorded_error() -> None:
@@ -220,7 +226,7 @@ async def test_a_cancelled_rollout_closes_its_server() -> None:
 
 
 async def test_a_server_that_fails_to_start_is_the_rollouts_error_with_its_stderr() -> None:
-    out, traces = await _run({"taskset": {"id": "vf-mcp-tools", "n": 1, "task": {"broken": True}}}, lambda req: reply("x"))
+    _, traces = await _run({"taskset": {"id": "vf-mcp-tools", "n": 1, "task": {"broken": True}}}, lambda req: reply("x"))
     (trace,) = traces
     (error,) = trace.errors
     assert error.type == "ToolsetError" and "failed to start" in error.message

@@ -25,7 +25,6 @@ _HARNESS = "ACP harnesses and harness sessions: after issue 19 step 5 (null/bash
 _RUNTIME = "runtime processes, artifact collection: after issue 19 step 6 (subprocess and the container configs are here)"
 _CLIENT = "model clients of the v1 agents: come with the env/harness layer (step 4/5) over our ModelClient"
 _JUDGE = "judges: issue 19 step 8"
-_TOOLSET = "MCP toolsets: issue 19 step 7"
 _SERVE = "env servers and their pools: the env-server issue (the wire shapes are here: verifiers.v1.wire)"
 _SCORE = "scoring helpers of the original's built-in tasksets: come with the judges (step 8)"
 _GIT = "patch capture from a runtime's git checkout: comes with the runtime layer (step 6)"
@@ -51,7 +50,6 @@ REASONS: dict[str, str] = {
          "parse_judge_choice"),
         _JUDGE,
     ),
-    **dict.fromkeys(("Toolset", "ToolsetConfig", "SharedToolsetConfig"), _TOOLSET),
     **dict.fromkeys(("ServeConfig", "StaticPoolConfig", "ElasticPoolConfig", "pool_serve_kwargs"), _SERVE),
     **dict.fromkeys(
         ("compare_stdout_results", "extract_boxed_answer", "parse_pytest_outcomes", "read_answer_file_or_last_reply", "verify_boxed_math_answer"),
@@ -80,7 +78,8 @@ SHAPES = [
     ("verifiers.v1.serve.delta", "DeltaStreamer"), ("verifiers.v1.serve.delta", "TraceSummary"),
     ("verifiers.v1.serve.types", "RunRequest"), ("verifiers.v1.serve.types", "RunResponse"),
     ("verifiers.v1.serve.types", "CancelRequest"), ("verifiers.v1.serve.types", "CancelResponse"),
-    ("verifiers.v1.serve.types", "BaseResponse"),
+    ("verifiers.v1.serve.types", "BaseResponse"), ("verifiers.v1.mcp.toolset", "Toolset"),
+    ("verifiers.v1.mcp.toolset", "ToolsetConfig"), ("verifiers.v1.mcp.toolset", "SharedToolsetConfig"),
 ]  # fmt: skip
 SHAPE_REASONS: dict[tuple[str, str], str] = {
     ("Task", "plugged_judges"): _JUDGE,
