@@ -32,6 +32,10 @@ def _alive(pid: int) -> bool:
     return state not in "ZX"
 
 
+def _exists(path: str) -> bool:
+    return Path(path).exists()
+
+
 def _our_tool_servers() -> list[int]:
     """Live children of this process that are toolset servers."""
     out = []
@@ -88,17 +92,32 @@ async def test_a_per_rollout_server_answers_and_the_reward_uses_it() -> None:
     out, traces = await _run({"taskset": {"id": "vf-mcp-tools", "n": 3}}, script)
     assert [st["reward"] for st in out.state] == [1.0, 1.0, 1.0] and out["metadata"]["num_errors"] == 0
     assert seen_tools[0] == ["calc_add", "calc_boom", "calc_chatty", "calc_hang", "calc_hang_async", "calc_whoami"]
-    pids = []
+    pids, folders = [], []
     for trace in traces:
         who, chatty, added = (m.content for m in trace.tool_messages)
-        pid, task = who.split()
+        pid, task, cwd = who.split(maxsplit=2)
         assert task == f"{trace.task.data.a}+{trace.task.data.b}"  # setup_task got this rollout's task
+        assert cwd != trace.agent.runtime["workdir"]  # not colocated: a folder of its own
+        folders.append(cwd)
         assert chatty == "still fine"  # a print() in a tool does not corrupt the stdio stream
         assert added == str(trace.task.data.a + trace.task.data.b)
         assert trace.rewards["correct"].score == 1.0 and trace.ok
         pids.append(int(pid))
-    assert len(set(pids)) == 3  # one server process per rollout
+    assert len(set(pids)) == 3 and len(set(folders)) == 3  # one server process per rollout
     assert not any(_alive(p) for p in pids) and _our_tool_servers() == []
+    assert not any(map(_exists, folders))  # their folders went with them
+
+
+async def test_a_colocated_server_runs_in_the_rollouts_folder() -> None:
+    def script(req):
+        tool = _last_tool(req)
+        return tool_calls(tool_call("calc_whoami", {}, id="who")) if tool is None else reply(tool["content"])
+
+    _, traces = await _run({"taskset": {"id": "vf-mcp-tools", "n": 1, "task": {"colocated": True}}}, script)
+    (trace,) = traces
+    pid, _, cwd = trace.tool_messages[0].content.split(maxsplit=2)
+    assert cwd == trace.agent.runtime["workdir"]
+    assert not _alive(int(pid))
 
 
 async def test_a_shared_server_is_one_process_with_each_rollouts_own_state() -> None:
@@ -252,3 +271,52 @@ def test_without_the_mcp_package_the_error_says_how_to_get_it(monkeypatch) -> No
     with pytest.raises(ToolsetError) as info:
         require_mcp()
     assert str(info.value) == MISSING_MCP and "verifiers[compat]" in MISSING_MCP
+
+
+def _processes_marked(mark: str) -> list[int]:
+    """Live processes (anywhere, reparented or not) whose environment carries ``mark``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if mark.encode() in (entry / "environ").read_bytes() and _alive(int(entry.name)):
+                    out.append(int(entry.name))
+            except OSError:
+                continue
+    return out
+
+
+def test_vf_eval_runs_shared_and_per_rollout_toolsets_and_leaves_no_server(tmp_path) -> None:
+    import uuid
+
+    from tests.cli.helpers import REPO, run_vf
+    from tests.v1.conftest import PACKAGES
+
+    def script(req):
+        tool = _last_tool(req)
+        a, b = _numbers(req)
+        if tool is None:
+            return tool_calls(tool_call("ledger_record", {"item": str(a)}, id="rec"))
+        if tool["tool_call_id"] == "rec":
+            return tool_calls(tool_call("calc_add", {"a": a, "b": b}, id="add"))
+        return reply(tool["content"])
+
+    mark = f"VF_TEST_MARK={uuid.uuid4().hex}"
+    with ScriptedServer(script) as srv:
+        res = run_vf(
+            "eval", "vf-mcp-tools", "-m", "scripted-model", "-b", srv.base_url, "-n", "2", "-r", "2",
+            "--env.taskset.shared", "true", "-o", str(tmp_path / "o"), cwd=tmp_path,
+            env={"PYTHONPATH": f"{REPO}{os.pathsep}{PACKAGES}", mark.split("=")[0]: mark.split("=")[1]},
+        )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    (run,) = (tmp_path / "o").iterdir()
+    lines = [json.loads(x) for x in (run / "traces.jsonl").read_text().splitlines()]
+    assert len(lines) == 4 and all(x["reward"] == 1.0 and x["error"] is None for x in lines)
+    for line in lines:
+        (trace,) = line["traces"]
+        a, b = trace["task"]["data"]["a"], trace["task"]["data"]["b"]
+        tool_texts = [n["message"]["content"] for n in trace["nodes"] if n["message"]["role"] == "tool"]
+        assert tool_texts == [f"1 items: {a}", str(a + b)]  # each rollout's own ledger, the server's sum
+        assert trace["metrics"]["ledger"] == 1.0
+        assert {t["name"] for t in trace["tools"]} >= {"calc_add", "ledger_record"}
+    assert _processes_marked(mark) == []  # no tool server outlived `vf eval`

@@ -37,8 +37,8 @@ class CalcToolset(vf.Toolset[vf.ToolsetConfig]):
 
     @vf.tool
     async def whoami(self) -> str:
-        """This server's process id and the task it was set up for."""
-        return f"{os.getpid()} {self.task.a}+{self.task.b}"
+        """This server's process id, the task it was set up for, and its working folder."""
+        return f"{os.getpid()} {self.task.a}+{self.task.b} {os.getcwd()}"
 
     @vf.tool
     def boom(self) -> str:
@@ -96,6 +96,8 @@ class SumTaskConfig(vf.TaskConfig):
     """Reach the MCP server at this URL instead of starting ``calc`` servers."""
     broken: bool = False
     """Start a server that fails instead."""
+    colocated: bool = False
+    """Run the ``calc`` server in the rollout's own working folder."""
 
 
 class SumTask(vf.Task[SumData, LedgerState, SumTaskConfig]):
@@ -113,7 +115,7 @@ class SumTask(vf.Task[SumData, LedgerState, SumTaskConfig]):
             return [RemoteToolset(vf.ToolsetConfig(url=config.url))]
         if config.broken:
             return [BrokenToolset(vf.ToolsetConfig())]
-        return [CalcToolset(vf.ToolsetConfig())]
+        return [CalcToolset(vf.ToolsetConfig(colocated=config.colocated))]
 
 
 class SumConfig(vf.TasksetConfig):
