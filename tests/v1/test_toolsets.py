@@ -91,7 +91,7 @@ async def test_a_per_rollout_server_answers_and_the_reward_uses_it() -> None:
 
     out, traces = await _run({"taskset": {"id": "vf-mcp-tools", "n": 3}}, script)
     assert [st["reward"] for st in out.state] == [1.0, 1.0, 1.0] and out["metadata"]["num_errors"] == 0
-    assert seen_tools[0] == ["calc_add", "calc_boom", "calc_chatty", "calc_hang", "calc_hang_async", "calc_whoami"]
+    assert seen_tools[0] == ["calc_add", "calc_big", "calc_boom", "calc_chatty", "calc_hang", "calc_hang_async", "calc_whoami"]
     pids, folders = [], []
     for trace in traces:
         who, chatty, added = (m.content for m in trace.tool_messages)
@@ -200,7 +200,7 @@ async def test_a_url_toolset_reaches_a_server_already_running(remote_server) -> 
 
 
 async def test_a_tool_that_raises_is_the_models_to_read_and_a_hang_is_a_recorded_error() -> None:
-    pids = {}
+    pids, sizes = {}, []
 
     def script(req):
         tool = _last_tool(req)
@@ -209,6 +209,10 @@ async def test_a_tool_that_raises_is_the_models_to_read_and_a_hang_is_a_recorded
             return tool_calls(tool_call("calc_boom", {}, id="boom"))
         if tool["tool_call_id"] == "boom":
             assert tool["content"].startswith("error: ") and "the calculator broke" in tool["content"]
+            return tool_calls(tool_call("calc_big", {"n": 250_000}, id="big"))
+        if tool["tool_call_id"] == "big":
+            sizes.append(len(tool["content"]))
+            assert tool["content"].endswith("[... 150000 more characters cut]")  # a huge result is capped
             return tool_calls(tool_call("calc_whoami", {}, id="who"))
         pids[a] = int(tool["content"].split()[0])
         return tool_calls(tool_call("calc_hang" if a == 0 else "calc_hang_async", {}, id="hang"))
@@ -226,6 +230,7 @@ async def test_a_tool_that_raises_is_the_models_to_read_and_a_hang_is_a_recorded
         assert trace.stop_condition == "toolset_error" and not trace.ok
         assert st["error"]["type"] == "ToolsetError"
     assert len(pids) == 2 and not any(_alive(p) for p in pids.values()) and _our_tool_servers() == []
+    assert len(sizes) == 2 and all(100_000 < n < 100_100 for n in sizes)
 
 
 async def test_a_cancelled_rollout_closes_its_server() -> None:

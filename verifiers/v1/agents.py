@@ -280,7 +280,11 @@ class Agent:
         from verifiers.v1.toolsets.toolset import Toolset
 
         task, trace, harness = it.task, it.trace, self.harness
-        declared = list(task.toolsets(task.config))
+        try:
+            declared = list(task.toolsets(task.config))
+        except Exception as exc:
+            trace.record_error(ToolsetError(f"Task.toolsets(): {type(exc).__name__}: {exc}"))
+            return
         own = [t for t in declared if isinstance(t, Toolset)]
         tools: dict[str, Any] = tool_functions(task, *(t for t in declared if not isinstance(t, Toolset)))
         if harness.IN_PROCESS:

@@ -161,7 +161,10 @@ class Connection:
             raise self._failure("is not running")
         meta = None
         if self.stateful and state is not None:
-            meta = {STATE_META_KEY: state.model_dump(mode="json", exclude=set(STATE_EXCLUDE))}
+            try:
+                meta = {STATE_META_KEY: state.model_dump(mode="json", exclude=set(STATE_EXCLUDE))}
+            except Exception as exc:
+                raise ToolsetError(f"the rollout's {type(state).__name__} cannot be sent to tool server {self.name!r} as JSON: {exc}") from None
         try:
             result = await asyncio.wait_for(session.call_tool(tool, arguments, meta=meta), timeout)
         except TimeoutError:

@@ -46,6 +46,11 @@ class CalcToolset(vf.Toolset[vf.ToolsetConfig]):
         raise ValueError("the calculator broke")
 
     @vf.tool
+    def big(self, n: int) -> str:
+        """``n`` characters."""
+        return "x" * n
+
+    @vf.tool
     def hang(self) -> str:
         """Never returns (a blocking call)."""
         time.sleep(3600)
