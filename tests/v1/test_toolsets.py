@@ -47,7 +47,7 @@ def _our_tool_servers() -> list[int]:
             ppid = int((entry / "stat").read_text().rsplit(") ", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == os.getpid() and b"verifiers.v1.toolsets" in cmdline and _alive(int(entry.name)):
+        if ppid == os.getpid() and b"verifiers.v1.mcp" in cmdline and _alive(int(entry.name)):
             out.append(int(entry.name))
     return out
 
@@ -260,7 +260,7 @@ async def test_a_server_that_fails_to_start_is_the_rollouts_error_with_its_stder
 
 def test_a_toolset_class_a_server_cannot_import_is_refused_in_one_line() -> None:
     import verifiers.v1 as vf
-    from verifiers.v1.toolsets.client import launched
+    from verifiers.v1.mcp.client import launched
 
     class Local(vf.Toolset[vf.ToolsetConfig]):
         pass
@@ -270,7 +270,7 @@ def test_a_toolset_class_a_server_cannot_import_is_refused_in_one_line() -> None
 
 
 def test_without_the_mcp_package_the_error_says_how_to_get_it(monkeypatch) -> None:
-    from verifiers.v1.toolsets.client import MISSING_MCP, require_mcp
+    from verifiers.v1.mcp.client import MISSING_MCP, require_mcp
 
     monkeypatch.setitem(sys.modules, "mcp.client.stdio", None)  # what a missing package looks like
     with pytest.raises(ToolsetError) as info:

@@ -65,10 +65,10 @@ if TYPE_CHECKING:
         task_type,
         taskset_config_type,
     )
+    from verifiers.v1.mcp import SharedToolsetConfig, Toolset, ToolsetConfig
     from verifiers.v1.state import State, StateT
     from verifiers.v1.task import Artifact, Task, TaskData, TaskResources, TaskTimeout, WireTaskData
     from verifiers.v1.taskset import Taskset
-    from verifiers.v1.toolsets import SharedToolsetConfig, Toolset, ToolsetConfig
     from verifiers.v1.trace import (
         TRACE_VERSION,
         ACPInfo,
@@ -144,9 +144,9 @@ _LAZY: dict[str, str] = {
     "TaskTimeout": "verifiers.v1.task:TaskTimeout",
     "Artifact": "verifiers.v1.task:Artifact",
     "Taskset": "verifiers.v1.taskset:Taskset",
-    "Toolset": "verifiers.v1.toolsets.toolset:Toolset",
-    "ToolsetConfig": "verifiers.v1.toolsets.toolset:ToolsetConfig",
-    "SharedToolsetConfig": "verifiers.v1.toolsets.toolset:SharedToolsetConfig",
+    "Toolset": "verifiers.v1.mcp.toolset:Toolset",
+    "ToolsetConfig": "verifiers.v1.mcp.toolset:ToolsetConfig",
+    "SharedToolsetConfig": "verifiers.v1.mcp.toolset:SharedToolsetConfig",
     "MessageNode": "verifiers.v1.graph:MessageNode",
     "ParentLink": "verifiers.v1.graph:ParentLink",
     "SemanticEdge": "verifiers.v1.graph:SemanticEdge",

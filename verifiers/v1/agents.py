@@ -33,9 +33,9 @@ from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMess
 
 if TYPE_CHECKING:
     from verifiers.v1.interception import CallContext, InterceptionServer
+    from verifiers.v1.mcp.client import SharedToolsets
     from verifiers.v1.runtimes import Runtime
     from verifiers.v1.task import Task
-    from verifiers.v1.toolsets.client import SharedToolsets
 
 
 class TimeoutConfig(BaseConfig):
@@ -209,7 +209,7 @@ class Agent:
 
     @contextlib.asynccontextmanager
     async def interaction(self, task: Task) -> AsyncIterator[Interaction]:
-        from verifiers.v1.toolsets.client import ToolServers, finish
+        from verifiers.v1.mcp.client import ToolServers, finish
 
         servers = ToolServers()
         try:
@@ -277,7 +277,7 @@ class Agent:
         """The tools of this run: the task's and its plain toolsets' ``@vf.tool`` methods (in this
         process), the harness's own, and the MCP tools of the task's ``vf.Toolset`` servers
         (started for this rollout) and of the run's shared ones."""
-        from verifiers.v1.toolsets.toolset import Toolset
+        from verifiers.v1.mcp.toolset import Toolset
 
         task, trace, harness = it.task, it.trace, self.harness
         try:

@@ -191,11 +191,11 @@ async def chat_loop(
     (or a stop ends the rollout). Returns the conversation with the new messages appended.
 
     ``tools`` maps a name to an in-process function or an MCP tool
-    (:class:`~verifiers.v1.toolsets.client.RemoteTool`). A failed call is text the model reads,
+    (:class:`~verifiers.v1.mcp.client.RemoteTool`). A failed call is text the model reads,
     noted in ``trace.info["tool_errors"]``; a call past ``tool_timeout`` or a tool server that is
     gone is recorded on the trace as a ``ToolsetError`` and ends the rollout (the run goes on)."""
     from verifiers.v1.interception import Stopped, model_call
-    from verifiers.v1.toolsets.client import RemoteTool
+    from verifiers.v1.mcp.client import RemoteTool
 
     schemas = [fn.schema if isinstance(fn, RemoteTool) else tool_schema(n, fn) for n, fn in tools.items()] or None
     convo = list(messages)

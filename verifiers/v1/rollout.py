@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from verifiers.engine import GroupPlan, RolloutPlan, RunConfig, run_groups
 from verifiers.v1.agents import RunContext
 from verifiers.v1.episode import EnvInfo, Episode
-from verifiers.v1.toolsets.client import SharedToolsets, finish
+from verifiers.v1.mcp.client import SharedToolsets, finish
 from verifiers.v1.trace import Error, TraceTask
 
 if TYPE_CHECKING:

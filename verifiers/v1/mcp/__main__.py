@@ -1,9 +1,9 @@
-"""``python -m verifiers.v1.toolsets``: serve the toolset class ``VF_TOOLSET`` names over stdio."""
+"""``python -m verifiers.v1.mcp``: serve the toolset class ``VF_TOOLSET`` names over stdio."""
 
 import os
 import sys
 
-from verifiers.v1.toolsets.toolset import ENV_TOOLSET, import_ref, serve
+from verifiers.v1.mcp.toolset import ENV_TOOLSET, import_ref, serve
 
 if __name__ == "__main__":
     ref = os.environ.get(ENV_TOOLSET)

@@ -1,7 +1,7 @@
 """MCP toolsets: ``vf.Toolset`` servers and the client sessions a rollout's harness calls.
 
 * ``toolset``: :class:`Toolset`, :class:`ToolsetConfig`, :class:`SharedToolsetConfig`, and the
-  server process (``python -m verifiers.v1.toolsets``).
+  server process (``python -m verifiers.v1.mcp``).
 * ``client``: the host side: starting servers, one rollout's servers, the run's shared ones.
 
 Where a toolset is returned decides its scope: ``Task.toolsets(config)`` -> one server per rollout
@@ -10,6 +10,6 @@ the whole run, each call seeing its own rollout's ``State``. A config with ``url
 server already running there instead. Needs the ``mcp`` package (``verifiers[compat]``).
 """
 
-from verifiers.v1.toolsets.toolset import SharedToolsetConfig, Toolset, ToolsetConfig
+from verifiers.v1.mcp.toolset import SharedToolsetConfig, Toolset, ToolsetConfig
 
 __all__ = ["SharedToolsetConfig", "Toolset", "ToolsetConfig"]

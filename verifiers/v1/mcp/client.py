@@ -9,7 +9,7 @@
 * :class:`SharedToolsets`: the taskset's toolsets, one server each for the whole run (started on
   first use, closed by the run).
 
-A launched server is ``python -m verifiers.v1.toolsets`` in a process group of its own; closing
+A launched server is ``python -m verifiers.v1.mcp`` in a process group of its own; closing
 its session closes its stdin, then SIGTERM / SIGKILL the group (the SDK's stdio shutdown), and the
 server also dies with this process (``PR_SET_PDEATHSIG``).
 """
@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from verifiers.v1.errors import ToolsetError
-from verifiers.v1.state import State
-from verifiers.v1.toolsets.toolset import (
+from verifiers.v1.mcp.toolset import (
     ENV_CONFIG,
     ENV_TASK,
     ENV_TOOLSET,
@@ -38,6 +37,7 @@ from verifiers.v1.toolsets.toolset import (
     Toolset,
     class_ref,
 )
+from verifiers.v1.state import State
 from verifiers.v1.types import Tool
 
 if TYPE_CHECKING:
@@ -300,7 +300,7 @@ def launched(toolset: Toolset, *, cwd: str, env: dict[str, str], task: TaskData 
         if data_ref is None:
             raise ToolsetError(f"toolset {cls.__qualname__} has setup_task, and its task data class {type(task).__qualname__} is not importable")
         child[ENV_TASK] = json.dumps({"cls": data_ref, "data": task.model_dump_json()})
-    params = StdioServerParameters(command=sys.executable, args=["-m", "verifiers.v1.toolsets"], env=child, cwd=cwd)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "verifiers.v1.mcp"], env=child, cwd=cwd)
     log = tempfile.TemporaryFile()  # the server's stderr, read back when it fails
     return Connection(toolset.server_name, lambda: stdio_client(params, errlog=log), state_type=cls.state_type(), log=log, on_close=on_close)
 

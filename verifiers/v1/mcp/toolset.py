@@ -1,7 +1,7 @@
 """``vf.Toolset[Config, State]``: ``@vf.tool`` methods served to the model as an MCP server.
 
 A toolset is constructed in the run's process with its config (``SearchToolset(config.tools)``),
-but its tools run in a child process started for it (``python -m verifiers.v1.toolsets``), which
+but its tools run in a child process started for it (``python -m verifiers.v1.mcp``), which
 imports the class by its module and name, builds it from the config's JSON, runs ``setup()``
 (and, for a per-rollout server, ``setup_task(task)``) and serves ``register(mcp)``'s tools with
 the ``mcp`` package's FastMCP over stdio. The class must therefore live at module level of an
