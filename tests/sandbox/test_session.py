@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
 
 import pytest
 
@@ -173,3 +174,22 @@ async def test_many_sessions_at_once(sandbox: Sandbox) -> None:
     values = await asyncio.gather(*(one(i) for i in range(8)))
     assert values == [str(i * i) for i in range(8)]
     assert run_dirs() == []
+
+
+async def test_a_writable_mount_is_for_its_call_only(sandbox: Sandbox) -> None:
+    from verifiers.sandbox.backends import SANDBOX_UID, drop_to_sandbox_uid, sandbox_root
+
+    cache = sandbox_root() / f"rw-{secrets.token_hex(4)}"  # reachable by the sandbox's uid
+    cache.mkdir(mode=0o755)
+    if drop_to_sandbox_uid():
+        os.chown(cache, SANDBOX_UID, SANDBOX_UID)
+    try:
+        async with sandbox.session() as session:
+            wrote = await session.run("echo filled > /opt/cache/a.txt", rw_binds={str(cache): "/opt/cache"})
+            assert wrote.ok, wrote.stderr
+            assert (cache / "a.txt").read_text() == "filled\n"
+            # the next call sees neither the mount nor, through it, the host folder
+            again = await session.run("ls /opt/cache; echo x > /opt/cache/b.txt")
+            assert not again.ok and not (cache / "b.txt").exists()
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)

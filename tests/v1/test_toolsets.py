@@ -325,3 +325,18 @@ def test_vf_eval_runs_shared_and_per_rollout_toolsets_and_leaves_no_server(tmp_p
         assert trace["metrics"]["ledger"] == 1.0
         assert {t["name"] for t in trace["tools"]} >= {"calc_add", "ledger_record"}
     assert _processes_marked(mark) == []  # no tool server outlived `vf eval`
+
+
+async def test_a_server_is_never_run_unisolated_in_place_of_another_runtime() -> None:
+    from vf_mcp_tools import CalcToolset
+
+    import verifiers.v1 as vf
+    from verifiers.v1.mcp.client import open_toolset
+    from verifiers.v1.runtimes import SandboxConfig, SandboxRuntime
+
+    for kind in ("sandbox", "docker"):
+        with pytest.raises(ToolsetError, match=f"runtime type '{kind}' is not supported for tool servers"):
+            await open_toolset(CalcToolset(vf.ToolsetConfig(runtime={"type": kind})))
+    with pytest.raises(ToolsetError, match="colocated servers run only beside a subprocess runtime"):
+        await open_toolset(CalcToolset(vf.ToolsetConfig(colocated=True)), colocated_in=SandboxRuntime(SandboxConfig()))
+    assert _our_tool_servers() == []

@@ -22,12 +22,13 @@ RELEASES = ("0.3.0", "0.4.0")
 
 _ENV = "the rest of the env/agent layer (shared env configs, retries, config-merging helpers): after issue 19 step 4"
 _HARNESS = "ACP harnesses and harness sessions: after issue 19 step 5 (null/bash and the interception proxy are here)"
-_RUNTIME = "runtime processes, artifact collection: after issue 19 step 6 (subprocess and the container configs are here)"
+_RUNTIME = ("live runtime processes, artifact collection: not yet (issue 19 step 6 brought the subprocess and "
+            "sandbox runtimes; the container configs load and are refused at start)")
 _CLIENT = "model clients of the v1 agents: come with the env/harness layer (step 4/5) over our ModelClient"
 _JUDGE = "judges: issue 19 step 8"
 _SERVE = "env servers and their pools: the env-server issue (the wire shapes are here: verifiers.v1.wire)"
 _SCORE = "scoring helpers of the original's built-in tasksets: come with the judges (step 8)"
-_GIT = "patch capture from a runtime's git checkout: comes with the runtime layer (step 6)"
+_GIT = "patch capture from a runtime's git checkout: not yet (not part of issue 19 step 6's runtimes)"
 
 REASONS: dict[str, str] = {
     **dict.fromkeys(

@@ -126,7 +126,10 @@ class Backend:
         cpu_seconds: int | None,
         env: Mapping[str, str],
         ro_binds: Mapping[str, str],
+        rw_binds: Mapping[str, str] | None = None,
     ) -> Launch:
+        """``ro_binds`` / ``rw_binds``: ``{host_path: sandbox_path}`` mounted read-only / writable
+        (a writable one must be writable by the sandbox's uid; never the project or a secret)."""
         raise NotImplementedError
 
     def prepare_workdir(self, path: Path) -> None:
@@ -381,6 +384,7 @@ class BwrapBackend(_ProbedBackend):
         cpu_seconds: int | None,
         env: Mapping[str, str],
         ro_binds: Mapping[str, str],
+        rw_binds: Mapping[str, str] | None = None,
     ) -> Launch:
         args = [
             *self._host_prefix(drop_to_sandbox_uid()),
@@ -430,6 +434,8 @@ class BwrapBackend(_ProbedBackend):
         ]
         for host, inside in ro_binds.items():
             args += ["--ro-bind", host, inside]
+        for host, inside in (rw_binds or {}).items():
+            args += ["--bind", host, inside]
         # bwrap's root is a tmpfs of its own; read-only, so only the capped /tmp and the work dir
         # take writes
         args += ["--remount-ro", "/", "--chdir", WORKDIR]
@@ -466,6 +472,7 @@ class NsjailBackend(_ProbedBackend):
         cpu_seconds: int | None,
         env: Mapping[str, str],
         ro_binds: Mapping[str, str],
+        rw_binds: Mapping[str, str] | None = None,
     ) -> Launch:
         # as root nsjail maps the sandbox to host uid 65534; otherwise to the caller's own uid
         outside = SANDBOX_UID if os.geteuid() == 0 else os.geteuid()
@@ -524,6 +531,8 @@ class NsjailBackend(_ProbedBackend):
         args += ["--bindmount", f"{workdir}:{WORKDIR}"]
         for host, inside in ro_binds.items():
             args += ["--bindmount_ro", f"{host}:{inside}"]
+        for host, inside in (rw_binds or {}).items():
+            args += ["--bindmount", f"{host}:{inside}"]
         for key, value in _env_items(env):
             args += ["--env", f"{key}={value}"]
         # nsjail makes the command PID 1, which ignores signals it has no handler for (so a CPU
@@ -561,6 +570,7 @@ class SubprocessBackend(Backend):
         cpu_seconds: int | None,
         env: Mapping[str, str],
         ro_binds: Mapping[str, str],
+        rw_binds: Mapping[str, str] | None = None,
     ) -> Launch:
         message = (
             "UNSAFE: the 'subprocess' sandbox backend runs code WITHOUT ANY ISOLATION (host files, "

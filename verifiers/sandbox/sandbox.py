@@ -237,6 +237,7 @@ class Sandbox:
         env: Mapping[str, str] | None,
         *,
         session: bool,
+        rw_binds: Mapping[str, str] | None = None,
     ) -> RunResult:
         lim = self._limits(limits)
         wall = self.timeout if timeout is None else timeout
@@ -250,6 +251,7 @@ class Sandbox:
             cpu_seconds=cpu,
             env={**self.env, **(env or {})},
             ro_binds=ro_binds,
+            rw_binds=rw_binds,
         )
         data = stdin.encode() if isinstance(stdin, str) else stdin
         outcome = await run_process(
@@ -463,8 +465,13 @@ class SandboxSession:
         timeout: float | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
+        rw_binds: Mapping[str, str] | None = None,
     ) -> RunResult:
-        """A one-shot command in this session's work dir (files persist, processes do not)."""
+        """A one-shot command in this session's work dir (files persist, processes do not).
+
+        ``rw_binds`` (``{host_path: sandbox_path}``) are mounted writable for this call only (a
+        setup step filling a package cache); the source must be writable by the sandboxed uid and
+        must never be the project or hold secrets."""
         await self.start()
         return await self.sandbox._run_in(
             self.workdir,
@@ -477,6 +484,7 @@ class SandboxSession:
             else self.limits.merged(dict(limits) if isinstance(limits, Mapping) else limits),
             env,
             session=True,
+            rw_binds=rw_binds,
         )
 
     async def run_python(self, code: str, *, timeout: float | None = None) -> RunResult:

@@ -89,8 +89,15 @@ class Harness(ABC, Generic[ConfigT]):
 
     def refusal(self, runtime_type: str) -> str | None:
         """Why this harness cannot start in a ``runtime_type`` runtime (None: it can)."""
-        if self.NEEDS_CONTAINER and runtime_type == "subprocess":
+        if self.NEEDS_CONTAINER and runtime_type in ("subprocess", "sandbox"):
             return f"harness {self.config.id!r} must run in a container runtime; set [env.<role>.runtime] type"
+        if not self.IN_PROCESS and runtime_type == "sandbox":
+            # the sandbox has no network: its programs cannot reach the loopback proxy
+            return (
+                f"harness {self.config.id!r} runs a program that calls the model through the interception proxy, "
+                "which programs in the sandbox runtime cannot reach yet (they have no network); use "
+                'type = "subprocess", or the null or bash harness'
+            )
         return None
 
     async def setup(self, runtime: Runtime) -> None:

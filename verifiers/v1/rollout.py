@@ -4,6 +4,9 @@ engine's scoring stage, and each episode is one line of ``traces.jsonl``.
 * :func:`group_plan`: a :class:`~verifiers.engine.GroupPlan` whose rollouts ``play`` the env's
   ``run_episode`` and whose :class:`V1Scorer` scores each trace (``verifiers.v1.scoring``, with
   its runtime still up), runs the env's ``finalize`` and only then stops the runtimes.
+* :class:`EpisodeRunner`: what a run holds around its episodes (the env started, the
+  interception proxy, the roles' own clients, the plan): shared by :func:`run_v1` and training
+  (``verifiers.train.v1_envs``), which runs one group at a time.
 * :func:`run_v1`: tasks x rollouts through :func:`~verifiers.engine.run_groups`, which owns
   concurrency, timeouts, error records, streaming, resume and the summary. The taskset's shared
   toolsets (``Taskset.toolsets``) are one server each for the run, closed at its end.
@@ -187,6 +190,39 @@ def group_plan(
     return GroupPlan(plan_for=plan_for, scorer=V1Scorer(env))
 
 
+class EpisodeRunner:
+    """The resources a run of ``env``'s episodes holds: the env's own (``start`` / ``stop``), the
+    interception proxy (started on first use), the taskset's shared toolsets (likewise: one server
+    each for the run) and the roles' own model clients, with the group
+    plan that uses them. ``start`` checks the env first; ``close`` releases everything (also after
+    a partial ``start``)."""
+
+    def __init__(self, env: Env, *, max_concurrent_agents: int | None = None) -> None:
+        self.env = env
+        self.proxy = _Proxy()
+        self.clients: dict[str, Any] = {}
+        taskset = env.taskset
+        self.toolsets = SharedToolsets(lambda: taskset.toolsets(taskset.config))
+        self.plan = group_plan(env, self.proxy, max_concurrent_agents=max_concurrent_agents, clients=self.clients,
+                               toolsets=self.toolsets)  # fmt: skip
+
+    async def start(self) -> EpisodeRunner:
+        self.env.check()
+        await self.env.start()
+        return self
+
+    async def close(self) -> None:
+        try:
+            await finish(self.toolsets.close())  # the shared tool servers end with the run
+            await self.proxy.close()
+            for role_client in self.clients.values():
+                with contextlib.suppress(Exception):
+                    await role_client.aclose()
+            self.clients.clear()
+        finally:
+            await self.env.stop()
+
+
 async def run_v1(
     env: Env, tasks: Sequence[Task], client: Any, *, model: str, sampling_args: Mapping[str, Any] | None = None,
     num_rollouts: int = 1, max_concurrent: int | None = None, max_concurrent_requests: int | None = None,
@@ -196,7 +232,6 @@ async def run_v1(
     """Every task x ``num_rollouts`` episodes through the engine; with ``folder``, each episode
     is streamed to ``folder/traces.jsonl`` and ``resume`` keeps the complete ones already there."""
     env.check()
-    proxy = _Proxy()
     groups = [
         [{"example_id": task.data.idx if task.data.idx is not None else i, "rollout_index": r, "task": task} for r in range(num_rollouts)]
         for i, task in enumerate(tasks)
@@ -208,16 +243,9 @@ async def run_v1(
         metadata={"env_id": env.env_id, "taskset_id": env.config.taskset.id, "api": "v1", **(metadata or {})},
         record=episode_record, results_file=TRACES_FILE, keep_on_resume=lambda rec: bool(rec.get("complete")),
     )  # fmt: skip
-    clients: dict[str, Any] = {}
-    taskset = env.taskset
-    shared = SharedToolsets(lambda: taskset.toolsets(taskset.config))
+    runner = EpisodeRunner(env)
     await env.start()
     try:
-        return await run_groups(group_plan(env, proxy, clients=clients, toolsets=shared), groups, client, config)
+        return await run_groups(runner.plan, groups, client, config)
     finally:
-        await finish(shared.close())  # the shared tool servers end with the run
-        await proxy.close()
-        for role_client in clients.values():
-            with contextlib.suppress(Exception):
-                await role_client.aclose()
-        await env.stop()
+        await runner.close()

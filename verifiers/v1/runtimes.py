@@ -1,8 +1,10 @@
 """Runtimes: where an agent's programs run. ``[env.<role>.runtime]``, selected by ``type``.
 
-Only the local ``subprocess`` runtime runs here (the embedded default when a run names none).
-The container and hosted runtimes' configs load, so a config written for the original is
-checked, but starting one is refused with one line saying what is missing.
+Two run here: ``subprocess`` (local processes, not isolated; the embedded default when a run
+names none) and ``sandbox`` (each rollout in its own bubblewrap sandbox, ``verifiers.sandbox``:
+no network, no host files, resource limits). The container and hosted runtimes' configs load, so
+a config written for the original is checked, but starting one is refused with one line saying
+what is missing.
 
 ``run_uv_script`` runs a PEP 723 script through the ``uv`` next to this interpreter (the
 venv's): packages come from the package registries only, and with ``offline=True`` from a warm
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PositiveFloat, field_validator
 
 from verifiers.v1.configs import BaseConfig
 from verifiers.v1.errors import SandboxError
@@ -44,6 +46,56 @@ class SubprocessConfig(RuntimeConfig):
     """uv's cache (``UV_CACHE_DIR``); None: uv's own default."""
 
 
+class SandboxConfig(RuntimeConfig):
+    """Each rollout in its own local sandbox (``verifiers.sandbox``, bubblewrap by default): a
+    fresh work folder at ``/workspace``, the host's ``/usr`` read-only, no network, limits."""
+
+    type: Literal["sandbox"] = "sandbox"
+    backend: Literal["bwrap", "nsjail"] = "bwrap"
+    """The isolating backend (never the unisolated ``subprocess`` one: use that runtime instead)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables of the sandboxed programs (nothing of the host's is passed)."""
+    timeout: PositiveFloat = 600.0
+    """Wall-clock seconds a program may run when its caller gives no timeout."""
+    limits: dict[str, float | int | None] = Field(default_factory=dict)
+    """``verifiers.sandbox.Limits`` fields: ``memory_mb``, ``cpu_seconds``, ``processes``,
+    ``file_size_mb``, ``open_files``, ``output_bytes``, ``tmp_size_mb``, ``disk_mb``."""
+    uv_cache_dir: Path | None = None
+    """A uv cache shared by the runtimes that name it (warm: ``prepare_uv_script`` then needs no
+    registry); it must be writable by the sandbox's uid. None: a fresh cache per rollout."""
+    registries: list[str] = Field(default_factory=lambda: list(PACKAGE_REGISTRIES))
+    """The hosts ``prepare_uv_script`` may reach through the allow-listed egress proxy, as
+    ``http(s)://host[:port]`` (an index named in ``env``, ``UV_INDEX_URL``, must be listed too);
+    ``[]``: preparing is offline, from the warm cache only."""
+
+    @field_validator("limits")
+    @classmethod
+    def _known_limits(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from verifiers.sandbox.types import Limits
+
+        Limits().merged(value)  # unknown names are a ValueError
+        out: dict[str, Any] = {}
+        for name, v in value.items():
+            if name == "cpu_seconds" and v is None:
+                out[name] = None
+            elif v is None or v <= 0 or (name != "cpu_seconds" and v != int(v)):
+                raise ValueError(f"limits.{name} must be a positive {'number' if name == 'cpu_seconds' else 'whole number'}, not {v!r}")
+            else:
+                out[name] = v if name == "cpu_seconds" else int(v)
+        return out
+
+    @field_validator("registries")
+    @classmethod
+    def _urls(cls, value: list[str]) -> list[str]:
+        from verifiers.sandbox.egress import hosts_of
+
+        hosts_of(value)  # each must be an http(s) URL
+        return value
+
+
+PACKAGE_REGISTRIES = ("https://pypi.org", "https://files.pythonhosted.org")
+
+
 class _ContainerConfig(RuntimeConfig):
     # the original's container knobs are many; they are kept as given until the runtime exists
     model_config = ConfigDict(extra="allow")
@@ -52,17 +104,17 @@ class _ContainerConfig(RuntimeConfig):
 
 class DockerConfig(_ContainerConfig):
     type: Literal["docker"] = "docker"
-    MISSING: ClassVar[str] = "the docker runtime is not available in this version yet (use type = \"subprocess\")"
+    MISSING: ClassVar[str] = "the docker runtime is not available in this version yet (use type = \"sandbox\" to isolate model code locally, or \"subprocess\")"
 
 
 class PodmanConfig(_ContainerConfig):
     type: Literal["podman"] = "podman"
-    MISSING: ClassVar[str] = "the podman runtime is not available in this version yet (use type = \"subprocess\")"
+    MISSING: ClassVar[str] = "the podman runtime is not available in this version yet (use type = \"sandbox\" to isolate model code locally, or \"subprocess\")"
 
 
 class ApptainerConfig(_ContainerConfig):
     type: Literal["apptainer"] = "apptainer"
-    MISSING: ClassVar[str] = "the apptainer runtime is not available in this version yet (use type = \"subprocess\")"
+    MISSING: ClassVar[str] = "the apptainer runtime is not available in this version yet (use type = \"sandbox\" to isolate model code locally, or \"subprocess\")"
 
 
 class PrimeConfig(_ContainerConfig):
@@ -82,7 +134,7 @@ class E2BConfig(_ContainerConfig):
 
 RUNTIME_CONFIGS: dict[str, type[RuntimeConfig]] = {
     c.model_fields["type"].default: c
-    for c in (SubprocessConfig, DockerConfig, PodmanConfig, ApptainerConfig, PrimeConfig, ModalConfig, E2BConfig)
+    for c in (SubprocessConfig, SandboxConfig, DockerConfig, PodmanConfig, ApptainerConfig, PrimeConfig, ModalConfig, E2BConfig)
 }
 
 
@@ -240,9 +292,253 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
         pass
 
 
+# --- the sandbox runtime -------------------------------------------------------------------------
+
+_OPT = "/opt/vf"
+_UV_INSIDE = f"{_OPT}/bin/uv"
+_CACHE_INSIDE = f"{_OPT}/uv-cache"
+_CA_INSIDE = f"{_OPT}/ca-certificates.crt"
+_EGRESS_SOCKET = ".vf-egress.sock"
+
+# The setup phase: the egress relay (when the proxy is granted), then uv fills the cache and
+# names the script's environment. $1: the relay's source, $2: the script, $3: "offline" or "",
+# $4: the proxy's socket.
+_PREPARE = r"""
+set -e
+if [ -z "$3" ]; then
+  /usr/bin/python3 -I -c "$1" "$4" 3128 > /tmp/relay.log 2>&1 &
+  for _ in $(seq 200); do grep -q ready /tmp/relay.log 2>/dev/null && break; sleep 0.05; done
+  export HTTPS_PROXY=http://127.0.0.1:3128 HTTP_PROXY=http://127.0.0.1:3128 NO_PROXY=
+  /opt/vf/bin/uv sync --script "$2" >&2
+else
+  /opt/vf/bin/uv sync --offline --script "$2" >&2
+fi
+/opt/vf/bin/uv python find --offline --script "$2"
+"""
+
+
+def _ca_bundle() -> Path | None:
+    """The host's CA certificates (the sandbox has no ``/etc/ssl``), for HTTPS in the setup phase."""
+    for candidate in (os.environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+class SandboxRuntime(Runtime):
+    """Each rollout's programs in a sandbox of their own (``verifiers.sandbox``): one work folder
+    (``/workspace``) kept across the rollout's calls, and a fresh sandbox per program, killed with
+    everything it started when it returns, passes its wall clock, or is cancelled. No network; the
+    host's files outside the work folder are out of reach (``/usr`` read-only aside).
+
+    ``prepare_uv_script`` is the one step that may fetch: uv runs sandboxed with the uv cache
+    writable and an allow-listed egress proxy to ``registries`` (``verifiers.sandbox.egress``), or
+    offline from a warm cache. ``run_uv_script`` then runs the script in the environment prepared
+    for it, with the cache read-only and no network.
+    """
+
+    config: SandboxConfig
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        from verifiers.sandbox import Sandbox
+        from verifiers.sandbox.types import SandboxError as SandboxFailure
+
+        super().__init__(config or SandboxConfig())
+        binds: dict[str, str] = {}
+        try:
+            binds[_uv()] = _UV_INSIDE
+        except SandboxError:
+            self._uv_missing = True  # only prepare_uv_script needs it; it says so then
+        else:
+            self._uv_missing = False
+        ca = _ca_bundle()
+        if ca is not None:
+            binds[str(ca)] = _CA_INSIDE
+        env = {"UV_CACHE_DIR": _CACHE_INSIDE, "UV_PYTHON": "/usr/bin/python3", "UV_PYTHON_DOWNLOADS": "never",
+               "UV_NO_CONFIG": "1", "UV_NO_PROGRESS": "1", **self.config.env}  # fmt: skip
+        try:
+            self._sandbox = Sandbox(self.config.backend, limits=dict(self.config.limits), timeout=self.config.timeout,
+                                    env=env, ro_binds=binds)  # fmt: skip
+            self._sandbox.check()  # bwrap missing, user namespaces off: refused before any rollout
+        except SandboxFailure as exc:
+            raise SandboxError(f"the sandbox runtime cannot start here: {_one_line(exc)}") from None
+        self._session: Any = None
+        self._cache: Path | None = None
+        self._own_cache = False
+        self._envs: dict[str, str] = {}
+
+    @property
+    def info(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "sandbox", "backend": self.config.backend}
+        if self._session is not None and not self._session.closed:
+            out["workdir"] = str(self._session.workdir)
+        return out
+
+    @property
+    def workdir(self) -> Path:
+        """The host folder mounted at ``/workspace`` (for the host's own reading after a run)."""
+        if self._session is None:
+            raise SandboxError("the sandbox runtime is not started")
+        return self._session.workdir
+
+    async def start(self) -> None:
+        from verifiers.sandbox.backends import SANDBOX_UID, drop_to_sandbox_uid, sandbox_root
+
+        if self._session is not None:
+            return
+        self._cache = await asyncio.to_thread(self._cache_dir, sandbox_root(), SANDBOX_UID if drop_to_sandbox_uid() else None)
+        self._sandbox.ro_binds[str(self._cache)] = _CACHE_INSIDE  # read-only but while preparing
+        session = self._sandbox.session()
+        await session.start()
+        self._session = session
+
+    def _cache_dir(self, root: Path, uid: int | None) -> Path:
+        """The uv cache: the config's, else a fresh one; the sandbox's uid must reach and write it
+        (and it is mounted directly, never mirrored: so it must be world-readable)."""
+        import stat
+
+        from verifiers.sandbox.binds import reachable_by_sandbox_uid
+
+        if self.config.uv_cache_dir is None:
+            # "run-<pid>-" like the work dirs: a killed process's cache is swept by the next one
+            path = Path(tempfile.mkdtemp(prefix=f"run-{os.getpid()}-uv", dir=root))
+            self._own_cache = True
+            created = True
+        else:
+            path = Path(self.config.uv_cache_dir).resolve()
+            created = not path.exists()
+            path.mkdir(parents=True, exist_ok=True)
+        if created:
+            path.chmod(0o755)
+            if uid is not None:
+                os.chown(path, uid, uid)
+        if uid is not None:
+            st = path.stat()
+            writable = st.st_uid == uid or st.st_mode & (stat.S_IWOTH | stat.S_IXOTH) == stat.S_IWOTH | stat.S_IXOTH
+            if not writable or not reachable_by_sandbox_uid(path):
+                raise SandboxError(
+                    f"the uv cache {path} must be readable and writable by uid {uid}, which the sandbox runs as, "
+                    f"under folders it can traverse (chown -R {uid}:{uid} {path}; chmod 755 {path})"
+                )
+        return path
+
+    async def stop(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+        if self._own_cache and self._cache is not None:
+            await asyncio.to_thread(shutil.rmtree, self._cache, True)
+            self._cache = None
+
+    def _live(self) -> Any:
+        if self._session is None or self._session.closed:
+            raise SandboxError("the sandbox runtime is not started")
+        return self._session
+
+    @staticmethod
+    def _inside(path: str | os.PathLike[str]) -> str:
+        """``path`` as the sandbox sees it; anything outside the work folder is a ValueError."""
+        from verifiers.sandbox.backends import WORKDIR
+        from verifiers.sandbox.sandbox import _safe_relative
+
+        return f"{WORKDIR}/{_safe_relative(os.fspath(path))}"
+
+    async def run_program(
+        self, argv: list[str], *, env: dict[str, str] | None = None, timeout: float | None = None,
+        stdin: str | None = None, cwd: str | None = None,
+    ) -> ProgramResult:  # fmt: skip
+        """Run ``argv`` (no shell) in a fresh sandbox on the work folder; past ``timeout`` (the
+        config's ``timeout`` when None) its whole PID namespace is killed and it is ``timed_out``."""
+        return await self._exec(list(argv), env=env, timeout=timeout, stdin=stdin, cwd=cwd)
+
+    async def _exec(
+        self, argv: list[str], *, env: dict[str, str] | None = None, timeout: float | None = None,
+        stdin: str | None = None, cwd: str | None = None, rw_binds: dict[str, str] | None = None,
+    ) -> ProgramResult:  # fmt: skip
+        session = self._live()
+        if cwd is not None:
+            argv = ["/bin/sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", self._inside(cwd), *argv]
+        r = await session.run(argv, stdin=stdin, timeout=self.config.timeout if timeout is None else timeout,
+                              env=env, rw_binds=rw_binds)  # fmt: skip
+        stderr = r.stderr
+        if r.kill_reason in ("memory", "output"):
+            stderr += f"\n[sandbox] stopped at its {r.kill_reason} limit\n"
+        return ProgramResult(r.exit_code, r.stdout, stderr, timed_out=r.kill_reason == "timeout")
+
+    async def run(self, command: str, *, env: dict[str, str] | None = None, timeout: float | None = None) -> ProgramResult:
+        """Run a shell command line (``bash -c``) in the work folder."""
+        return await self._exec(["/bin/bash", "-c", command], env=env, timeout=timeout)
+
+    async def write(self, path: str, content: str | bytes) -> None:
+        """Write a file of the work folder (relative, or under ``/workspace``; links are not followed)."""
+        await self._live().write_files({path: content})
+
+    async def read(self, path: str) -> str:
+        """Read a file of the work folder (relative, or under ``/workspace``; links are refused)."""
+        data = await self._live().read_file(path)
+        return data.decode(errors="replace")
+
+    def _allowed(self) -> set[tuple[str, int]]:
+        from verifiers.sandbox.egress import hosts_of
+
+        return hosts_of(self.config.registries)
+
+    async def prepare_uv_script(self, script: str | os.PathLike[str], *, timeout: float | None = 600.0) -> ProgramResult:
+        """Resolve and install a PEP 723 script's dependencies (``uv sync --script``, sandboxed, the
+        cache writable): from ``registries`` through the egress proxy, or offline when there are none."""
+        from verifiers.sandbox.egress import RELAY, EgressProxy
+
+        if self._uv_missing:
+            _uv()  # raises, saying what is missing
+        session = self._live()
+        inside = self._inside(script)
+        allowed = self._allowed()
+        argv = ["/bin/bash", "-c", _PREPARE, "prepare", RELAY, inside, "" if allowed else "offline", self._inside(_EGRESS_SOCKET)]
+        env = {"SSL_CERT_FILE": _CA_INSIDE} if _ca_bundle() is not None else {}
+        assert self._cache is not None
+        rw = {str(self._cache): _CACHE_INSIDE}
+        denied: list[str] = []
+        if allowed:
+            async with EgressProxy(session.workdir / _EGRESS_SOCKET, allowed) as proxy:
+                result = await self._exec(argv, env=env, timeout=timeout, rw_binds=rw)
+            denied = proxy.denied
+        else:
+            result = await self._exec(argv, env=env, timeout=timeout, rw_binds=rw)
+        found = result.stdout.strip().splitlines()[-1:] if result.ok else []
+        if not found or not found[0].startswith(_CACHE_INSIDE + "/"):
+            why = result.stderr.strip()[-2000:] or result.stdout.strip()[-500:]
+            if result.timed_out:
+                why = f"it did not finish within {timeout:g} s. {why}"
+            if denied:
+                why += f" (the sandbox was refused: {', '.join(sorted(set(denied)))}; add them to registries)"
+            raise SandboxError(f"uv could not prepare {script} in the sandbox: {why}")
+        self._envs[inside] = found[0]
+        return result
+
+    async def run_uv_script(
+        self, script: str | os.PathLike[str], args: list[str] | None = None, *, offline: bool = False,
+        env: dict[str, str] | None = None, timeout: float | None = None, stdin: str | None = None,
+    ) -> ProgramResult:  # fmt: skip
+        """Run a prepared script in its environment (always offline here: programs have no network;
+        ``offline`` is accepted for the runtimes' common signature)."""
+        inside = self._inside(script)
+        python = self._envs.get(inside)
+        if python is None:
+            raise SandboxError(f"{script} was not prepared in this sandbox runtime (call prepare_uv_script first; programs here have no network)")
+        venv = python.rsplit("/bin/", 1)[0]
+        return await self._exec([python, inside, *(args or [])], env={"VIRTUAL_ENV": venv, **(env or {})},
+                                timeout=timeout, stdin=stdin)  # fmt: skip
+
+
 def make_runtime(config: RuntimeConfig) -> Runtime:
     """The runtime ``config`` describes; a runtime this version cannot start is one ``SandboxError``."""
     if isinstance(config, SubprocessConfig):
         return SubprocessRuntime(config)
+    if isinstance(config, SandboxConfig):
+        return SandboxRuntime(config)
     missing = getattr(type(config), "MISSING", "") or f"the {config.type} runtime is not available"
     raise SandboxError(f"runtime {config.type!r}{f' ({config.id})' if config.id else ''}: {missing}")

@@ -307,27 +307,31 @@ def launched(toolset: Toolset, *, cwd: str, env: dict[str, str], task: TaskData 
 
 async def open_toolset(toolset: Toolset, *, colocated_in: Any = None, task: TaskData | None = None) -> Connection:
     """Start (or reach) one toolset's server: its ``url``; else colocated in ``colocated_in`` (the
-    rollout's runtime) when its config says so; else in a fresh runtime of its config's own."""
-    from verifiers.v1.runtimes import make_runtime
+    rollout's runtime) when its config says so; else in a fresh subprocess runtime of its own.
+    A server runs as a local process, so any other runtime is refused, never run unisolated."""
+    from verifiers.v1.runtimes import SubprocessConfig, SubprocessRuntime
 
     if not isinstance(toolset, Toolset):
         raise ToolsetError(f"{type(toolset).__name__} is not a vf.Toolset")
     if "mcp.client.streamable_http" not in sys.modules:
         await asyncio.to_thread(require_mcp)  # off the event loop: the other rollouts go on meanwhile
-    cfg = toolset.config
+    name, cfg = toolset.server_name or type(toolset).__name__, toolset.config
     url = getattr(cfg, "url", None)
     if url:
         return await remote(toolset.server_name, url).start()
-    runtime_cfg = getattr(cfg, "runtime", None)
     if getattr(cfg, "colocated", False) and colocated_in is not None:
+        if not isinstance(colocated_in, SubprocessRuntime):
+            kind = getattr(colocated_in.config, "type", type(colocated_in).__name__)
+            raise ToolsetError(f"toolset {name!r} is colocated, and this rollout's runtime is {kind!r}: "
+                               "colocated servers run only beside a subprocess runtime here")  # fmt: skip
         cwd, env, stop = str(colocated_in.workdir), {**os.environ, **colocated_in.config.env}, None
     else:
-        try:
-            runtime = make_runtime(runtime_cfg) if runtime_cfg is not None else make_runtime_default()
-            await runtime.start()
-        except Exception as exc:
-            raise ToolsetError(f"toolset {toolset.server_name!r}: {exc}") from None
-        cwd, env, stop = str(runtime.workdir), {**os.environ, **runtime.config.env}, runtime.stop  # type: ignore[attr-defined]
+        runtime_cfg = getattr(cfg, "runtime", None) or SubprocessConfig()
+        if not isinstance(runtime_cfg, SubprocessConfig):
+            raise ToolsetError(f"toolset {name!r}: its runtime type {runtime_cfg.type!r} is not supported for tool servers here (use \"subprocess\")")
+        runtime = SubprocessRuntime(runtime_cfg)
+        await runtime.start()
+        cwd, env, stop = str(runtime.workdir), {**os.environ, **runtime_cfg.env}, runtime.stop
     try:
         conn = launched(toolset, cwd=cwd, env=env, task=task, on_close=stop)
     except BaseException:
@@ -335,12 +339,6 @@ async def open_toolset(toolset: Toolset, *, colocated_in: Any = None, task: Task
             await stop()
         raise
     return await conn.start()
-
-
-def make_runtime_default() -> Any:
-    from verifiers.v1.runtimes import SubprocessRuntime
-
-    return SubprocessRuntime()
 
 
 @dataclass

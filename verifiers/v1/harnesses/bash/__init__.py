@@ -1,4 +1,5 @@
-"""``bash``: the ``null`` loop plus ``bash`` and ``edit`` tools, run in the rollout's runtime."""
+"""``bash``: the ``null`` loop plus ``bash`` and ``edit`` tools, run in the role's runtime (``type =
+"sandbox"``: every command in the rollout's bubblewrap sandbox)."""
 
 from typing import Any
 
@@ -35,17 +36,19 @@ class BashHarness(Harness[BashHarnessConfig]):
 
         async def edit(path: str, old: str, new: str) -> str:
             """Replace the one occurrence of `old` in the file at `path` with `new` (`old` empty: write the file)."""
-            if not old:
-                await runtime.write(path, new)
-                return f"wrote {path}"
+            # a path the runtime refuses (outside a sandbox's work folder, a planted link) is the
+            # model's error to read, like a missing file
             try:
+                if not old:
+                    await runtime.write(path, new)
+                    return f"wrote {path}"
                 text = await runtime.read(path)
-            except OSError as exc:
+                n = text.count(old)
+                if n != 1:
+                    return f"error: `old` occurs {n} times in {path}; it must occur exactly once"
+                await runtime.write(path, text.replace(old, new))
+            except (OSError, ValueError) as exc:
                 return f"error: {exc}"
-            n = text.count(old)
-            if n != 1:
-                return f"error: `old` occurs {n} times in {path}; it must occur exactly once"
-            await runtime.write(path, text.replace(old, new))
             return f"edited {path}"
 
         return {"bash": bash, "edit": edit}

@@ -1,0 +1,353 @@
+"""The ``sandbox`` runtime: every program of a rollout in real bubblewrap, on one work folder.
+
+Hostile programs are run for real: they must not read a host file, open a network connection, or
+outlive their wall clock; a PEP 723 script is prepared through the allow-listed egress proxy (to a
+loopback index, no internet) and then runs with no network from the warm cache; and an eval on
+the ``bash`` harness runs its tool commands in the sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sandbox.conftest import ensure_bwrap
+from tests.sandbox.support import live_processes, wait_until_gone
+from tests.v1.test_runtimes import _index, _wheel
+from verifiers.clients import ModelClient
+from verifiers.testing.scripted import ScriptedServer, reply, tool_call, tool_calls
+from verifiers.v1.agents import AgentConfig
+from verifiers.v1.env import load_environment
+from verifiers.v1.errors import SandboxError
+from verifiers.v1.plugins import PluginError
+from verifiers.v1.rollout import run_v1
+from verifiers.v1.runtimes import SandboxConfig, SandboxRuntime, make_runtime, resolve_runtime_config
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _sandbox_dir() -> Iterator[Path]:
+    # our own sandbox root (the sandbox's uid must traverse to it; pytest's tmp folders are private)
+    root = Path(tempfile.mkdtemp(prefix="vf-sandboxrt-test-"))
+    root.chmod(0o711)
+    previous = os.environ.get("VF_SANDBOX_DIR")
+    os.environ["VF_SANDBOX_DIR"] = str(root)
+    ensure_bwrap()
+    yield root
+    if previous is None:
+        os.environ.pop("VF_SANDBOX_DIR", None)
+    else:
+        os.environ["VF_SANDBOX_DIR"] = previous
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+async def rt():
+    runtime = SandboxRuntime(SandboxConfig(env={"GREETING": "hi"}, timeout=20))
+    await runtime.start()
+    yield runtime
+    await runtime.stop()
+
+
+async def test_run_write_read_round_trip(rt: SandboxRuntime) -> None:
+    await rt.write("sub/a.txt", "hello")
+    assert await rt.read("sub/a.txt") == "hello"
+    assert await rt.read("/workspace/sub/a.txt") == "hello"
+    r = await rt.run('cat sub/a.txt; echo " $GREETING"; echo err >&2; exit 3')
+    assert (r.returncode, r.stdout, r.stderr) == (3, "hello hi\n", "err\n") and not r.ok
+    r = await rt.run_program(["/usr/bin/python3", "-c", "import os, sys; print(os.getcwd(), sys.stdin.read().upper())"],
+                             stdin="abc", cwd="sub")  # fmt: skip
+    assert r.ok and r.stdout.split() == ["/workspace/sub", "ABC"]
+    # what the sandbox writes, the host reads back (files persist across calls, processes do not)
+    await rt.run("printf 'from inside' > out.txt")
+    assert await rt.read("out.txt") == "from inside"
+    assert (rt.workdir / "out.txt").read_text() == "from inside"
+    assert rt.info["type"] == "sandbox" and rt.info["backend"] == "bwrap"
+
+
+async def test_each_runtime_has_its_own_work_folder_removed_at_stop() -> None:
+    a, b = SandboxRuntime(), SandboxRuntime()
+    await a.start()
+    await b.start()
+    await a.write("mine.txt", "a")
+    assert (await b.run("cat mine.txt")).returncode != 0  # b's folder does not hold a's file
+    folder = a.workdir
+    assert folder != b.workdir and folder.is_dir()
+    await a.stop()
+    await b.stop()
+    assert not folder.exists()
+
+
+async def test_a_hostile_program_cannot_read_host_files(rt: SandboxRuntime) -> None:
+    secret = secrets.token_hex(16)
+    with tempfile.TemporaryDirectory() as host_dir:  # on the host, outside the work folder
+        target = Path(host_dir) / "secret.txt"
+        target.write_text(secret)
+        os.chmod(host_dir, 0o755)
+        target.chmod(0o644)  # world-readable: only the sandbox's mounts keep it out
+        r = await rt.run(f"cat {target}; ls {host_dir}; cat /proc/1/root{target}; find / \\( -path /usr -o -path /proc \\) -prune -o -name secret.txt -print 2>/dev/null")
+        assert secret not in r.stdout + r.stderr and "secret.txt" not in r.stdout
+        # a link planted in the work folder is not followed by the host-side read or write
+        await rt.run(f"ln -s {target} link.txt")
+        with pytest.raises(OSError):
+            await rt.read("link.txt")
+        with pytest.raises(OSError):
+            await rt.write("link.txt", "overwritten")
+        assert target.read_text() == secret
+        # and paths outside the work folder are refused outright
+        for bad in ("../escape.txt", str(target), "/etc/passwd"):
+            with pytest.raises(ValueError):
+                await rt.write(bad, "x")
+    r = await rt.run("cat /etc/shadow || cat /root/.bashrc || ls /work")
+    assert r.returncode != 0 and r.stdout == ""
+
+
+async def test_a_hostile_program_cannot_open_a_network_connection(rt: SandboxRuntime) -> None:
+    server = socket.create_server(("127.0.0.1", 0))  # a host service on loopback
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    program = f"""
+import socket
+for host, port in (("127.0.0.1", {port}), ("1.1.1.1", 80), ("8.8.8.8", 53)):
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        print("CONNECTED", host)
+    except OSError as exc:
+        print("refused", host, type(exc).__name__)
+try:
+    socket.getaddrinfo("pypi.org", 443)
+    print("RESOLVED")
+except OSError:
+    print("no dns")
+"""
+    try:
+        r = await rt.run_program(["/usr/bin/python3", "-c", program])
+        assert r.ok, r.stderr
+        assert "CONNECTED" not in r.stdout and "RESOLVED" not in r.stdout
+        assert r.stdout.count("refused") == 3
+        with pytest.raises(TimeoutError):  # nothing reached the host's service
+            server.accept()
+    finally:
+        server.close()
+
+
+async def test_a_program_past_its_wall_clock_is_killed_with_everything_it_started(rt: SandboxRuntime) -> None:
+    marker = f"vf-marker-{secrets.token_hex(6)}"
+    # a background child in its own session, ignoring SIGTERM/SIGHUP, plus a foreground sleeper
+    command = f"(trap '' TERM HUP; setsid bash -c 'exec -a {marker}-bg sleep 300' &) ; exec -a {marker}-fg sleep 300"
+    task = asyncio.create_task(rt.run(command, timeout=3))
+    for _ in range(200):  # the processes exist (so the check below can fail)
+        if len(live_processes(marker)) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    assert len(live_processes(marker)) >= 2
+    r = await task
+    assert r.timed_out and not r.ok
+    assert await wait_until_gone(marker, timeout=10) == []
+
+
+async def test_a_cancelled_program_leaves_nothing_running(rt: SandboxRuntime) -> None:
+    marker = f"vf-marker-{secrets.token_hex(6)}"
+    task = asyncio.create_task(rt.run(f"exec -a {marker} sleep 300", timeout=60))
+    for _ in range(200):
+        if live_processes(marker):
+            break
+        await asyncio.sleep(0.05)
+    assert live_processes(marker)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await wait_until_gone(marker, timeout=10) == []
+
+
+async def test_limits_come_from_the_config() -> None:
+    runtime = SandboxRuntime(SandboxConfig(limits={"memory_mb": 64, "processes": 16.0, "cpu_seconds": 1, "output_bytes": 4096}))
+    await runtime.start()
+    try:
+        r = await runtime.run_program(["/usr/bin/python3", "-c", "b = bytearray(256 * 1024 * 1024); print('ALLOCATED')"])
+        assert not r.ok and "ALLOCATED" not in r.stdout and "MemoryError" in r.stderr
+        r = await runtime.run("ulimit -v; ulimit -u; ulimit -t")
+        assert r.stdout.split() == [str(64 * 1024), "16", "1"]
+        flood = await runtime.run("yes flood")
+        assert not flood.ok and "output limit" in flood.stderr and len(flood.stdout) <= 4096
+        spin = await runtime.run_program(["/usr/bin/python3", "-c", "while True: pass"], timeout=30)
+        assert not spin.ok and spin.returncode == 128 + 24  # SIGXCPU at 1 CPU second, long before 30 s
+    finally:
+        await runtime.stop()
+    with pytest.raises(ValueError, match="unknown sandbox limits"):
+        SandboxConfig(limits={"memroy_mb": 64})
+    for bad in ({"memory_mb": 0}, {"processes": 1.5}, {"disk_mb": None}):
+        with pytest.raises(ValueError, match="limits"):
+            SandboxConfig(limits=bad)
+
+
+_SCRIPT = """# /// script
+# requires-python = ">=3.11"
+# dependencies = ["vfprobe==1.0"]
+# ///
+import sys, vfprobe
+print(vfprobe.VALUE, sys.argv[1:])
+"""
+
+
+async def test_uv_script_prepared_through_the_egress_proxy_then_run_offline(tmp_path, _sandbox_dir) -> None:
+    wheel = _wheel(tmp_path)
+    cache = _sandbox_dir / "shared-uv-cache"  # shared by the runtimes naming it (a warm cache)
+    with _index(wheel) as index:
+        cfg = SandboxConfig(env={"UV_INDEX_URL": index}, registries=[index], uv_cache_dir=cache, timeout=60)
+        rt = SandboxRuntime(cfg)
+        await rt.start()
+        await rt.write("probe.py", _SCRIPT)
+        with pytest.raises(SandboxError, match="not prepared"):
+            await rt.run_uv_script("probe.py")
+        # programs have no network even while the index is up; only the setup phase reached it
+        fetch = await rt.run_program(["/usr/bin/python3", "-c", f"import urllib.request; urllib.request.urlopen({index!r}, timeout=3)"])
+        assert not fetch.ok
+        await rt.prepare_uv_script("probe.py")
+        # an index that is not allow-listed is refused by the proxy, and said so
+        other = SandboxRuntime(SandboxConfig(env={"UV_INDEX_URL": index}, registries=["https://pypi.org"]))
+        await other.start()
+        await other.write("probe.py", _SCRIPT)
+        with pytest.raises(SandboxError, match=r"refused: 127\.0\.0\.1"):
+            await other.prepare_uv_script("probe.py")
+        await other.stop()
+    # the registry is gone: the prepared environment serves the script, with no network
+    warm = await rt.run_uv_script("probe.py", ["a", "b"], offline=True)
+    assert warm.ok, warm.stderr
+    assert warm.stdout.strip() == "42 ['a', 'b']"
+    await rt.stop()
+    # other rollouts on the warm cache, at once, prepare offline (no registries) and run the script
+    async def rollout(i: int) -> tuple[SandboxRuntime, str]:
+        other = SandboxRuntime(SandboxConfig(env={"UV_INDEX_URL": index}, uv_cache_dir=cache, registries=[], timeout=60))
+        await other.start()
+        await other.write("probe.py", _SCRIPT)
+        await other.prepare_uv_script("probe.py")
+        r = await other.run_uv_script("probe.py", [str(i)])
+        assert r.ok, r.stderr
+        return other, r.stdout.strip()
+
+    done = await asyncio.gather(*(rollout(i) for i in range(3)))
+    assert [out for _, out in done] == [f"42 ['{i}']" for i in range(3)]
+    for other, _ in done[1:]:
+        await other.stop()
+    again = done[0][0]
+    # the script's environment is read-only to the programs: they cannot poison the shared cache
+    r = await again.run_program(["/bin/sh", "-c", "touch /opt/vf/uv-cache/poisoned"])
+    assert not r.ok and not (cache / "poisoned").exists()
+    await again.stop()
+    # a cold cache with no registry has nothing to prepare from: one SandboxError
+    cold = SandboxRuntime(SandboxConfig(env={"UV_INDEX_URL": index}, registries=[]))
+    await cold.start()
+    await cold.write("probe.py", _SCRIPT)
+    with pytest.raises(SandboxError, match="vfprobe"):
+        await cold.prepare_uv_script("probe.py")
+    await cold.stop()
+
+
+def test_the_sandbox_type_loads_and_the_default_stays_subprocess() -> None:
+    cfg = resolve_runtime_config({"type": "sandbox", "id": "box", "limits": {"memory_mb": 512}, "timeout": 30})
+    assert isinstance(cfg, SandboxConfig) and cfg.id == "box" and cfg.limits == {"memory_mb": 512}
+    assert AgentConfig().runtime.type == "subprocess"
+    assert isinstance(AgentConfig(runtime={"type": "sandbox"}).runtime, SandboxConfig)
+    with pytest.raises(ValueError):
+        AgentConfig(runtime={"type": "sandbox", "backend": "subprocess"})  # never the unisolated backend
+    assert isinstance(make_runtime(cfg), SandboxRuntime)
+
+
+def test_missing_bubblewrap_is_refused_at_start_in_one_line(monkeypatch) -> None:
+    from verifiers.sandbox import backends
+
+    monkeypatch.setattr(backends._ProbedBackend, "_probed", {})
+    monkeypatch.setattr(backends.shutil, "which", lambda name, *a, **k: None)
+    monkeypatch.setattr(backends.os.path, "exists", lambda p: False if p == "/usr/bin/bwrap" else os.path.lexists(p))
+    with pytest.raises(SandboxError) as err:
+        make_runtime(SandboxConfig())
+    msg = str(err.value)
+    assert "\n" not in msg and "bubblewrap" in msg and "setup-system.sh" in msg
+    env = load_environment({"taskset": {"id": "vf-sums"}, "agent": {"harness": {"id": "bash"}, "runtime": {"type": "sandbox"}}})
+    with pytest.raises(PluginError) as err:
+        env.check()
+    assert str(err.value).startswith("[env.agent.runtime]") and "bubblewrap" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_program_harness_is_refused_on_the_sandbox_runtime_in_one_line() -> None:
+    # its program would have to reach the interception proxy on the host's loopback
+    env = load_environment({"taskset": {"id": "vf-sums"}, "agent": {"harness": {"id": "vf-curl-harness"}, "runtime": {"type": "sandbox"}}})
+    with pytest.raises(PluginError) as err:
+        env.check()
+    msg = str(err.value)
+    assert msg.startswith("[env.agent.harness]") and "interception proxy" in msg and "\n" not in msg
+    load_environment({"taskset": {"id": "vf-sums"}, "agent": {"harness": {"id": "vf-curl-harness"}}}).check()  # subprocess: fine
+
+
+async def test_an_eval_on_the_bash_harness_runs_its_commands_in_the_sandbox(tmp_path, _sandbox_dir) -> None:
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST-ONLY")
+    seen: list[str] = []
+
+    def script(req):
+        last = req.messages[-1]
+        if last["role"] == "user":
+            return tool_calls(tool_call("edit", {"path": "note.txt", "old": "", "new": "1"}, id="c1"))
+        if last["role"] == "tool":
+            seen.append(last["content"])
+            if last["content"] == "wrote note.txt":  # now an edit of a host file, outside the work folder
+                return tool_calls(tool_call("edit", {"path": str(secret), "old": "", "new": "overwritten"}, id="c2"))
+            if last["content"].startswith("error:"):
+                return tool_calls(tool_call("bash", {"command": f"cat /etc/hostname; id -u; cat note.txt; cat {secret}"}, id="c3"))
+            return reply(last["content"].splitlines()[3])  # what note.txt holds
+        return "?"
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1},
+                            "agent": {"harness": {"id": "bash"}, "runtime": {"type": "sandbox", "timeout": 30}}})  # fmt: skip
+    env.check()
+    async with ScriptedServer(script) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            out = await run_v1(env, list(env.taskset), client, model="scripted-model")
+        finally:
+            await client.aclose()
+    trace = out.state[0]["_episode"].traces[0]
+    assert trace.agent.runtime["type"] == "sandbox"
+    assert seen[1].startswith("error:") and secret.read_text() == "HOST-ONLY"
+    bash_output = seen[-1]
+    # the commands ran as the sandbox's user on its host name; the host file was not there
+    assert re.match(r"exit code 1\nsandbox\n65534\n1\n\[stderr\]\ncat: .*host-secret.txt: No such file", bash_output)
+    assert "HOST-ONLY" not in bash_output
+    assert trace.last_reply == "1" and out.state[0]["reward"] == 1.0
+    assert not list(_sandbox_dir.glob("run-*"))  # the rollout's work folder and cache are gone
+
+
+async def test_a_timed_out_rollout_leaves_no_sandboxed_process_and_no_folder(tmp_path, _sandbox_dir) -> None:
+    marker = f"vf-marker-{secrets.token_hex(6)}"
+
+    def script(req):
+        if req.messages[-1]["role"] == "user":
+            return tool_calls(tool_call("bash", {"command": f"exec -a {marker} sleep 300"}, id="c1"))
+        return reply("done")
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1},
+                            "agent": {"harness": {"id": "bash"}, "runtime": {"type": "sandbox"}}})  # fmt: skip
+    async with ScriptedServer(script) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            run = asyncio.create_task(run_v1(env, list(env.taskset), client, model="scripted-model", timeout=4, folder=tmp_path))
+            for _ in range(200):  # the model's command is running in the sandbox
+                if live_processes(marker):
+                    break
+                await asyncio.sleep(0.05)
+            assert live_processes(marker)
+            out = await run
+        finally:
+            await client.aclose()
+    assert out["metadata"]["num_errors"] == 1  # the rollout's timeout, not the command's 120 s
+    assert await wait_until_gone(marker, timeout=10) == []
+    assert not list(_sandbox_dir.glob("run-*"))
