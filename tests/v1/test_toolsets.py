@@ -340,3 +340,20 @@ async def test_a_server_is_never_run_unisolated_in_place_of_another_runtime() ->
     with pytest.raises(ToolsetError, match="colocated servers run only beside a subprocess runtime"):
         await open_toolset(CalcToolset(vf.ToolsetConfig(colocated=True)), colocated_in=SandboxRuntime(SandboxConfig()))
     assert _our_tool_servers() == []
+
+
+async def test_the_bash_harness_offers_the_toolsets_beside_its_own_tools() -> None:
+    offered = []
+
+    def script(req):
+        tool = _last_tool(req)
+        if tool is None:
+            offered.append(sorted(t["function"]["name"] for t in req.tools))
+            a, b = _numbers(req)
+            return tool_calls(tool_call("calc_add", {"a": a, "b": b}, id="add"))
+        return reply(tool["content"])
+
+    out, _ = await _run({"taskset": {"id": "vf-mcp-tools", "n": 1}, "agent": {"harness": {"id": "bash"}}}, script)
+    assert out.state[0]["reward"] == 1.0
+    assert {"bash", "edit", "calc_add", "calc_whoami"} <= set(offered[0])
+    assert _our_tool_servers() == []
