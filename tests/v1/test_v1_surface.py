@@ -25,7 +25,6 @@ _HARNESS = "ACP harnesses and harness sessions: after issue 19 step 5 (null/bash
 _RUNTIME = ("live runtime processes: not yet (issue 19 step 6 brought the subprocess and sandbox runtimes and "
             "artifact collect/restore; the container configs load and are refused at start)")
 _CLIENT = "model clients of the v1 agents: come with the env/harness layer (step 4/5) over our ModelClient"
-_TOOLSET = "MCP toolsets: issue 19 step 7"
 _SERVE = "env servers and their pools: the env-server issue (the wire shapes are here: verifiers.v1.wire)"
 _SCORE = "scoring helpers of the original's built-in tasksets (math, code, pytest output): come with those tasksets"
 _GIT = "patch capture from a runtime's git checkout: not yet (not part of issue 19 step 6's runtimes)"
@@ -45,7 +44,6 @@ REASONS: dict[str, str] = {
         _RUNTIME,
     ),
     **dict.fromkeys(("Client", "BaseClientConfig", "ClientConfig", "EvalClientConfig", "TrainClientConfig", "resolve_client", "ModelContext"), _CLIENT),
-    **dict.fromkeys(("Toolset", "ToolsetConfig", "SharedToolsetConfig"), _TOOLSET),
     **dict.fromkeys(("ServeConfig", "StaticPoolConfig", "ElasticPoolConfig", "pool_serve_kwargs"), _SERVE),
     **dict.fromkeys(
         ("compare_stdout_results", "parse_pytest_outcomes", "read_answer_file_or_last_reply", "verify_boxed_math_answer"),
@@ -79,6 +77,8 @@ SHAPES = [
     ("verifiers.v1.judges.reference", "ReferenceJudgeConfig"), ("verifiers.v1.judges.rubric", "RubricJudge"),
     ("verifiers.v1.judges.rubric", "RubricJudgeConfig"), ("verifiers.v1.judges.rubric", "Criterion"),
     ("verifiers.v1.judges.decision", "DecisionJudge"), ("verifiers.v1.judges.decision", "DecisionJudgeConfig"),
+    ("verifiers.v1.serve.types", "BaseResponse"), ("verifiers.v1.mcp.toolset", "Toolset"),
+    ("verifiers.v1.mcp.toolset", "ToolsetConfig"), ("verifiers.v1.mcp.toolset", "SharedToolsetConfig"),
 ]  # fmt: skip
 SHAPE_REASONS: dict[tuple[str, str], str] = {
     ("TurnTokens", "*"): "the renderer's transient token carriers (spans, placeholders) come with the renderer client",

@@ -87,6 +87,7 @@ if TYPE_CHECKING:
         task_type,
         taskset_config_type,
     )
+    from verifiers.v1.mcp import SharedToolsetConfig, Toolset, ToolsetConfig
     from verifiers.v1.state import State, StateT
     from verifiers.v1.task import Artifact, Task, TaskData, TaskResources, TaskTimeout, WireTaskData
     from verifiers.v1.taskset import Taskset
@@ -165,6 +166,9 @@ _LAZY: dict[str, str] = {
     "TaskTimeout": "verifiers.v1.task:TaskTimeout",
     "Artifact": "verifiers.v1.task:Artifact",
     "Taskset": "verifiers.v1.taskset:Taskset",
+    "Toolset": "verifiers.v1.mcp.toolset:Toolset",
+    "ToolsetConfig": "verifiers.v1.mcp.toolset:ToolsetConfig",
+    "SharedToolsetConfig": "verifiers.v1.mcp.toolset:SharedToolsetConfig",
     "MessageNode": "verifiers.v1.graph:MessageNode",
     "ParentLink": "verifiers.v1.graph:ParentLink",
     "SemanticEdge": "verifiers.v1.graph:SemanticEdge",
@@ -358,6 +362,7 @@ __all__ = [
     "SemanticEdge",
     "SemanticEdgeSet",
     "SharedTasksetConfig",
+    "SharedToolsetConfig",
     "SingleAgentEnv",
     "SingleAgentEnvConfig",
     "State",
@@ -380,6 +385,8 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolMessage",
+    "Toolset",
+    "ToolsetConfig",
     "ToolsetError",
     "Trace",
     "TraceTask",

@@ -24,7 +24,7 @@ from pydantic import Field, SerializeAsAny, field_validator, model_validator
 from typing_extensions import TypeVar
 
 from verifiers.v1.configs import BaseConfig, WireAgentConfig
-from verifiers.v1.errors import HarnessError, RolloutError, SandboxError
+from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, ToolsetError
 from verifiers.v1.harness import Harness, HarnessConfig, chat_loop, last_reply, load_harness, tool_functions
 from verifiers.v1.plugins import narrow_field
 from verifiers.v1.runtimes import RuntimeConfig, SubprocessConfig, make_runtime, resolve_runtime_config
@@ -33,6 +33,7 @@ from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMess
 
 if TYPE_CHECKING:
     from verifiers.v1.interception import CallContext, InterceptionServer
+    from verifiers.v1.mcp.client import SharedToolsets
     from verifiers.v1.runtimes import Runtime
     from verifiers.v1.task import Task
 
@@ -118,6 +119,9 @@ class RunContext:
     gate: asyncio.Semaphore | None = None
     clients: dict[str, Any] = field(default_factory=dict)
     on_trace: Callable[[Trace, Any], None] | None = None
+    toolsets: SharedToolsets | None = None
+    """The taskset's shared toolsets (the run starts and closes them); None: the taskset's
+    ``toolsets()`` are not served."""
 
 
 class Interaction:
@@ -126,6 +130,8 @@ class Interaction:
     def __init__(self, agent: Agent, task: Task, trace: Trace, runtime: Runtime, ctx: CallContext) -> None:
         self.agent, self.task, self._trace, self.runtime, self.ctx = agent, task, trace, runtime, ctx
         self.messages: list[Any] = []
+        self.tools: dict[str, Any] = {}
+        """What the harness offers the model: in-process functions and MCP tools, by name."""
         data = task.data
         if data.system_prompt:
             self.messages.append(SystemMessage(content=data.system_prompt))
@@ -217,6 +223,20 @@ class Agent:
 
     @contextlib.asynccontextmanager
     async def interaction(self, task: Task, *, runtime: Runtime | None = None, collect_artifacts: bool = False) -> AsyncIterator[Interaction]:
+        from verifiers.v1.mcp.client import ToolServers, finish
+
+        servers = ToolServers()
+        try:
+            async with self._interaction(task, servers, runtime=runtime, collect_artifacts=collect_artifacts) as it:
+                yield it
+        finally:
+            # the rollout's own tool servers end with it, on every path (a cancel included)
+            await finish(servers.close())
+
+    @contextlib.asynccontextmanager
+    async def _interaction(
+        self, task: Task, servers: Any, *, runtime: Runtime | None, collect_artifacts: bool
+    ) -> AsyncIterator[Interaction]:
         from verifiers.v1.interception import CallContext
 
         trace = Trace.for_task(task, agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
@@ -246,6 +266,8 @@ class Agent:
         if runtime is not None and not trace.is_completed:
             await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
             await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
+        if runtime is not None and not trace.is_completed:
+            await self._open_tools(it, servers, self.config.timeout.setup or task.data.timeout.setup)
         timing.setup.end = timing.agent.start = time.time()
         try:
             limit = self.config.timeout.rollout or task.data.timeout.agent
@@ -285,6 +307,41 @@ class Agent:
         except Exception as exc:
             trace.record_error(exc if isinstance(exc, SandboxError) else SandboxError(f"collecting artifacts: {exc}"))
 
+    async def _open_tools(self, it: Interaction, servers: Any, limit: float | None) -> None:
+        """The tools of this run: the task's and its plain toolsets' ``@vf.tool`` methods (in this
+        process), the harness's own, and the MCP tools of the task's ``vf.Toolset`` servers
+        (started for this rollout) and of the run's shared ones."""
+        from verifiers.v1.mcp.toolset import Toolset
+
+        task, trace, harness = it.task, it.trace, self.harness
+        try:
+            declared = list(task.toolsets(task.config))
+        except Exception as exc:
+            trace.record_error(ToolsetError(f"Task.toolsets(): {type(exc).__name__}: {exc}"))
+            return
+        own = [t for t in declared if isinstance(t, Toolset)]
+        tools: dict[str, Any] = tool_functions(task, *(t for t in declared if not isinstance(t, Toolset)))
+        if harness.IN_PROCESS:
+            tools.update(harness.extra_tools(it.runtime))  # type: ignore[attr-defined]
+        shared = self.run_ctx.toolsets
+        try:
+            if own or (shared is not None and shared.declared()):
+                if not harness.IN_PROCESS:
+                    raise ToolsetError(f"harness {harness.config.id!r} runs a program; MCP toolsets are offered by the null and bash harnesses here")
+                if not harness.SUPPORTS_MCP:
+                    raise ToolsetError(f"harness {harness.config.id!r} does not take MCP toolsets (SUPPORTS_MCP is False)")
+                async with asyncio.timeout(limit):
+                    connections = await shared.connections() if shared is not None else []
+                    await servers.open(own, connections, runtime=it.runtime, task=task.data, reserved=set(tools))
+                tools.update(servers.tools)
+        except TimeoutError:
+            trace.record_timeout("setup")
+        except ToolsetError as exc:
+            trace.record_error(exc)
+        for name in harness.config.disabled_tools or ():
+            tools.pop(name, None)
+        it.tools = tools
+
     async def _stage(self, trace: Trace, stage: str, fn: Callable[[], Any], limit: float | None) -> None:
         from verifiers.v1.errors import TaskError
 
@@ -302,12 +359,8 @@ class Agent:
         """One turn of the harness: the in-process loop, or the program through the proxy."""
         harness = self.harness
         if harness.IN_PROCESS:
-            tools = tool_functions(it.task, *it.task.toolsets(it.task.config))
-            tools.update(harness.extra_tools(it.runtime))  # type: ignore[attr-defined]
-            for name in harness.config.disabled_tools or ():
-                tools.pop(name, None)
             available = {"trace": it.trace, "runtime": it.runtime, "state": it.trace.state, "task": it.task.data}
-            return await chat_loop(it.ctx, it.messages, tools, tool_timeout=harness.config.tool_timeout, available=available)
+            return await chat_loop(it.ctx, it.messages, it.tools, tool_timeout=harness.config.tool_timeout, available=available)
         proxy: InterceptionServer | None = await self.run_ctx.proxy() if self.run_ctx.proxy is not None else None
         if proxy is None:
             raise HarnessError(f"harness {harness.config.id!r} runs a program, and this run has no interception proxy")

@@ -8,7 +8,8 @@ engine's scoring stage, and each episode is one line of ``traces.jsonl``.
   interception proxy, the roles' own clients, the plan): shared by :func:`run_v1` and training
   (``verifiers.train.v1_envs``), which runs one group at a time.
 * :func:`run_v1`: tasks x rollouts through :func:`~verifiers.engine.run_groups`, which owns
-  concurrency, timeouts, error records, streaming, resume and the summary.
+  concurrency, timeouts, error records, streaming, resume and the summary. The taskset's shared
+  toolsets (``Taskset.toolsets``) are one server each for the run, closed at its end.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from verifiers.engine import GroupPlan, RolloutPlan, RunConfig, run_groups
 from verifiers.v1.agents import RunContext
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
+from verifiers.v1.mcp.client import SharedToolsets, finish
 from verifiers.v1.trace import Error, TraceTask
 
 if TYPE_CHECKING:
@@ -172,9 +174,12 @@ def episode_record(state: State) -> dict[str, Any]:
     return record
 
 
-def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None = None, clients: dict[str, Any] | None = None) -> GroupPlan:
+def group_plan(
+    env: Env, proxy: Any = None, *, max_concurrent_agents: int | None = None, clients: dict[str, Any] | None = None,
+    toolsets: SharedToolsets | None = None,
+) -> GroupPlan:  # fmt: skip
     """``clients``: the run's per-role model clients (a role's own ``client``), shared by every
-    episode and closed by the caller."""
+    episode and closed by the caller; ``toolsets``: the taskset's shared toolsets, likewise."""
     role_clients = clients if clients is not None else {}
 
     def init_state(row: Mapping[str, Any], client: Any, model: str, sampling_args: Mapping[str, Any]) -> State:
@@ -187,7 +192,7 @@ def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None
     async def play(state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
         limit = max_concurrent_agents if max_concurrent_agents is not None else getattr(env.config, "max_concurrent_agents", None)
         run_ctx = RunContext(client=client, model=model, sampling=dict(sampling_args), proxy=proxy,
-                             gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients)  # fmt: skip
+                             gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients, toolsets=toolsets)  # fmt: skip
         episode, finished = await env.run_episode(state["_task"], run_ctx)
         state["_episode"], state["_finished"], state["_run_ctx"] = episode, finished, run_ctx
         state["is_completed"] = True
@@ -201,7 +206,8 @@ def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None
 
 class EpisodeRunner:
     """The resources a run of ``env``'s episodes holds: the env's own (``start`` / ``stop``), the
-    interception proxy (started on first use) and the roles' own model clients, with the group
+    interception proxy (started on first use), the taskset's shared toolsets (likewise: one server
+    each for the run) and the roles' own model clients, with the group
     plan that uses them. ``start`` checks the env first; ``close`` releases everything (also after
     a partial ``start``)."""
 
@@ -209,7 +215,10 @@ class EpisodeRunner:
         self.env = env
         self.proxy = _Proxy()
         self.clients: dict[str, Any] = {}
-        self.plan = group_plan(env, self.proxy, max_concurrent_agents=max_concurrent_agents, clients=self.clients)
+        taskset = env.taskset
+        self.toolsets = SharedToolsets(lambda: taskset.toolsets(taskset.config))
+        self.plan = group_plan(env, self.proxy, max_concurrent_agents=max_concurrent_agents, clients=self.clients,
+                               toolsets=self.toolsets)  # fmt: skip
 
     async def start(self) -> EpisodeRunner:
         self.env.check()
@@ -218,6 +227,7 @@ class EpisodeRunner:
 
     async def close(self) -> None:
         try:
+            await finish(self.toolsets.close())  # the shared tool servers end with the run
             await self.proxy.close()
             for role_client in self.clients.values():
                 with contextlib.suppress(Exception):

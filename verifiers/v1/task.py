@@ -211,7 +211,9 @@ class Task(Generic[DataT, StateT, ConfigT]):
 
     @classmethod
     def toolsets(cls, config: ConfigT) -> list[Any]:
-        """Tool servers started for each rollout of this task type."""
+        """Tool servers started for each rollout of this task type (``vf.Toolset`` instances, one
+        MCP server each, closed when the rollout ends; a plain object's ``@vf.tool`` methods run
+        in this process instead)."""
         return []
 
 
