@@ -36,7 +36,7 @@ class SortTask(vf.Task[SortData]):
         """Share of positions that hold the right number (partial credit, not in the reward)."""
         want = sorted(task.numbers)
         got = parse_numbers(trace.last_reply)
-        return sum(1 for a, b in zip(got, want) if a == b) / len(want)
+        return sum(1 for a, b in zip(got, want, strict=False) if a == b) / len(want)
 
 
 class SortConfig(vf.TasksetConfig):
