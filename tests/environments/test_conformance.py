@@ -213,7 +213,8 @@ def test_check_environment_passes(env_id: str, judge_url: str) -> None:
     args = CHECK_ARGS[env_id](judge_url) if env_id in CHECK_ARGS else {}
     report = vf.check_environment(env_id, env_args=args, num_examples=2, rollouts_per_example=2)
     assert report.ok, str(report)
-    assert {c.name for c in report.checks if c.ok and not c.skipped} >= {
-        "load", "environment", "dataset", "rollouts", "rewards", "errors", "teardown", "leftovers"
-    }
+    expected = (
+        {"load", "taskset", "tasks", "traces"} if is_v1(env_id) else {"load", "environment", "dataset"}
+    ) | {"rollouts", "rewards", "errors", "teardown", "leftovers"}
+    assert {c.name for c in report.checks if c.ok and not c.skipped} >= expected
     assert len(report.rollouts) == 4
