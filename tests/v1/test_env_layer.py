@@ -272,3 +272,26 @@ async def test_an_env_whose_run_raises_is_a_failed_episode_the_run_survives(tmp_
     assert "env logic broke" in bad["errors"][0]["message"]
     assert len(bad["traces"]) == 1 and bad["traces"][0]["rewards"]["correct"]["score"] == 1.0  # kept, scored
     assert lines[0]["ok"] and lines[2]["ok"]
+
+
+async def test_a_role_without_a_harness_runs_the_taskset_packages_own() -> None:
+    """A package exporting a Harness beside its Taskset: an unpinned role runs that harness (its
+    `shout` tool is offered and answers), a pinned one still runs what it names."""
+
+    def script(req):
+        names = {t["function"]["name"] for t in req.tools or []}
+        if req.messages[-1]["role"] == "tool":
+            return reply(req.messages[-1]["content"])
+        if "shout" not in names:
+            return reply("no shout tool")
+        word = re.search(r"Shout (\w+)", req.messages[-1]["content"]).group(1)
+        return tool_calls(tool_call("shout", {"text": word}, id="s1"))
+
+    env = load_environment({"taskset": {"id": "vf-own-harness"}})
+    assert type(env._harnesses["agent"]).__name__ == "ShoutHarness"
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    assert [s["reward"] for s in out.state] == [1.0, 1.0]
+    pinned = load_environment({"taskset": {"id": "vf-own-harness"}, "agent": {"harness": {"id": "null"}}})
+    assert type(pinned._harnesses["agent"]).__name__ == "NullHarness"
+    assert type(load_environment({"taskset": {"id": "vf-sums"}})._harnesses["agent"]).__name__ == "NullHarness"

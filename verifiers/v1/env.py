@@ -25,7 +25,7 @@ from verifiers.v1.agents import Agent, AgentConfig, Agents, RunContext, agent_co
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.errors import EnvError
-from verifiers.v1.harness import Harness, load_harness
+from verifiers.v1.harness import Harness, default_harness_id, load_harness
 from verifiers.v1.loading import EnvConfig, load_taskset, v1_taskset_class
 from verifiers.v1.plugins import PluginError, concrete_type, import_plugin, plugin_class, validation_message
 from verifiers.v1.runtimes import SubprocessConfig
@@ -60,8 +60,11 @@ class Env(ABC, Generic[ConfigT]):
         if not self._agent_specs:
             raise PluginError(f"{type(self).__name__} declares no agents (an AgentConfig field per role)")
         self._harnesses: dict[str, Harness] = {}
+        default = None
         for name, spec in self._agent_specs.items():
-            self._harnesses[name] = load_harness(spec.harness or "null")
+            if spec.harness is None and default is None:  # the taskset package's own, else null
+                default = default_harness_id(config.taskset.id)
+            self._harnesses[name] = load_harness(spec.harness or default or "null")
 
     @classmethod
     def config_type(cls) -> type[EnvConfig]:

@@ -296,8 +296,19 @@ def load_harness(config: HarnessConfig | dict[str, Any] | str) -> Harness:
 
 
 def default_harness_id(taskset_id: str | None = None) -> str:
-    """The harness a role without one runs: ``null`` (the original's is ``bash``; ours keeps the
-    default from executing model-written commands on the host)."""
+    """The harness a role without one runs: the taskset package's own when its ``__all__`` exports a
+    ``Harness`` subclass (as the original does), else ``null`` (the original's is ``bash``; ours keeps
+    the default from executing model-written commands on the host: ask for ``bash`` by name)."""
+    if not taskset_id:
+        return "null"
+    try:
+        module = import_plugin(taskset_id, "taskset")
+    except (ImportError, PluginError):
+        return "null"
+    names = getattr(module, "__all__", None) or ()
+    if any(isinstance(obj, type) and issubclass(obj, Harness) and obj is not Harness
+           for obj in (getattr(module, n, None) for n in names)):  # fmt: skip
+        return taskset_id
     return "null"
 
 
