@@ -138,3 +138,17 @@ async def test_an_external_harness_reaches_the_model_only_through_the_proxy() ->
     trace = state["_episode"].traces[0]
     assert trace.info["program_stdout"] == "1"
     assert len(trace.calls) == 1 and trace.last_reply == "1" and state["reward"] == 1.0
+
+
+def test_a_token_without_its_logprob_makes_the_replys_logprobs_missing_not_zero() -> None:
+    from verifiers.clients.response import ModelResponse
+    from verifiers.v1.interception import response_from_model
+
+    def reply_with(lps):
+        return ModelResponse(raw={}, message={"role": "assistant", "content": "ab"}, finish_reason="stop",
+                             prompt_token_ids=[1, 2], completion_token_ids=[97, 98], completion_logprobs=lps)  # fmt: skip
+
+    whole = response_from_model(reply_with([-0.5, -1.25]), "m")
+    assert whole.tokens.completion_logprobs == [-0.5, -1.25]
+    holed = response_from_model(reply_with([-0.5, None]), "m")
+    assert holed.tokens.completion_ids == [97, 98] and holed.tokens.completion_logprobs == []

@@ -106,9 +106,13 @@ def response_from_model(resp: Any, model: str) -> Response:
     message = AssistantMessage(content=msg.get("content"), reasoning_content=msg.get("reasoning_content"), tool_calls=calls or None)
     tokens = None
     if resp.prompt_token_ids is not None and resp.completion_token_ids is not None:
+        raw_lps = list(resp.completion_logprobs or [])
+        # a token without its logprob makes the reply's logprobs missing, never a made-up 0.0 (a
+        # probability of 1): training then refuses the reply with MissingTokenDataError
+        lps = [] if any(x is None for x in raw_lps) else [float(x) for x in raw_lps]
         tokens = TurnTokens(
             prompt_ids=list(resp.prompt_token_ids), completion_ids=list(resp.completion_token_ids),
-            completion_logprobs=[float(x) if x is not None else 0.0 for x in (resp.completion_logprobs or [])],
+            completion_logprobs=lps,
         )  # fmt: skip
     finish = resp.finish_reason if resp.finish_reason in ("stop", "length", "tool_calls") else ("tool_calls" if calls else "stop")
     raw = resp.raw if isinstance(resp.raw, dict) else {}
