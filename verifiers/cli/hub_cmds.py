@@ -222,7 +222,12 @@ def register(app: typer.Typer) -> None:
             console.print(f"installed {r.id}=={r.version} ({r.distribution}, sha256 {r.sha256[:12]}...)")
             try:  # what vf.load_environment / vf eval will find under this id
                 found = env_loading.locate(r.id)
-                console.print(f"  vf.load_environment({r.id!r}) loads {found.target}")
+                if found.kind == "module":  # no entry point: a classic factory or a v1 package
+                    module = found.target.split(":")[0]
+                    console.print(f"  vf.load_environment({r.id!r}) loads the module {module} "
+                                  "(its load_environment, or the v1 Taskset in its __all__)")
+                else:
+                    console.print(f"  vf.load_environment({r.id!r}) loads {found.target}")
             except (EnvironmentNotFoundError, ValueError) as exc:
                 console.print(f"  warning: the loader cannot find it: {exc}")
         if lock:
