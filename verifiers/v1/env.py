@@ -118,7 +118,7 @@ class Env(ABC, Generic[ConfigT]):
         previous = run_ctx.on_trace
         run_ctx.on_trace = lambda trace, extra: finished.append((trace, extra))
         episode = Episode(env=EnvInfo(id=self.env_id, name=type(self).__name__),
-                          task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash))  # fmt: skip
+                          task=TraceTask.of(task))  # fmt: skip
         try:
             agents = self.agents_for(run_ctx)
             await self.setup(agents)
