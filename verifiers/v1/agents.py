@@ -28,13 +28,13 @@ from verifiers.v1.errors import HarnessError, RolloutError, SandboxError
 from verifiers.v1.harness import Harness, HarnessConfig, chat_loop, last_reply, load_harness, tool_functions
 from verifiers.v1.plugins import narrow_field
 from verifiers.v1.runtimes import RuntimeConfig, SubprocessConfig, make_runtime, resolve_runtime_config
+from verifiers.v1.task import Task
 from verifiers.v1.trace import AgentInfo, Trace
 from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMessage
 
 if TYPE_CHECKING:
     from verifiers.v1.interception import CallContext, InterceptionServer
     from verifiers.v1.runtimes import Runtime
-    from verifiers.v1.task import Task
 
 
 class TimeoutConfig(BaseConfig):
@@ -226,8 +226,11 @@ class Agent:
         it = Interaction(self, task, trace, runtime, ctx)  # type: ignore[arg-type]
         timing.boot.end = timing.setup.start = time.time()
         if runtime is not None and not trace.is_completed:
-            await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
-            await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
+            # the base classes' hooks do nothing: a stage is run only for an override
+            if _overrides(task, Task, "setup"):
+                await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
+            if _overrides(self.harness, Harness, "setup"):
+                await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
         timing.setup.end = timing.agent.start = time.time()
         try:
             limit = self.config.timeout.rollout or task.data.timeout.agent
@@ -242,7 +245,7 @@ class Agent:
         finally:
             timing.agent.end = timing.finalize.start = time.time()
             trace.split_agent_time()
-            if runtime is not None and not trace.is_timeout:
+            if runtime is not None and not trace.is_timeout and _overrides(task, Task, "finalize"):
                 await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
             timing.finalize.end = time.time()
             if not trace.is_completed:
@@ -291,6 +294,11 @@ class Agent:
 
 
 AgentT = TypeVar("AgentT", bound=Agent, default=Agent)
+
+
+def _overrides(obj: object, base: type, name: str) -> bool:
+    """Whether ``obj``'s class (or the instance itself) replaces ``base``'s ``name``."""
+    return getattr(type(obj), name, None) is not getattr(base, name) or name in getattr(obj, "__dict__", {})
 
 
 def make_agent(config: AgentConfig, *, name: str = "agent", harness: Harness | None = None, run_ctx: RunContext) -> Agent:

@@ -340,6 +340,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     _pending: dict[int, list[Message]] = PrivateAttr(default_factory=dict)
     _last_path: list[int] = PrivateAttr(default_factory=list)
     _reused_prefix_ids: list[int] = PrivateAttr(default_factory=list)
+    _branch_calls_of: tuple[Any, Any, tuple[int, int], list[list[ModelCall]]] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _graph_is_sound(self) -> Trace:
@@ -631,11 +632,17 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     def _branch_calls(self) -> list[list[ModelCall]]:
         """Each branch's model calls in order (what :attr:`branches` holds, without building
         the branches: the token counts below are read on every record)."""
-        if not self.calls:
+        nodes, calls = self.nodes, self.calls
+        if not calls:
             return []
-        by_node = {c.node: c for c in self.calls if c.node is not None}
-        nodes = self.nodes
-        return [[by_node[n] for n in graph.path_to(nodes, leaf) if n in by_node] for leaf in graph.leaves(nodes)]
+        # the graph only grows: the answer holds while the node and call lists stay as they are
+        cached = self._branch_calls_of
+        if cached is not None and cached[0] is nodes and cached[1] is calls and cached[2] == (len(nodes), len(calls)):
+            return cached[3]
+        by_node = {c.node: c for c in calls if c.node is not None}
+        out = [[by_node[n] for n in graph.path_to(nodes, leaf) if n in by_node] for leaf in graph.leaves(nodes)]
+        self._branch_calls_of = (nodes, calls, (len(nodes), len(calls)), out)
+        return out
 
     def _input_tokens(self, branch_calls: list[list[ModelCall]]) -> int:
         seen: set[int] = set()
