@@ -142,7 +142,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=256)
     args = parser.parse_args()
     sys.path.insert(0, str(TASKS_DIR))
-    os.environ["PYTHONPATH"] = str(TASKS_DIR)  # for a toolset launched as `python -m <module>`
+    # for a toolset launched as `python -m <module>` (kept in front of ours' checkout, if set)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TASKS_DIR), os.environ.get("PYTHONPATH")) if p)
     os.environ.setdefault("BENCH_API_KEY", "sk-bench")
 
     import verifiers
