@@ -274,10 +274,30 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         _record(trace, exc, TaskError)
 
 
+_BOUNDARIES: dict[bool, weakref.WeakKeyDictionary[Any, type | None]] = {True: weakref.WeakKeyDictionary(), False: weakref.WeakKeyDictionary()}
+
+
 def hook_boundary(fn: Callable[..., Any]) -> type | None:
     """What a ``@vf.stop`` / ``@vf.intercept`` hook looks at: ``Request``, ``Response``, or None
     (the trace itself), from its parameters (annotated type, else the names ``request`` /
-    ``response``)."""
+    ``response``). Read once per function (every model call asks, twice)."""
+    bound = inspect.ismethod(fn)
+    target = fn.__func__ if bound else fn  # type: ignore[attr-defined]
+    cache = _BOUNDARIES[bound]
+    try:
+        if target in cache:
+            return cache[target]
+    except TypeError:  # not hashable / not weakly referable: no cache
+        return _hook_boundary(fn)
+    found = _hook_boundary(fn)
+    try:
+        cache[target] = found
+    except TypeError:
+        pass
+    return found
+
+
+def _hook_boundary(fn: Callable[..., Any]) -> type | None:
     from verifiers.v1.types import Request, Response
 
     try:
@@ -328,6 +348,8 @@ async def first_stop(
     ``task_error``: a broken stop never lets a rollout run on unchecked."""
     from verifiers.v1.errors import TaskError
 
+    if not hooks:
+        return None
     kind = None if boundary is None else type(boundary)
     available = _boundary_available(trace, task, runtime, boundary)
     for fn in hooks:
