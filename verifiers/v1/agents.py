@@ -29,7 +29,7 @@ from verifiers.v1.harness import Harness, HarnessConfig, chat_loop, last_reply, 
 from verifiers.v1.plugins import narrow_field
 from verifiers.v1.runtimes import RuntimeConfig, SubprocessConfig, make_runtime, resolve_runtime_config
 from verifiers.v1.task import Task
-from verifiers.v1.trace import AgentInfo, Trace
+from verifiers.v1.trace import AgentInfo, Trace, TraceTask
 from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMessage
 
 if TYPE_CHECKING:
@@ -118,6 +118,15 @@ class RunContext:
     gate: asyncio.Semaphore | None = None
     clients: dict[str, Any] = field(default_factory=dict)
     on_trace: Callable[[Trace, Any], None] | None = None
+    task_record: tuple[Any, Any, TraceTask] | None = None
+    """(task, its data, the episode's record of it): a trace of that same task copies the record
+    instead of hashing the task's data again."""
+
+    def record_of(self, task: Task) -> TraceTask | None:
+        rec = self.task_record
+        if rec is not None and rec[0] is task and rec[1] is task.data:
+            return rec[2].model_copy()
+        return None
 
 
 class Interaction:
@@ -205,7 +214,7 @@ class Agent:
     async def interaction(self, task: Task) -> AsyncIterator[Interaction]:
         from verifiers.v1.interception import CallContext
 
-        trace = Trace.for_task(task, agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
+        trace = Trace.for_task(task, record=self.run_ctx.record_of(task), agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
         trace.ok = True
         runtime = None
         timing = trace.timing

@@ -359,11 +359,12 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         return self
 
     @classmethod
-    def for_task(cls, task: Any, **fields: Any) -> Trace:
-        """A fresh trace of ``task`` (a ``Task``): its type, data, key and hash recorded, and a
-        fresh state of the class the task declares (``Task[Data, MyState]``)."""
+    def for_task(cls, task: Any, *, record: TraceTask | None = None, **fields: Any) -> Trace:
+        """A fresh trace of ``task`` (a ``Task``): its type, data, key and hash recorded (``record``:
+        that record, already made for this task), and a fresh state of the class the task declares
+        (``Task[Data, MyState]``)."""
         fields.setdefault("state", type(task).state_type()())
-        return cls(task=TraceTask.of(task), **fields)
+        return cls(task=record if record is not None else TraceTask.of(task), **fields)
 
     @field_serializer("mm_token_type_id_map")
     def _str_keys(self, mapping: dict[int, int]) -> dict[str, int]:
