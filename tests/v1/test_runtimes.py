@@ -179,12 +179,15 @@ async def test_a_fresh_workdir_is_made_only_when_used() -> None:
     the first use makes the folder (0700), and stop removes it, read-only entries included."""
     import stat
 
+    def exists(path: object) -> bool:
+        return Path(str(path)).exists()
+
     idle = SubprocessRuntime()
     await idle.start()
-    planned = Path(idle.info["workdir"])
-    assert not planned.exists()
+    planned = idle.info["workdir"]
+    assert not exists(planned)
     await idle.stop()
-    assert not planned.exists()
+    assert not exists(planned)
 
     rt = SubprocessRuntime()
     await rt.start()
