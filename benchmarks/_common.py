@@ -22,7 +22,16 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 BENCH_DIR = REPO / "benchmarks"
 PEER_VERSION = "0.3.0"
-PEER_VENV = REPO / f".venv-bench-verifiers-{PEER_VERSION}"
+V1_PEER_VERSION = "0.4.0"
+"""The original's v1-only release: the peer of the v1 rows (``verifiers.v1``)."""
+
+
+def peer_venv(version: str = PEER_VERSION) -> Path:
+    """Where the original ``verifiers==<version>`` lives: a throwaway venv beside this checkout."""
+    return REPO / f".venv-bench-verifiers-{version}"
+
+
+PEER_VENV = peer_venv(PEER_VERSION)
 OUR_PYTHON = Path(sys.executable)
 # Niceness increment for every measured process (drivers and the fast server). On a shared machine a
 # negative value (root only) shields all measured processes alike from unrelated load.
@@ -42,16 +51,17 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def ensure_peer_venv() -> Path:
-    """Create ``.venv-bench-verifiers-0.3.0`` with the original library from PyPI (once)."""
-    python = PEER_VENV / "bin" / "python"
-    stamp = PEER_VENV / ".installed"
+def ensure_peer_venv(version: str = PEER_VERSION) -> Path:
+    """Create ``.venv-bench-verifiers-<version>`` with the original library from PyPI (once)."""
+    venv = peer_venv(version)
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
     if python.exists() and stamp.exists():
         return python
-    log(f"installing verifiers=={PEER_VERSION} into {PEER_VENV.name} (first run only)")
+    log(f"installing verifiers=={version} into {venv.name} (first run only)")
     if not python.exists():
         base = getattr(sys, "_base_executable", None) or sys.executable
-        subprocess.run([base, "-m", "venv", str(PEER_VENV)], check=True)
+        subprocess.run([base, "-m", "venv", str(venv)], check=True)
     subprocess.run(
         [
             str(python),
@@ -60,11 +70,11 @@ def ensure_peer_venv() -> Path:
             "install",
             "-q",
             "--disable-pip-version-check",
-            f"verifiers=={PEER_VERSION}",
+            f"verifiers=={version}",
         ],
         check=True,
     )
-    stamp.write_text(PEER_VERSION)
+    stamp.write_text(version)
     return python
 
 

@@ -15,7 +15,9 @@ Figures are medians over ``--repeats`` runs. Target (issue 2): under 0.5 s and 8
 The ``v1`` case does the same for the task-centric API: ``import verifiers.v1``, then define a
 taskset of 100 tasks with a reward and a metric, build it by id-less config and iterate it. It
 imports this checkout's ``verifiers`` (the benchmark's own repository root goes first on
-``sys.path``), so a worktree measures its own code. Target (issue 19): under 0.15 s and 40 MB.
+``sys.path``), so a worktree measures its own code; the same probe runs on the original's v1-only
+release ``verifiers==0.4.0`` (``.venv-bench-verifiers-0.4.0``, installed on first use) in the same
+rounds. Target (issue 19): under 0.15 s and 40 MB.
 
 The command cases run the installed console script in a fresh process and report its wall time and
 its CPU time (user + system, from the kernel's accounting of the finished child: waiting for a core
@@ -40,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
     OUR_PYTHON,
+    V1_PEER_VERSION,
     _apply_priority,
     add_priority_argument,
     clean_env,
@@ -81,7 +84,8 @@ print(json.dumps({"import_s": t_import, "import_build_s": t_total, "rss_mb": rss
 
 V1_PROBE = r"""
 import json, resource, sys, time
-sys.path.insert(0, sys.argv[1])
+if sys.argv[1]:  # our checkout first on the path; the original's probe passes ""
+    sys.path.insert(0, sys.argv[1])
 t0 = time.perf_counter()
 import verifiers.v1 as vf
 t_import = time.perf_counter() - t0
@@ -135,11 +139,11 @@ print(json.dumps({"import_s": t, "import_build_s": t, "rss_mb": rss, "heavy_modu
 """
 
 
-def v1_probe(python: str, code: str = V1_PROBE) -> dict:
+def v1_probe(python: str, code: str = V1_PROBE, repo: str = str(REPO)) -> dict:
     with tempfile.TemporaryDirectory(prefix="vf-import-v1-") as cwd:
         start = time.perf_counter()
         proc = subprocess.run(
-            [python, "-c", code, str(REPO)], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=300,
+            [python, "-c", code, repo], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=300,
             preexec_fn=_apply_priority,
         )  # fmt: skip
         wall = time.perf_counter() - start
@@ -151,12 +155,17 @@ def v1_probe(python: str, code: str = V1_PROBE) -> dict:
     return result
 
 
-def measure_v1(repeats: int) -> dict[str, dict]:
-    cases = {"ours v1": V1_PROBE, "pydantic alone (import + 1 model)": PYDANTIC_PROBE}
+def measure_v1(repeats: int, libraries: set[str] = frozenset({"ours"})) -> dict[str, dict]:
+    cases: dict[str, tuple[str, str, str]] = {}
+    if "ours" in libraries:
+        cases["ours v1"] = (str(OUR_PYTHON), V1_PROBE, str(REPO))
+    if "original" in libraries:  # the same probe on the original's v1-only release
+        cases[f"original {V1_PEER_VERSION} v1"] = (str(ensure_peer_venv(V1_PEER_VERSION)), V1_PROBE, "")
+    cases["pydantic alone (import + 1 model)"] = (str(OUR_PYTHON), PYDANTIC_PROBE, str(REPO))
     runs: dict[str, list[dict]] = {name: [] for name in cases}
-    for rep in range(repeats):  # interleaved, so load changes hit both alike
-        for name, code in cases.items():
-            runs[name].append(v1_probe(str(OUR_PYTHON), code))
+    for rep in range(repeats):  # interleaved, so load changes hit every case alike
+        for name, (python, code, repo) in cases.items():
+            runs[name].append(v1_probe(python, code, repo))
         log(f"v1: round {rep + 1}/{repeats} done")
     summary, rows = {}, []
     for name, rs in runs.items():
@@ -280,8 +289,8 @@ def main() -> None:
         summary.update(measure_imports(libraries, args.repeats))
     if "cli" in kinds:
         summary.update(measure_commands(libraries, args.repeats))
-    if "v1" in kinds and "ours" in libraries:
-        summary.update(measure_v1(args.repeats))
+    if "v1" in kinds:
+        summary.update(measure_v1(args.repeats, libraries))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(summary, indent=2))

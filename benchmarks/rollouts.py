@@ -1,4 +1,5 @@
-"""Rollouts per second: our library vs the original ``verifiers==0.3.0``, same server, same run.
+"""Rollouts per second: our library vs the original ``verifiers==0.3.0`` (classic API) and
+``verifiers==0.4.0`` (v1 API), same server, same run.
 
     .venv/bin/python benchmarks/rollouts.py [--rollouts 5000] [--peer-rollouts 2000] [--repeats 3]
 
@@ -12,6 +13,17 @@ server (the ceiling on this machine; a tool rollout costs two requests so its ce
 Every run is checked: all rollouts rewarded 1.0 and the server saw the expected number of requests.
 The figures are medians over ``--repeats`` rounds; each round runs every measurement once.
 
+The v1 rows (``--kinds`` ``v1`` and ``v1-mcp``) run one v1 taskset written for the benchmark
+(``benchmarks/_v1_tasks/vbench_tasks.py``) through each library's own v1 eval path, the ``null``
+harness on the subprocess runtime (``benchmarks/_v1_driver.py``): ours against the original
+``verifiers==0.4.0`` (installed from PyPI into ``.venv-bench-verifiers-0.4.0`` on first use). ``v1``
+is single-turn; ``v1-mcp`` serves an MCP toolset (``Toolset`` + ``SharedToolsetConfig``: one tool
+server for the run) whose ``calc_add`` each rollout calls once between two model calls. A library
+without MCP toolsets prints a 'not available' line for that row instead of figures. The original
+runs every rollout's harness as a program (``uv run``) in the runtime, so its rate is a few
+rollouts per second: ``--v1-peer-rollouts`` keeps its share of the run short. The v1 CPU figures
+count the driver's finished child processes too (the original's harness programs and tool server).
+
 A second table divides by the CPU time of the driver process instead of wall time. Against an
 instant server every client is CPU-bound, so this rate is what the library costs, and it stays
 meaningful when other work on a shared machine steals cycles (wall-clock figures then drop for all
@@ -21,6 +33,7 @@ three alike, but by varying amounts from run to run).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -32,19 +45,51 @@ from _common import (
     OUR_PYTHON,
     PEER_VENV,
     REPO,
+    V1_PEER_VERSION,
     add_priority_argument,
     ensure_peer_venv,
     fast_server,
     log,
     machine,
     median,
+    peer_venv,
     run_json,
     set_priority,
     table,
 )
 
 DRIVER = str(BENCH_DIR / "_rollout_driver.py")
-REQUESTS_PER_ROLLOUT = {"single": 1, "tool": 2}
+V1_DRIVER = str(BENCH_DIR / "_v1_driver.py")
+REQUESTS_PER_ROLLOUT = {"single": 1, "tool": 2, "v1": 1, "v1-mcp": 2}
+V1_KINDS = {"v1": "single", "v1-mcp": "mcp"}
+V1_LABELS = {"v1": "v1 single-turn", "v1-mcp": "v1 MCP toolset (2 turns)"}
+MCP_TOOL = "calc_add"  # the toolset's tool as the model sees it (TOOL_PREFIX "calc" + "add")
+
+
+def measure_v1(python: str, kind: str, srv, rollouts: int, concurrency: int) -> dict:
+    """One v1 run; ``{"unavailable": why}`` when the library lacks what the kind needs."""
+    before = srv.requests()
+    result = run_json(
+        [python, V1_DRIVER, "--kind", V1_KINDS[kind], "--base-url", srv.base_url,
+         "--rollouts", str(rollouts), "--concurrency", str(concurrency)]
+    )  # fmt: skip
+    if "unavailable" in result:
+        return result
+    sent = srv.requests() - before
+    module = Path(result["module"]).resolve()
+    expected_root = peer_venv(V1_PEER_VERSION) if result["library"] == "original" else REPO / "verifiers"
+    if expected_root.resolve() not in module.parents or (python == str(OUR_PYTHON)) != (
+        result["library"] == "ours"
+    ):
+        raise RuntimeError(f"{python} ran {result['library']} from {module}")
+    expected = rollouts * REQUESTS_PER_ROLLOUT[kind]
+    if result["rollouts"] != rollouts or sent != expected or result["avg_reward"] != 1.0:
+        raise RuntimeError(
+            f"{result['library']} {kind}: {result['rollouts']} rollouts, server saw {sent} requests "
+            f"(expected {expected}), avg reward {result['avg_reward']}, errors {result['errors']} "
+            f"(first: {result.get('first_error')})"
+        )
+    return result
 
 
 def measure(python: str, kind: str, srv, rollouts: int, concurrency: int) -> dict:
@@ -99,22 +144,53 @@ def main() -> None:
     parser.add_argument(
         "--raw-requests", type=int, default=20000, help="requests of the bare aiohttp loop per round"
     )
+    parser.add_argument(
+        "--v1-peer-rollouts",
+        type=int,
+        default=24,
+        help="rollouts per v1 measurement of the original 0.4.0 (it runs each harness as a uv program)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--kinds", default="single,tool")
+    parser.add_argument("--kinds", default="single,tool,v1,v1-mcp", help="of single, tool, v1, v1-mcp")
     parser.add_argument("--libraries", default="ours,original", help="which of ours,original to run")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     add_priority_argument(parser)
     args = parser.parse_args()
     set_priority(args.nice)
-    kinds = [k for k in args.kinds.split(",") if k]
+    all_kinds = [k for k in args.kinds.split(",") if k]
+    unknown = set(all_kinds) - set(REQUESTS_PER_ROLLOUT)
+    if unknown:
+        parser.error(f"unknown --kinds {sorted(unknown)}; choose from {', '.join(REQUESTS_PER_ROLLOUT)}")
+    kinds = [k for k in all_kinds if k not in V1_KINDS]
+    v1_kinds = [k for k in all_kinds if k in V1_KINDS]
 
     libraries = {x for x in args.libraries.split(",") if x}
-    peer_python = str(ensure_peer_venv()) if "original" in libraries else None
+    peer_python = str(ensure_peer_venv()) if "original" in libraries and kinds else None
+    v1_peer_python = str(ensure_peer_venv(V1_PEER_VERSION)) if "original" in libraries and v1_kinds else None
     ours_python = str(OUR_PYTHON) if "ours" in libraries else None
     runs: dict[str, list[dict]] = {}
+    unavailable: dict[str, str] = {}
     log(f"machine: {machine()}")
-    with fast_server() as srv:
+    with fast_server() as srv, contextlib.ExitStack() as stack:
+        mcp_srv = stack.enter_context(fast_server("--tool-name", MCP_TOOL)) if "v1-mcp" in v1_kinds else None
         for rep in range(args.repeats):
+            for kind in v1_kinds:
+                server = mcp_srv if kind == "v1-mcp" else srv
+                for lib, python, n in (
+                    ("ours", ours_python, args.rollouts),
+                    ("original", v1_peer_python, args.v1_peer_rollouts),
+                ):
+                    if python is None or f"{lib}/{kind}" in unavailable:
+                        continue
+                    r = measure_v1(python, kind, server, n, args.concurrency)
+                    if "unavailable" in r:
+                        unavailable[f"{lib}/{kind}"] = r["unavailable"]
+                        log(f"{lib} {kind}: not available: {r['unavailable']}")
+                        continue
+                    runs.setdefault(f"{lib}/{kind}", []).append(r)
+                    log(
+                        f"round {rep + 1} {lib} {kind}: {r['rollouts_per_s']:.1f} rollouts/s, {r['rollouts_per_cpu_s']:.1f} per CPU-s"
+                    )
             for kind in kinds:
                 if ours_python:
                     r = measure(ours_python, kind, srv, args.rollouts, args.concurrency)
@@ -183,18 +259,75 @@ def main() -> None:
                 "ours_over_raw": ours_cpu / ceiling_cpu if ours_cpu else None,
             },
         }
-    print(f"\nRollouts/s at {args.concurrency} concurrent, median of {args.repeats} ({machine()})")
-    print(
-        f"ours: {args.rollouts} rollouts per run; original verifiers==0.3.0: {args.peer_rollouts}; "
-        f"raw: bare aiohttp loop, {raw:,.0f} requests/s\n"
-    )
-    headers = ["environment", "ours", "original", "ours/original", "raw ceiling", "ours/raw"]
-    print(table([*headers[:4], "same, per round", *headers[4:]], rows))
-    print(f"\nThe same runs per CPU-second of the driver process (raw: {raw_cpu:,.0f} requests per CPU-s)\n")
-    print(table(headers, cpu_rows))
+    if kinds:
+        print(f"\nRollouts/s at {args.concurrency} concurrent, median of {args.repeats} ({machine()})")
+        print(
+            f"ours: {args.rollouts} rollouts per run; original verifiers==0.3.0: {args.peer_rollouts}; "
+            f"raw: bare aiohttp loop, {raw:,.0f} requests/s\n"
+        )
+        headers = ["environment", "ours", "original", "ours/original", "raw ceiling", "ours/raw"]
+        print(table([*headers[:4], "same, per round", *headers[4:]], rows))
+        print(
+            f"\nThe same runs per CPU-second of the driver process (raw: {raw_cpu:,.0f} requests per CPU-s)\n"
+        )
+        print(table(headers, cpu_rows))
+    if v1_kinds:
+        print_v1(v1_kinds, runs, unavailable, raw, raw_cpu, args, summary)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(summary, indent=2))
+
+
+def print_v1(
+    kinds: list[str], runs: dict, unavailable: dict[str, str], raw: float, raw_cpu: float, args, summary: dict
+) -> None:
+    """The v1 rows: ours vs the original 0.4.0 per CPU-second (the headline) and per wall second."""
+    rows, wall_rows, notes = [], [], []
+    for kind in kinds:
+        per = REQUESTS_PER_ROLLOUT[kind]
+        fig: dict = {
+            "unavailable": {
+                lib: unavailable[f"{lib}/{kind}"]
+                for lib in ("ours", "original")
+                if f"{lib}/{kind}" in unavailable
+            }
+        }
+        for unit, key, ceiling, out in (
+            ("per_cpu_second", "rollouts_per_cpu_s", raw_cpu / per, rows),
+            ("per_s", "rollouts_per_s", raw / per, wall_rows),
+        ):
+            ours_runs = [r[key] for r in runs.get(f"ours/{kind}", [])]
+            orig_runs = [r[key] for r in runs.get(f"original/{kind}", [])]
+            ours = median(ours_runs) if ours_runs else None
+            orig = median(orig_runs) if orig_runs else None
+            ratio = ours / orig if ours and orig else None
+            over_raw = ours / ceiling if ours else None
+            out.append([V1_LABELS[kind], ours, orig, ratio, ceiling, over_raw])
+            fig[unit] = {"ours": ours, "original": orig, "ratio": ratio, "raw_ceiling": ceiling, "ours_over_raw": over_raw,
+                         "ours_runs": ours_runs, "original_runs": orig_runs}  # fmt: skip
+        summary[kind] = fig
+        for lib, why in fig["unavailable"].items():
+            notes.append(
+                f"{V1_LABELS[kind]}, {'ours' if lib == 'ours' else 'original ' + V1_PEER_VERSION}: not available: {why}"
+            )
+    print(
+        f"\nv1 rollouts per CPU-second (driver + its child processes), median of {args.repeats} ({machine()})\n"
+        f"ours: {args.rollouts} rollouts per run; original verifiers=={V1_PEER_VERSION}: {args.v1_peer_rollouts}; "
+        f"raw ceiling: the bare aiohttp loop, {raw_cpu:,.0f} requests per CPU-s\n"
+    )
+    headers = [
+        "environment",
+        "ours",
+        f"original {V1_PEER_VERSION}",
+        "ours/original",
+        "raw ceiling",
+        "ours/raw",
+    ]
+    print(table(headers, rows))
+    print("\nthe same v1 runs per wall second\n")
+    print(table(headers, wall_rows))
+    for note in notes:
+        print(note)
 
 
 if __name__ == "__main__":

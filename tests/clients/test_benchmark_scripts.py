@@ -43,6 +43,15 @@ def test_rollouts_benchmark_harness(tmp_path):
     for kind in ("single", "tool"):
         assert figures[kind]["ours"] > 0
         assert figures[kind]["original"] is None and figures[kind]["ours_over_raw"] > 0
+    # the v1 rows: our verifiers.v1 on the benchmark's own taskset (the driver checked every
+    # rollout's reward and the server's request count); the MCP row runs or says why it cannot
+    v1 = figures["v1"]["per_cpu_second"]
+    assert v1["ours"] > 0 and v1["original"] is None and v1["ours_over_raw"] > 0
+    mcp = figures["v1-mcp"]
+    if mcp["per_cpu_second"]["ours"] is None:
+        assert mcp["unavailable"]["ours"]  # no figures, and the reason why
+    else:
+        assert mcp["per_cpu_second"]["ours"] > 0 and not mcp["unavailable"]
 
 
 def test_memory_benchmark_harness(tmp_path):

@@ -274,3 +274,33 @@ def test_fast_server_chunked_and_pipelined_requests():
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_fast_server_streams_when_asked():
+    """``"stream": true`` gets the same reply as server-sent events ending in ``[DONE]`` (the
+    original 0.4.0's interception always streams upstream)."""
+    proc, base = _start_fast_server("--tool-name", "calc_add")
+    try:
+        for messages, tools in ((USER, None), (USER, TOOLS)):
+            body = {"model": "m", "messages": messages, "stream": True, **({"tools": tools} if tools else {})}
+            req = urllib.request.Request(
+                base + "/chat/completions",
+                data=json.dumps(body).encode(),
+                headers={"content-type": "application/json"},
+            )
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                assert resp.headers["content-type"] == "text/event-stream"
+                events = [line[6:] for line in resp.read().decode().splitlines() if line.startswith("data: ")]
+            assert events[-1] == "[DONE]"
+            chunks = [json.loads(e) for e in events[:-1]]
+            delta = chunks[0]["choices"][0]["delta"]
+            if tools:
+                assert delta["tool_calls"][0]["function"]["name"] == "calc_add"
+                assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+            else:
+                assert delta["content"] == "The answer is 4."
+                assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+            assert chunks[-1]["usage"]["completion_tokens"] == 8
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-HEAVY = ("openai", "aiohttp", "httpx", "datasets", "pyarrow", "torch", "transformers", "numpy", "msgpack", "math_verify")
+HEAVY = (
+    "openai", "aiohttp", "httpx", "datasets", "pyarrow", "torch", "transformers", "numpy", "msgpack", "math_verify",
+    "mcp", "anthropic", "zmq", "uvicorn", "rich", "yaml", "verifiers.engine.run", "verifiers.engine.rollout",
+    "verifiers.engine.group", "verifiers.clients",
+)  # fmt: skip
 
 CODE = """
 import asyncio, json, sys
@@ -24,6 +28,8 @@ trace.commit_turn([vf.UserMessage(content="q")], vf.Response(id="r", created=0, 
                   message=vf.AssistantMessage(content="0"), finish_reason="stop"))
 asyncio.run(tasks[0].score(trace))
 record = trace.to_record()
+env = vf.load_environment({"taskset": {"id": "vf-arith", "n": 5}})  # the default env, its agent and harness
+assert env.taskset.config.n == 5
 after = sorted(m for m in HEAVY if m in sys.modules)
 print(json.dumps([before, after, len(tasks), trace.reward]))
 """.replace("HEAVY", repr(HEAVY))
@@ -39,3 +45,23 @@ def test_import_and_a_taskset_load_nothing_heavy() -> None:
     before, after, n, reward = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (before, after, n) == ([], [], 10)
     assert reward in (0.0, 2.0)
+
+
+BARE = """
+import json, sys
+import verifiers.v1 as vf
+loaded = sorted(m for m in sys.modules if m.startswith(("verifiers", "pydantic")) or m in HEAVY)
+names = [vf.Taskset, vf.reward, vf.load_environment]  # resolved on first use
+print(json.dumps([loaded, sorted(m for m in HEAVY if m in sys.modules)]))
+""".replace("HEAVY", repr(HEAVY))
+
+
+def test_a_bare_import_loads_only_the_package() -> None:
+    """``import verifiers.v1`` defines nothing until a name is used: no pydantic, no submodule
+    (every public name resolves from the table in ``verifiers/v1/__init__.py``)."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", BARE], capture_output=True, text=True, timeout=120, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loaded, heavy_after_use = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert loaded == ["verifiers", "verifiers.v1"]
+    assert heavy_after_use == []

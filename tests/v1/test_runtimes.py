@@ -172,3 +172,29 @@ def test_external_agent_programs_load_and_are_refused_at_start(harness) -> None:
         env.check()
     msg = str(err.value)
     assert msg.startswith("[env.agent.harness]") and "external agent program" in msg and "\n" not in msg
+
+
+async def test_a_fresh_workdir_is_made_only_when_used() -> None:
+    """A rollout whose harness runs nothing in its runtime (the null harness) touches no disk;
+    the first use makes the folder (0700), and stop removes it, read-only entries included."""
+    import stat
+
+    def exists(path: object) -> bool:
+        return Path(str(path)).exists()
+
+    idle = SubprocessRuntime()
+    await idle.start()
+    planned = idle.info["workdir"]
+    assert not exists(planned)
+    await idle.stop()
+    assert not exists(planned)
+
+    rt = SubprocessRuntime()
+    await rt.start()
+    await rt.write("sub/x", "1")
+    folder = rt.workdir
+    assert folder == Path(rt.info["workdir"]) and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    (folder / "sub" / "x").chmod(0o400)
+    (folder / "sub").chmod(0o500)
+    await rt.stop()
+    assert not folder.exists()

@@ -198,3 +198,21 @@ def test_a_trace_carries_the_state_class_its_task_declares_and_never_serializes_
     asyncio.run(task.score(trace))
     assert trace.metrics == {"seen": 1.0} and trace.state.calls == 1
     assert "state" not in trace.to_record()
+
+
+def test_token_counts_follow_each_new_turn_and_agree_with_the_branches() -> None:
+    """The counts a record carries are read from the branches' calls; each new turn (and a
+    replaced call list) changes them as the Branch models say."""
+    task = vf.Task(vf.WireTaskData(prompt="q"))
+    trace = vf.Trace.for_task(task)
+    user = vf.UserMessage(content="q")
+    trace.commit_turn([user], _reply("a", [1, 2], [3]))
+    assert (trace.num_input_tokens, trace.num_output_tokens, trace.num_total_tokens) == (2, 1, 3)
+    trace.commit_turn([user, trace.nodes[1].message, vf.UserMessage(content="more")], _reply("b", [1, 2, 3, 4], [5, 6]))
+    assert (trace.num_input_tokens, trace.num_output_tokens, trace.num_total_tokens) == (3, 3, 6)
+    trace.commit_turn([vf.UserMessage(content="fresh")], _reply("c", [9], [10]))  # a second branch
+    branches = trace.branches
+    assert trace.num_output_tokens == sum(b.num_output_tokens for b in branches) == 4
+    assert trace.num_input_tokens == 4 and trace.num_total_tokens == 8
+    trace.calls = trace.calls[:1]  # a replaced list is read afresh
+    assert (trace.num_input_tokens, trace.num_output_tokens) == (2, 1)

@@ -36,12 +36,38 @@ Who builds them:
   request's client and sampling; streaming a trace back is the server's, not the engine's.
 """
 
-from verifiers.engine.client import BoundedClient, ModelClientProtocol, is_model_client
-from verifiers.engine.group import run_group, score_group
-from verifiers.engine.plans import GroupPlan, RolloutPlan, RunConfig, Scorer, TurnLoop
-from verifiers.engine.rollout import RolloutOutcome, run_rollout
-from verifiers.engine.run import run_groups
-from verifiers.engine.turns import play_turns
+from typing import TYPE_CHECKING, Any
+
+# Names resolve on first use, so ``verifiers.engine.threads`` (the hook pools a v1 taskset's sync
+# rewards run in) loads without the run, group and rollout stages.
+_NAMES = {
+    "BoundedClient": "client", "ModelClientProtocol": "client", "is_model_client": "client",
+    "run_group": "group", "score_group": "group",
+    "GroupPlan": "plans", "RolloutPlan": "plans", "RunConfig": "plans", "Scorer": "plans", "TurnLoop": "plans",
+    "RolloutOutcome": "rollout", "run_rollout": "rollout",
+    "run_groups": "run",
+    "play_turns": "turns",
+}  # fmt: skip
+
+if TYPE_CHECKING:
+    from verifiers.engine.client import BoundedClient, ModelClientProtocol, is_model_client
+    from verifiers.engine.group import run_group, score_group
+    from verifiers.engine.plans import GroupPlan, RolloutPlan, RunConfig, Scorer, TurnLoop
+    from verifiers.engine.rollout import RolloutOutcome, run_rollout
+    from verifiers.engine.run import run_groups
+    from verifiers.engine.turns import play_turns
+
+
+def __getattr__(name: str) -> Any:
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'verifiers.engine' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"verifiers.engine.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BoundedClient",

@@ -13,6 +13,9 @@ on a raw asyncio protocol (uvloop when installed) and answers from pre-encoded b
 * ``tool`` mode: a conversation without a tool message yet gets a tool call, one with a tool result
   gets the fixed answer.
 
+A chat request with ``"stream": true`` gets the same reply as server-sent events (a delta chunk, a
+final chunk with the finish reason and usage, then ``data: [DONE]``), in one write.
+
 ``/v1/completions`` answers with the fixed text, ``/v1/models`` lists one model, and ``GET /stats``
 returns ``{"requests": N}`` (chat and completion requests so far) so that a benchmark can check that
 each rollout really made the requests it claims. It prints ``READY <port>`` once listening.
@@ -30,6 +33,7 @@ from typing import Any
 
 _TOOL_ROLE = re.compile(rb'"role"\s*:\s*"tool"')
 _HAS_TOOLS = re.compile(rb'"tools"\s*:\s*\[\s*\{')
+_STREAM = re.compile(rb'"stream"\s*:\s*true')
 
 
 class Stats:
@@ -44,6 +48,13 @@ def _http(status: int, body: bytes) -> bytes:
         b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
         % (status, reason, len(body))
         + body
+    )
+
+
+def _sse(status: int, body: bytes) -> bytes:
+    return (
+        b"HTTP/1.1 %d OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+        b"content-length: %d\r\n\r\n" % (status, len(body)) + body
     )
 
 
@@ -66,7 +77,21 @@ def build_responses(model: str, answer: str, tool_name: str, tool_args: str) -> 
         }
         return _http(200, _json(body))
 
+    def chat_stream(delta: dict[str, Any], finish: str) -> bytes:
+        def event(choice: dict[str, Any], **extra: Any) -> bytes:
+            chunk = {"id": "chatcmpl-fast", "object": "chat.completion.chunk", "created": 0, "model": model,
+                     "choices": [choice], **extra}  # fmt: skip
+            return b"data: " + _json(chunk) + b"\n\n"
+
+        body = (
+            event({"index": 0, "delta": delta, "finish_reason": None, "logprobs": None})
+            + event({"index": 0, "delta": {}, "finish_reason": finish, "logprobs": None}, usage=usage)
+            + b"data: [DONE]\n\n"
+        )
+        return _sse(200, body)
+
     call = {"id": "call_0", "type": "function", "function": {"name": tool_name, "arguments": tool_args}}
+    stream_call = {"index": 0, **call}
     completion = {
         "id": "cmpl-fast",
         "object": "text_completion",
@@ -79,6 +104,10 @@ def build_responses(model: str, answer: str, tool_name: str, tool_args: str) -> 
     return {
         "answer": chat({"role": "assistant", "content": answer}, "stop"),
         "tool": chat({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"),
+        "answer_stream": chat_stream({"role": "assistant", "content": answer}, "stop"),
+        "tool_stream": chat_stream(
+            {"role": "assistant", "content": None, "tool_calls": [stream_call]}, "tool_calls"
+        ),
         "completion": _http(200, _json(completion)),
         "models": _http(200, _json(models)),
         "not_found": _http(404, _json({"error": {"message": "not found", "type": "invalid_request_error"}})),
@@ -163,11 +192,15 @@ class FastProtocol(asyncio.Protocol):
         if path.endswith(b"/chat/completions"):
             Stats.requests += 1
             mode = self.mode
-            if mode == "answer":
-                return r["answer"]
-            if mode == "auto" and not _HAS_TOOLS.search(body):
-                return r["answer"]
-            return r["answer"] if _TOOL_ROLE.search(body) else r["tool"]
+            if (
+                mode == "answer"
+                or (mode == "auto" and not _HAS_TOOLS.search(body))
+                or _TOOL_ROLE.search(body)
+            ):
+                reply = "answer"
+            else:
+                reply = "tool"
+            return r[reply + "_stream"] if _STREAM.search(body) else r[reply]
         if path.endswith(b"/completions"):
             Stats.requests += 1
             return r["completion"]

@@ -28,14 +28,14 @@ from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, Toolse
 from verifiers.v1.harness import Harness, HarnessConfig, chat_loop, last_reply, load_harness, tool_functions
 from verifiers.v1.plugins import narrow_field
 from verifiers.v1.runtimes import RuntimeConfig, SubprocessConfig, make_runtime, resolve_runtime_config
-from verifiers.v1.trace import AgentInfo, Trace
+from verifiers.v1.task import Task
+from verifiers.v1.trace import AgentInfo, Trace, TraceTask
 from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMessage
 
 if TYPE_CHECKING:
     from verifiers.v1.interception import CallContext, InterceptionServer
     from verifiers.v1.mcp.client import SharedToolsets
     from verifiers.v1.runtimes import Runtime
-    from verifiers.v1.task import Task
 
 
 class TimeoutConfig(BaseConfig):
@@ -122,6 +122,15 @@ class RunContext:
     toolsets: SharedToolsets | None = None
     """The taskset's shared toolsets (the run starts and closes them); None: the taskset's
     ``toolsets()`` are not served."""
+    task_record: tuple[Any, Any, TraceTask] | None = None
+    """(task, its data, the episode's record of it): a trace of that same task copies the record
+    instead of hashing the task's data again."""
+
+    def record_of(self, task: Task) -> TraceTask | None:
+        rec = self.task_record
+        if rec is not None and rec[0] is task and rec[1] is task.data:
+            return rec[2].model_copy()
+        return None
 
 
 class Interaction:
@@ -239,7 +248,7 @@ class Agent:
     ) -> AsyncIterator[Interaction]:
         from verifiers.v1.interception import CallContext
 
-        trace = Trace.for_task(task, agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
+        trace = Trace.for_task(task, record=self.run_ctx.record_of(task), agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
         trace.ok = True
         borrowed = runtime is not None
         timing = trace.timing
@@ -264,8 +273,11 @@ class Agent:
         it = Interaction(self, task, trace, runtime, ctx)  # type: ignore[arg-type]
         timing.boot.end = timing.setup.start = time.time()
         if runtime is not None and not trace.is_completed:
-            await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
-            await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
+            # the base classes' hooks do nothing: a stage is run only for an override
+            if _overrides(task, Task, "setup"):
+                await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
+            if _overrides(self.harness, Harness, "setup"):
+                await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
         if runtime is not None and not trace.is_completed:
             await self._open_tools(it, servers, self.config.timeout.setup or task.data.timeout.setup)
         timing.setup.end = timing.agent.start = time.time()
@@ -283,7 +295,8 @@ class Agent:
             timing.agent.end = timing.finalize.start = time.time()
             trace.split_agent_time()
             if runtime is not None and not trace.is_timeout:
-                await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
+                if _overrides(task, Task, "finalize"):  # the base class's finalize does nothing
+                    await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
                 if collect_artifacts and task.data.artifacts and not trace.errors:
                     await self._collect(trace, task, runtime)
             timing.finalize.end = time.time()
@@ -376,6 +389,11 @@ class Agent:
 
 
 AgentT = TypeVar("AgentT", bound=Agent, default=Agent)
+
+
+def _overrides(obj: object, base: type, name: str) -> bool:
+    """Whether ``obj``'s class (or the instance itself) replaces ``base``'s ``name``."""
+    return getattr(type(obj), name, None) is not getattr(base, name) or name in getattr(obj, "__dict__", {})
 
 
 def make_agent(config: AgentConfig, *, name: str = "agent", harness: Harness | None = None, run_ctx: RunContext) -> Agent:

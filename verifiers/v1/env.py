@@ -121,8 +121,9 @@ class Env(ABC, Generic[ConfigT]):
         finished: list[tuple[Trace, Any]] = []
         previous = run_ctx.on_trace
         run_ctx.on_trace = lambda trace, extra: finished.append((trace, extra))
-        episode = Episode(env=EnvInfo(id=self.env_id, name=type(self).__name__),
-                          task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash))  # fmt: skip
+        record = TraceTask.of(task)
+        run_ctx.task_record = (task, task.data, record)  # the agents' traces of this task copy it
+        episode = Episode(env=EnvInfo(id=self.env_id, name=type(self).__name__), task=record)
         try:
             agents = self.agents_for(run_ctx)
             with running(run_ctx):

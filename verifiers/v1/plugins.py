@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, get_args, get_origin
@@ -103,9 +104,25 @@ def plugin_class(module: ModuleType, base: type, kind: str) -> type:
     return found[0]
 
 
+_CONCRETE: weakref.WeakKeyDictionary[type, dict[tuple[type, type | None], type | None]] = weakref.WeakKeyDictionary()
+
+
 def concrete_type(cls: type, bound: type, *, origin: type | None = None) -> type | None:
     """The first type argument bounded by ``bound`` in the generic bases along ``cls``'s MRO
-    (``class MyTask(Task[MyData, MyState, MyConfig])`` -> ``MyConfig`` for ``bound=TaskConfig``)."""
+    (``class MyTask(Task[MyData, MyState, MyConfig])`` -> ``MyConfig`` for ``bound=TaskConfig``).
+    A class's bases do not change: each answer is found once (every rollout asks for its task's
+    state and config classes)."""
+    try:
+        answers = _CONCRETE.setdefault(cls, {})
+    except TypeError:  # an unhashable class: no cache
+        return _concrete_type(cls, bound, origin)
+    key = (bound, origin)
+    if key not in answers:
+        answers[key] = _concrete_type(cls, bound, origin)
+    return answers[key]
+
+
+def _concrete_type(cls: type, bound: type, origin: type | None) -> type | None:
     for klass in cls.__mro__:
         for base in getattr(klass, "__orig_bases__", ()):
             if origin is not None and get_origin(base) is not origin:

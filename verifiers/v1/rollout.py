@@ -126,8 +126,12 @@ def fill_state(state: State, episode: Episode, env: Env) -> None:
     state["reward"] = sum(t.reward for t in scored) / len(scored) if scored else 0.0
     keys = sorted({k for t in scored for k, v in t.metrics.items() if v is not None})
     state["metrics"] = {k: sum(t.metrics.get(k) or 0.0 for t in scored) / len(scored) for k in keys}
-    usage = episode.usage
-    state["usage"] = {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.completion_tokens} if usage else {}
+    # episode.usage's two sums, without building the aggregate models (read twice per episode)
+    usages = [c.usage for t in episode.traces for c in t.calls if c.usage is not None]
+    state["usage"] = (
+        {"prompt_tokens": sum(u.input_tokens for u in usages), "completion_tokens": sum(u.completion_tokens for u in usages)}
+        if usages else {}
+    )  # fmt: skip
     stops = [t.stop_condition for t in scored if t.stop_condition]
     state["stop_condition"] = stops[0] if stops else None
     state["is_truncated"] = any(t.is_truncated for t in scored)
@@ -150,7 +154,7 @@ def episode_record(state: State) -> dict[str, Any]:
     episode: Episode | None = state.get("_episode")
     task: Task = state["_task"]
     if episode is None:  # the rollout stage recorded an error before an episode existed
-        episode = Episode(env=EnvInfo(id=state.get("_env_id", "")), task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash))
+        episode = Episode(env=EnvInfo(id=state.get("_env_id", "")), task=TraceTask.of(task))
         err = state.get("error") or {}
         episode.errors.append(Error(type=str(err.get("type") or "Error"), message=str(err.get("message") or "")))
         episode.is_timeout = str(err.get("type") or "").endswith("Timeout") or "timeout" in str(err.get("message") or "")

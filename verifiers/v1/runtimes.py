@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -203,24 +204,37 @@ class SubprocessRuntime(Runtime):
 
     def __init__(self, config: SubprocessConfig | None = None) -> None:
         super().__init__(config or SubprocessConfig())
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self.workdir: Path = Path(self.config.workdir) if self.config.workdir else Path()
+        self._workdir: Path = Path(self.config.workdir) if self.config.workdir else Path()
+        self._fresh = False  # a temporary folder of this runtime's own, made on first use
+        self._made = False
+
+    @property
+    def workdir(self) -> Path:
+        """The folder programs run in. A fresh one is created on first use: a rollout whose
+        harness runs nothing here (the null harness) never touches the disk."""
+        if self._fresh and not self._made:
+            # a random name under the temp dir, created 0700 and never adopted if it exists
+            self._workdir.mkdir(mode=0o700)
+            self._made = True
+        return self._workdir
 
     @property
     def info(self) -> dict[str, Any]:
-        return {"type": "subprocess", "workdir": str(self.workdir)}
+        return {"type": "subprocess", "workdir": str(self._workdir)}
 
     async def start(self) -> None:
         if self.config.workdir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="vf-rollout-")
-            self.workdir = Path(self._tmp.name)
+            if not self._fresh:
+                self._workdir = Path(tempfile.gettempdir()) / f"vf-rollout-{uuid.uuid4().hex}"
+                self._fresh, self._made = True, False
         else:
-            self.workdir.mkdir(parents=True, exist_ok=True)
+            self._workdir.mkdir(parents=True, exist_ok=True)
 
     async def stop(self) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        if self._fresh:
+            if self._made:
+                _remove_tree(self._workdir)
+            self._fresh = self._made = False
 
     def _path(self, path: str | os.PathLike[str]) -> Path:
         p = Path(path)
@@ -281,6 +295,20 @@ class SubprocessRuntime(Runtime):
         """``uv run --script`` (``--offline``: only what the cache holds)."""
         argv = [_uv(), "run", *(["--offline"] if offline else []), "--script", str(self._path(script)), *(args or [])]
         return await self.run_program(argv, env=env, timeout=timeout, stdin=stdin)
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a rollout's folder, read-only entries a program left included."""
+
+    def unlock(func: Any, entry: str, _exc: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(entry), 0o700)
+            os.chmod(entry, 0o700)
+            func(entry)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=unlock)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -18,6 +18,7 @@ import inspect
 import math
 import os
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from numbers import Real
 from typing import TYPE_CHECKING, Any, get_origin, get_type_hints
@@ -76,29 +77,69 @@ class InvalidScore(HookError):
     pass
 
 
+class _Plan:
+    """What a hook's signature says, read once per function: its named parameters (required or
+    not) and, on first need, its resolved annotations."""
+
+    __slots__ = ("fn", "hints", "params")
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.params = [
+            (name, p.default is p.empty)
+            for name, p in inspect.signature(fn).parameters.items()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        self.hints: dict[str, Any] | None = None
+
+    def hint(self, name: str) -> Any:
+        if self.hints is None:
+            try:
+                self.hints = get_type_hints(self.fn)
+            except Exception:  # unresolvable annotations: injection by name still works
+                self.hints = {}
+        hint = self.hints.get(name)
+        return get_origin(hint) or hint
+
+
+# plans by the plain function (a bound method's ``__func__``): hooks are methods of task classes,
+# so a run reads each signature once, not once per call; an entry goes with its function
+_PLANS: dict[bool, weakref.WeakKeyDictionary[Any, _Plan]] = {True: weakref.WeakKeyDictionary(), False: weakref.WeakKeyDictionary()}
+
+
+def _plan(fn: Callable[..., Any]) -> _Plan:
+    bound = inspect.ismethod(fn)
+    target = fn.__func__ if bound else fn  # type: ignore[attr-defined]
+    cache = _PLANS[bound]
+    try:
+        plan = cache.get(target)
+    except TypeError:  # not hashable / not weakly referable: no cache
+        return _Plan(fn)
+    if plan is None:
+        plan = _Plan(fn)
+        try:
+            cache[target] = plan
+        except TypeError:
+            pass
+    return plan
+
+
 def hook_arguments(fn: Callable[..., Any], available: Mapping[Any, Any]) -> dict[str, Any]:
     """The keyword arguments ``fn`` asks for, by parameter name, then by annotated type for the
     type keys of ``available``. A required parameter nothing provides is a ``TypeError``."""
-    params = inspect.signature(fn).parameters
+    plan = _plan(fn)
     kwargs: dict[str, Any] = {}
-    by_type = {k: v for k, v in available.items() if isinstance(k, type)}
-    hints: dict[str, Any] = {}
-    if by_type:
-        try:
-            hints = get_type_hints(fn)
-        except Exception:  # unresolvable annotations: injection by name still works
-            hints = {}
-    for name, param in params.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
+    by_type: dict[Any, Any] | None = None
+    for name, required in plan.params:
         if name in available:
             kwargs[name] = available[name]
             continue
-        hint = hints.get(name)
-        hint = get_origin(hint) or hint
-        if hint in by_type:
+        if by_type is None:
+            by_type = {k: v for k, v in available.items() if isinstance(k, type)}
+        hint = plan.hint(name) if by_type else None
+        if hint is not None and hint in by_type:
             kwargs[name] = by_type[hint]
-        elif param.default is param.empty:
+        elif required:
             offered = ", ".join(sorted(str(k) for k in available if isinstance(k, str)))
             raise TypeError(f"needs the argument {name!r}, which a hook cannot be given (it can ask for: {offered})")
     return kwargs
@@ -287,10 +328,30 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         _record(trace, exc, TaskError)
 
 
+_BOUNDARIES: dict[bool, weakref.WeakKeyDictionary[Any, type | None]] = {True: weakref.WeakKeyDictionary(), False: weakref.WeakKeyDictionary()}
+
+
 def hook_boundary(fn: Callable[..., Any]) -> type | None:
     """What a ``@vf.stop`` / ``@vf.intercept`` hook looks at: ``Request``, ``Response``, or None
     (the trace itself), from its parameters (annotated type, else the names ``request`` /
-    ``response``)."""
+    ``response``). Read once per function (every model call asks, twice)."""
+    bound = inspect.ismethod(fn)
+    target = fn.__func__ if bound else fn  # type: ignore[attr-defined]
+    cache = _BOUNDARIES[bound]
+    try:
+        if target in cache:
+            return cache[target]
+    except TypeError:  # not hashable / not weakly referable: no cache
+        return _hook_boundary(fn)
+    found = _hook_boundary(fn)
+    try:
+        cache[target] = found
+    except TypeError:
+        pass
+    return found
+
+
+def _hook_boundary(fn: Callable[..., Any]) -> type | None:
     from verifiers.v1.types import Request, Response
 
     try:
@@ -341,6 +402,8 @@ async def first_stop(
     ``task_error``: a broken stop never lets a rollout run on unchecked."""
     from verifiers.v1.errors import TaskError
 
+    if not hooks:
+        return None
     kind = None if boundary is None else type(boundary)
     available = _boundary_available(trace, task, runtime, boundary)
     for fn in hooks:

@@ -21,7 +21,7 @@ from verifiers.v1.configs import WireAgentConfig
 from verifiers.v1.errors import ProviderError, stop_condition
 from verifiers.v1.graph import RECORD_FLOAT_DECIMALS, MessageNode, SemanticEdgeSet
 from verifiers.v1.state import State, StateT
-from verifiers.v1.task import DataT, WireTaskData
+from verifiers.v1.task import DataT, Task, WireTaskData
 from verifiers.v1.types import (
     AssistantMessage,
     FinishReason,
@@ -105,6 +105,14 @@ class TraceTask(BaseModel, Generic[DataT]):
     data: DataT
     key: str | None = None
     hash: str | None = None
+
+    @classmethod
+    def of(cls, task: Any) -> TraceTask:
+        """``task`` (a ``Task``) as a trace records it: its type, data, key and hash (the data
+        hashed once: the key is the hash unless the task's class defines its own)."""
+        digest = task.hash
+        key = digest if type(task).key is Task.key and type(task).hash is Task.hash else task.key
+        return cls(type=type(task).__name__, data=task.data, key=key, hash=digest)
 
 
 class Reward(BaseModel):
@@ -332,6 +340,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     _pending: dict[int, list[Message]] = PrivateAttr(default_factory=dict)
     _last_path: list[int] = PrivateAttr(default_factory=list)
     _reused_prefix_ids: list[int] = PrivateAttr(default_factory=list)
+    _branch_calls_of: tuple[Any, Any, tuple[int, int], list[list[ModelCall]]] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _graph_is_sound(self) -> Trace:
@@ -350,11 +359,12 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         return self
 
     @classmethod
-    def for_task(cls, task: Any, **fields: Any) -> Trace:
-        """A fresh trace of ``task`` (a ``Task``): its type, data, key and hash recorded, and a
-        fresh state of the class the task declares (``Task[Data, MyState]``)."""
+    def for_task(cls, task: Any, *, record: TraceTask | None = None, **fields: Any) -> Trace:
+        """A fresh trace of ``task`` (a ``Task``): its type, data, key and hash recorded (``record``:
+        that record, already made for this task), and a fresh state of the class the task declares
+        (``Task[Data, MyState]``)."""
         fields.setdefault("state", type(task).state_type()())
-        return cls(task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash), **fields)
+        return cls(task=record if record is not None else TraceTask.of(task), **fields)
 
     @field_serializer("mm_token_type_id_map")
     def _str_keys(self, mapping: dict[int, int]) -> dict[str, int]:
@@ -637,13 +647,26 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     def usage(self) -> Usage | None:
         return Usage.aggregate(c.usage for c in self.calls if c.usage is not None)
 
-    @computed_field
-    @property
-    def num_input_tokens(self) -> int:
+    def _branch_calls(self) -> list[list[ModelCall]]:
+        """Each branch's model calls in order (what :attr:`branches` holds, without building
+        the branches: the token counts below are read on every record)."""
+        nodes, calls = self.nodes, self.calls
+        if not calls:
+            return []
+        # the graph only grows: the answer holds while the node and call lists stay as they are
+        cached = self._branch_calls_of
+        if cached is not None and cached[0] is nodes and cached[1] is calls and cached[2] == (len(nodes), len(calls)):
+            return cached[3]
+        by_node = {c.node: c for c in calls if c.node is not None}
+        out = [[by_node[n] for n in graph.path_to(nodes, leaf) if n in by_node] for leaf in graph.leaves(nodes)]
+        self._branch_calls_of = (nodes, calls, (len(nodes), len(calls)), out)
+        return out
+
+    def _input_tokens(self, branch_calls: list[list[ModelCall]]) -> int:
         seen: set[int] = set()
         total = 0
-        for branch in self.branches:
-            for call, n in _new_input(branch.calls):
+        for calls in branch_calls:
+            for call, n in _new_input(calls):
                 if id(call) not in seen:
                     seen.add(id(call))
                     total += n
@@ -651,14 +674,20 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
 
     @computed_field
     @property
+    def num_input_tokens(self) -> int:
+        return self._input_tokens(self._branch_calls())
+
+    @computed_field
+    @property
     def num_output_tokens(self) -> int:
-        return sum(b.num_output_tokens for b in self.branches)
+        # a branch's output: the completion tokens of its calls (Branch.num_output_tokens)
+        return sum(c.usage.completion_tokens for calls in self._branch_calls() for c in calls if c.usage is not None)
 
     @computed_field
     @property
     def num_total_tokens(self) -> int:
-        usage = self.usage
-        return self.num_input_tokens + (usage.completion_tokens if usage else 0)
+        completion = sum(c.usage.completion_tokens for c in self.calls if c.usage is not None)
+        return self._input_tokens(self._branch_calls()) + completion
 
     def split_agent_time(self) -> None:
         span = self.timing.agent
