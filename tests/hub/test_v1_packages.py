@@ -58,10 +58,15 @@ CASES = {  # name: (reward body, __all__, verdict, what the reason says)
     "v1-reward-raises": ('raise ZeroDivisionError("the reward divides by zero")', '["DoubleTaskset"]', "failed",
                          "ZeroDivisionError: the reward divides by zero"),
     "v1-no-taskset": (GOOD_REWARD, '["DoubleTask"]', "failed", "exports no Taskset subclass in __all__"),
+    # a dependency from the real public index (PyPI), fetched in the sandbox's setup phase through
+    # the egress proxy: the host's CA store must reach pip there (a TLS-inspecting proxy's CA)
+    "v1-public-dep": ("import six\n        return float(task.answer in trace.last_reply and six.PY3)",
+                      '["DoubleTaskset"]', "passed", None),
 }  # fmt: skip
+PUBLIC_DEPS = {"v1-public-dep": ["six>=1.16"]}
 
 
-def write_v1_project(root: Path, name: str, version: str, reward: str, all_: str) -> Path:
+def write_v1_project(root: Path, name: str, version: str, reward: str, all_: str, deps: tuple[str, ...] = ()) -> Path:
     """A v1 package project: no ``verifiers.environments`` entry point, no ``load_environment``."""
     mod = name.replace("-", "_")
     project = root / f"{name}-{version}"
@@ -81,7 +86,7 @@ def write_v1_project(root: Path, name: str, version: str, reward: str, all_: str
             description = "A v1 taskset"
             readme = "README.md"
             requires-python = ">=3.10"
-            dependencies = ["verifiers"]
+            dependencies = {json.dumps(["verifiers", *deps])}
 
             [tool.hatch.build.targets.wheel]
             packages = ["{mod}"]
@@ -126,7 +131,8 @@ def pushed(v1hub: Hub) -> dict[str, dict[str, Path]]:
     """Every case pushed (wheel and sdist) through the upload API."""
     out = {}
     for name, (reward, all_, _status, _why) in CASES.items():
-        project = write_v1_project(v1hub.root / "src" / uuid.uuid4().hex[:8], name, "0.1.0", reward, all_)
+        project = write_v1_project(v1hub.root / "src" / uuid.uuid4().hex[:8], name, "0.1.0", reward, all_,
+                                   tuple(PUBLIC_DEPS.get(name, ())))
         wheel, sdist = build_project(project, v1hub.root / "dist" / name)
         files = [("files", (p.name, p.read_bytes(), "application/octet-stream")) for p in (wheel, sdist)]
         with v1hub.client() as c:

@@ -56,3 +56,24 @@ def test_the_workers_environment_is_allow_listed() -> None:
     )  # fmt: skip
     assert env == {"PATH": "/usr/bin", "OPERATOR_CA": "c", "PIP_CONFIG_FILE": "/dev/null", "PIP_NO_INPUT": "1",
                    "PYTHONNOUSERSITE": "1"}  # fmt: skip
+
+
+def test_the_setup_phase_trusts_the_hosts_ca_store_first(tmp_path, monkeypatch) -> None:
+    """Behind a TLS-inspecting proxy only the host's trust store holds the proxy's CA: the sandbox's
+    pip gets that store (SSL_CERT_FILE, kept by the worker's allow-list), not certifi's public roots."""
+    from verifiers.hub_client import check_worker
+
+    store = tmp_path / "host-ca.pem"
+    store.write_bytes(b"-----BEGIN CERTIFICATE-----\nhost store\n-----END CERTIFICATE-----\n")
+    assert clean_environment({"SSL_CERT_FILE": str(store), "PIP_CERT": "/x"})["SSL_CERT_FILE"] == str(store)
+    monkeypatch.setenv("SSL_CERT_FILE", str(store))
+    assert check_worker._ca_bundle() == store.read_bytes()
+    monkeypatch.delenv("SSL_CERT_FILE")
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    import ssl
+
+    system = tmp_path / "system-ca.pem"
+    system.write_bytes(b"-----BEGIN CERTIFICATE-----\nsystem store\n-----END CERTIFICATE-----\n")
+    paths = ssl.get_default_verify_paths()
+    monkeypatch.setattr(ssl, "get_default_verify_paths", lambda: paths._replace(cafile=str(system)))
+    assert check_worker._ca_bundle() == system.read_bytes()  # the system store, before certifi's copy

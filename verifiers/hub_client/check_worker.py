@@ -73,6 +73,8 @@ ENV_ALLOW = (
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
     "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV", "VF_SANDBOX_BACKEND",
     "VF_SANDBOX_DIR", "VF_HUB_URL",
+    # where the host's CA certificates are (paths, no secrets): a TLS-inspecting proxy's CA is there
+    "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
 )  # fmt: skip
 #: Always set for the worker: pip's configuration files are never read.
 ENV_FORCED = {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PYTHONNOUSERSITE": "1"}
@@ -527,18 +529,22 @@ class CheckWorker:
 
 
 def _ca_bundle() -> bytes | None:
-    """The host's CA certificates for pip's HTTPS in the setup phase (the sandbox has no /etc/ssl)."""
+    """The host's CA certificates for pip's HTTPS in the setup phase (the sandbox has no /etc/ssl).
+
+    The host's own trust store first (``SSL_CERT_FILE`` / ``REQUESTS_CA_BUNDLE``, then the system
+    bundle), certifi's copy of the public roots last: behind a TLS-inspecting proxy only the host's
+    store holds the proxy's CA, and pip in the sandbox would otherwise fail every download."""
     import ssl
 
-    candidates = []
+    candidates = [os.environ.get("SSL_CERT_FILE", ""), os.environ.get("REQUESTS_CA_BUNDLE", ""),
+                  ssl.get_default_verify_paths().cafile or "", "/etc/ssl/certs/ca-certificates.crt"]  # fmt: skip
     with contextlib.suppress(ImportError):
         import certifi
 
         candidates.append(certifi.where())
-    candidates += [ssl.get_default_verify_paths().cafile or "", "/etc/ssl/certs/ca-certificates.crt"]
     for path in candidates:
         with contextlib.suppress(OSError):
-            if path and os.path.getsize(path) < 4 * 1024 * 1024:
+            if path and os.path.isfile(path) and os.path.getsize(path) < 4 * 1024 * 1024:
                 return Path(path).read_bytes()
     return None
 
