@@ -41,6 +41,7 @@ from verifiers.engine import group as group_stage
 from verifiers.engine import rollout as rollout_stage
 from verifiers.engine.client import is_model_client
 from verifiers.engine.plans import GroupPlan
+from verifiers.engine.run import relaxed_gc
 from verifiers.engine.threads import DaemonThreadPool
 from verifiers.parsers.parser import Parser
 from verifiers.rubrics.rubric import Rubric
@@ -466,14 +467,15 @@ class Environment:
             max_concurrent_requests = opts.pop("max_concurrent_generation", None)
 
         async def run() -> GenerateOutputs:
-            groups, rpe = runs.generate_groups(self, inputs, opts)
-            return await runs.run_classic(
-                self, groups, client, model, sampling_args, rollouts_per_example=rpe,
-                score=score_rollouts and self.score_rollouts, max_concurrent=max_concurrent,
-                max_concurrent_requests=max_concurrent_requests, save_results=save_results,
-                results_path=results_path, resume=False, timeout_per_rollout=timeout_per_rollout,
-                on_progress=on_progress, state_columns=state_columns, options=opts,
-            )
+            with relaxed_gc():  # formatting rows too (see relaxed_gc)
+                groups, rpe = runs.generate_groups(self, inputs, opts)
+                return await runs.run_classic(
+                    self, groups, client, model, sampling_args, rollouts_per_example=rpe,
+                    score=score_rollouts and self.score_rollouts, max_concurrent=max_concurrent,
+                    max_concurrent_requests=max_concurrent_requests, save_results=save_results,
+                    results_path=results_path, resume=False, timeout_per_rollout=timeout_per_rollout,
+                    on_progress=on_progress, state_columns=state_columns, options=opts,
+                )
 
         return SyncOrAsync(run)
 
@@ -529,14 +531,15 @@ class Environment:
             opts.pop(key, None)
 
         async def run() -> GenerateOutputs:
-            groups, rpe = runs.evaluate_groups(self, num_examples, rollouts_per_example, opts)
-            return await runs.run_classic(
-                self, groups, client, model, sampling_args, rollouts_per_example=rpe,
-                score=score_rollouts and self.score_rollouts, max_concurrent=max_concurrent,
-                max_concurrent_requests=max_concurrent_requests, save_results=save_results,
-                results_path=results_path, resume=resume, timeout_per_rollout=timeout_per_rollout,
-                on_progress=on_progress, state_columns=state_columns, options=opts,
-            )
+            with relaxed_gc():  # formatting rows too (see relaxed_gc)
+                groups, rpe = runs.evaluate_groups(self, num_examples, rollouts_per_example, opts)
+                return await runs.run_classic(
+                    self, groups, client, model, sampling_args, rollouts_per_example=rpe,
+                    score=score_rollouts and self.score_rollouts, max_concurrent=max_concurrent,
+                    max_concurrent_requests=max_concurrent_requests, save_results=save_results,
+                    results_path=results_path, resume=resume, timeout_per_rollout=timeout_per_rollout,
+                    on_progress=on_progress, state_columns=state_columns, options=opts,
+                )
 
         return SyncOrAsync(run)
 
