@@ -285,6 +285,9 @@ _SYNC_POOL_LOCK = threading.Lock()
 def sync_pool() -> DaemonThreadPool:
     """The process's pool for sync reward functions (created on first use)."""
     global _SYNC_POOL
+    pool = _SYNC_POOL
+    if pool is not None:  # every sync reward call asks: no lock once it exists
+        return pool
     with _SYNC_POOL_LOCK:
         if _SYNC_POOL is None:
             workers = int(os.environ.get("VF_SYNC_WORKERS", "32") or 32)
