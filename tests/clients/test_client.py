@@ -442,3 +442,64 @@ async def test_openai_request_options_in_sampling_args():
     assert req.headers["x-session"] == "abc" and req.headers["authorization"] == "Bearer k"
     assert req.query == {"trace": "1"}
     assert set(req.body) == {"model", "messages", "temperature", "skip_special_tokens"}
+
+
+def _reference_body(body) -> bytes:
+    """What the client sent before its encoder was built once: json.dumps, compact, UTF-8."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=client_module._json_default).encode()
+
+
+def test_request_bodies_are_byte_identical_to_json_dumps():
+    import dataclasses
+
+    from pydantic import BaseModel
+
+    from verifiers.types import AssistantMessage, SystemMessage, ToolCall, UserMessage
+
+    class Part(BaseModel):
+        type: str = "text"
+        text: str = "voilà"
+        note: str | None = None
+
+    @dataclasses.dataclass
+    class Extra:
+        weight: float = 0.1
+
+    call = ToolCall(id="c1", name="add", arguments={"a": 1})
+    body = {
+        "model": "m/ü",
+        "messages": [
+            SystemMessage("Réponds brièvement. 答えて 🙂 \u2028 \x00 \"quoted\" back\\slash"),
+            UserMessage([Part()]),
+            AssistantMessage(content=None, tool_calls=[call]),
+            {"role": "tool", "tool_call_id": "c1", "content": "2"},
+        ],
+        "temperature": 0.7,
+        "top_p": 1e-300,
+        "floats": [0.1 + 0.2, 1e22, -0.0, 3.0, float("nan"), float("inf"), float("-inf")],
+        "ints": [0, -1, 2**70],
+        "flags": [True, False, None],
+        "tuple": (1, "two"),
+        "set": {"only"},
+        "extra": Extra(),
+        "nested": {"deep": [[{"k": "v"}]], 5: "int key", 1.5: "float key", None: "null key"},
+    }
+    got = client_module.encode_body(body)
+    assert got == _reference_body(body)
+    assert "Réponds".encode() in got and b"\\u" not in got.split(b"\\u0000")[0]  # non-ASCII not escaped
+    # what the server reads back is what was sent (NaN / Infinity as Python's json writes them)
+    again = json.loads(got)
+    assert again["messages"][1]["content"] == [{"type": "text", "text": "voilà"}]  # exclude_none
+    assert again["floats"][0] == 0.1 + 0.2 and again["ints"][2] == 2**70
+
+
+def test_a_body_that_cannot_be_sent_fails_before_sending():
+    with pytest.raises(TypeError, match="cannot send object"):
+        client_module.encode_body({"model": "m", "messages": [{"role": "user", "content": object()}]})
+    looped: dict = {"role": "user"}
+    looped["content"] = [looped]
+    with pytest.raises((ValueError, RecursionError)):
+        client_module.encode_body({"model": "m", "messages": [looped]})
+    # a failed body leaves nothing behind: the same message encodes fine afterwards
+    msg = {"role": "user", "content": "hi"}
+    assert client_module.encode_body({"messages": [msg, msg]}) == _reference_body({"messages": [msg, msg]})

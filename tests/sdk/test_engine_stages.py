@@ -106,3 +106,26 @@ async def test_a_custom_play_replaces_the_turn_loop(server_factory) -> None:
     states = await run_group(plan, rows(1, 3)[0], client, "m", {})
     await client.aclose()
     assert [st["reward"] for st in states] == [1.0, 1.0, 1.0] and srv.requests == []
+
+
+async def test_the_collector_is_relaxed_for_the_whole_classic_run_and_restored_after(server_factory) -> None:
+    import gc
+
+    seen: dict[str, int] = {}
+
+    class Watched(vf.SingleTurnEnv):
+        def format_prompt(self, question: Any, system_prompt: Any = None, few_shot: Any = None) -> Any:
+            seen.setdefault("formatting", gc.get_threshold()[0])  # rows are formatted inside evaluate
+            return super().format_prompt(question, system_prompt, few_shot)
+
+    def exact(completion: Any, answer: Any, **kwargs: Any) -> float:
+        seen.setdefault("scoring", gc.get_threshold()[0])
+        return 1.0
+
+    before = gc.get_threshold()
+    srv = server_factory("ok")
+    env = Watched(eval_dataset=[{"question": "q", "answer": "ok"}], rubric=vf.Rubric(funcs=[exact]))
+    out = await env.evaluate(vf.ClientConfig(base_url=srv.base_url), "m")
+    assert out["metadata"]["avg_reward"] == 1.0
+    assert seen["formatting"] >= 50_000 and seen["scoring"] >= 50_000
+    assert gc.get_threshold() == before

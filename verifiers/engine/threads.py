@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import logging
 import os
 import queue
@@ -58,6 +57,38 @@ def _call(call: tuple[Any, ...]) -> tuple[bool, Any]:
         return False, exc
 
 
+_QUEUED, _RUNNING, _DONE, _CANCELLED = range(4)
+
+
+class _LoopCall:
+    """A call queued by :meth:`DaemonThreadPool.run`: its result goes to ``future`` on ``loop``."""
+
+    __slots__ = ("args", "fn", "future", "kwargs", "loop", "state", "thread")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], fn: Any, args: Any, kwargs: Any) -> None:
+        self.loop = loop
+        self.future = future
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.state = _QUEUED
+        self.thread: threading.Thread | None = None
+
+
+def _deliver(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    """Hand a call's outcome to its awaiting caller (on the caller's event loop)."""
+    if future.done():  # the caller was cancelled meanwhile
+        return
+    if ok:
+        future.set_result(value)
+    elif isinstance(value, StopIteration):  # an asyncio future cannot hold one (it would hang)
+        error = RuntimeError(f"the sync function raised StopIteration: {value!r}")
+        error.__cause__ = value
+        future.set_exception(error)
+    else:
+        future.set_exception(value)
+
+
 class DaemonThreadPool(Executor):
     """At most ``max_workers`` daemon threads running submitted calls in order of submission."""
 
@@ -77,6 +108,29 @@ class DaemonThreadPool(Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
+        self._put((future, fn, args, kwargs))
+        return future
+
+    async def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """``await`` ``fn(*args, **kwargs)`` run in this pool, from an event loop.
+
+        The same pool and bounds as :meth:`submit`, without a ``concurrent.futures.Future`` in
+        between: the thread hands the result straight to the caller's event loop (about a fifth of
+        the CPU time of ``asyncio.wrap_future(pool.submit(...))``: the hop to a thread is paid by
+        every sync reward function and sync tool call). A caller that is cancelled (a timeout)
+        abandons the call, as :meth:`abandon` does for a submitted one.
+        """
+        loop = asyncio.get_running_loop()
+        call = _LoopCall(loop, loop.create_future(), fn, args, kwargs)
+        self._put(call)
+        try:
+            return await call.future
+        except BaseException:
+            if call.future.cancelled():  # the caller gave up (its task was cancelled)
+                self._abandon_call(call)
+            raise
+
+    def _put(self, item: Any) -> None:
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new calls after shutdown")
@@ -85,12 +139,11 @@ class DaemonThreadPool(Executor):
                     f"{len(self._abandoned)} abandoned calls (timed out) are still running in this pool "
                     f"(at most {self.max_abandoned}); no new call can start until some return"
                 )
-            self._queue.put((future, fn, args, kwargs))
+            self._queue.put(item)
             if self._idle > 0:
                 self._idle -= 1  # that idle thread takes this item
             elif len(self._threads) < self.max_workers:
                 self._start_thread()
-        return future
 
     def _start_thread(self) -> None:
         thread = threading.Thread(target=self._work, name=f"{self._prefix}-{len(self._threads)}", daemon=True)
@@ -104,22 +157,38 @@ class DaemonThreadPool(Executor):
             return
         with self._lock:
             thread = self._running.get(future)
-            if thread is None or thread in self._abandoned:
-                return
-            self._abandoned.add(thread)
-            self._threads.remove(thread)
-            if not self._shutdown and self._idle == 0 and not self._queue.empty():
-                self._start_thread()
+            if thread is not None:
+                self._abandon_thread(thread)
+
+    def _abandon_call(self, call: _LoopCall) -> None:
+        with self._lock:
+            if call.state == _QUEUED:
+                call.state = _CANCELLED  # never starts: the thread that takes it skips it
+            elif call.state == _RUNNING and call.thread is not None:
+                self._abandon_thread(call.thread)
+
+    def _abandon_thread(self, thread: threading.Thread) -> None:  # with self._lock held
+        if thread in self._abandoned or thread not in self._threads:
+            return
+        self._abandoned.add(thread)
+        self._threads.remove(thread)
+        if not self._shutdown and self._idle == 0 and not self._queue.empty():
+            self._start_thread()
 
     def _work(self) -> None:
+        me = threading.current_thread()
         while True:
             item = self._queue.get()
             if item is _STOP:
                 return
+            if type(item) is _LoopCall:
+                if not self._run_loop_call(item, me):
+                    return
+                del item
+                continue
             future, call = item[0], item[1:]
             del item
             if future.set_running_or_notify_cancel():
-                me = threading.current_thread()
                 with self._lock:
                     self._running[future] = me
                 ok, value = _call(call)
@@ -143,6 +212,36 @@ class DaemonThreadPool(Executor):
                     return
                 self._idle += 1
 
+    def _run_loop_call(self, call: _LoopCall, me: threading.Thread) -> bool:
+        """Run one :meth:`run` call; False when this thread must leave the pool afterwards."""
+        with self._lock:
+            started = call.state == _QUEUED
+            if started:
+                call.state = _RUNNING
+                call.thread = me
+        if started:
+            fn, args, kwargs = call.fn, call.args, call.kwargs
+            # drop the call (and the rollout state its arguments hold) before the caller resumes:
+            # a finished rollout must not stay alive in this thread
+            call.fn = call.args = call.kwargs = None
+            ok, value = _call((fn, args, kwargs))
+            del fn, args, kwargs
+            try:
+                call.loop.call_soon_threadsafe(_deliver, call.future, ok, value)
+            except RuntimeError:  # the caller's event loop has closed: nobody is waiting
+                pass
+            del value
+        with self._lock:
+            call.state = _DONE
+            call.thread = None
+            if me in self._abandoned:  # replaced already: leave the pool
+                self._abandoned.discard(me)
+                return False
+            if self._shutdown:
+                return False
+            self._idle += 1
+        return True
+
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
             self._shutdown = True
@@ -153,7 +252,11 @@ class DaemonThreadPool(Executor):
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is not _STOP:
+                if type(item) is _LoopCall:
+                    item.state = _CANCELLED
+                    with contextlib.suppress(RuntimeError):  # its event loop has closed
+                        item.loop.call_soon_threadsafe(item.future.cancel)
+                elif item is not _STOP:
                     item[0].cancel()
         for _ in threads:
             self._queue.put(_STOP)
@@ -182,6 +285,9 @@ _SYNC_POOL_LOCK = threading.Lock()
 def sync_pool() -> DaemonThreadPool:
     """The process's pool for sync reward functions (created on first use)."""
     global _SYNC_POOL
+    pool = _SYNC_POOL
+    if pool is not None:  # every sync reward call asks: no lock once it exists
+        return pool
     with _SYNC_POOL_LOCK:
         if _SYNC_POOL is None:
             workers = int(os.environ.get("VF_SYNC_WORKERS", "32") or 32)
@@ -192,14 +298,7 @@ def sync_pool() -> DaemonThreadPool:
 async def run_sync(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """``func(*args, **kwargs)`` in :func:`sync_pool`, off the event loop (context variables
     carried over). A caller that is cancelled abandons the call (its thread leaves the pool's count)."""
-    pool = sync_pool()
-    future = pool.submit(contextvars.copy_context().run, functools.partial(func, *args, **kwargs))
-    try:
-        return await asyncio.wrap_future(future)
-    except BaseException:
-        if not future.done():
-            pool.abandon(future)
-        raise
+    return await sync_pool().run(contextvars.copy_context().run, func, *args, **kwargs)
 
 
 # ----- the event-loop watchdog ---------------------------------------------------------------------

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verifiers.classic import drive, runs
 from verifiers.classic.bridge import SyncOrAsync, run_sync
@@ -41,12 +41,19 @@ from verifiers.engine import group as group_stage
 from verifiers.engine import rollout as rollout_stage
 from verifiers.engine.client import is_model_client
 from verifiers.engine.plans import GroupPlan
+from verifiers.engine.run import relaxed_gc
 from verifiers.engine.threads import DaemonThreadPool
 from verifiers.parsers.parser import Parser
 from verifiers.rubrics.rubric import Rubric
 from verifiers.types import GenerateOutputs, State, SystemMessage, UserMessage, to_message, to_messages
 from verifiers.utils.data_utils import is_hf_dataset, rows_from_source, source_columns
 from verifiers.utils.decorators import collect_hooks
+
+if TYPE_CHECKING:
+    from verifiers.clients.client import ModelClient
+    from verifiers.clients.response import ModelResponse
+    from verifiers.engine.client import ModelClientProtocol
+    from verifiers.types import Message
 
 __all__ = ["Environment"]
 
@@ -123,7 +130,9 @@ class Environment:
         self._sources: dict[str, Any] = {"train": dataset, "eval": eval_dataset}
         self._rows_cache: dict[str, list[dict[str, Any]]] = {}
         self._executor: Executor | None = None
-        self._clients: dict[int, Any] = {}
+        # id(what the caller passed) -> (that object, our client for it): the object is kept so that
+        # a recycled id never returns another caller's client
+        self._clients: dict[int, tuple[object, ModelClient]] = {}
         self._torn_down = False
         for key, value in accept_keywords(self, kwargs, CLASSIC_ENVIRONMENT_KEYWORDS).items():
             setattr(self, key, value)
@@ -168,14 +177,16 @@ class Environment:
                 "each row needs one of them"
             )
 
-    def format_prompt(self, question: Any, system_prompt: str | None = None, few_shot: Sequence[Any] | None = None) -> Any:
+    def format_prompt(
+        self, question: Any, system_prompt: str | None = None, few_shot: Sequence[Mapping[str, Any]] | None = None
+    ) -> list[Message] | str:
         """The prompt for a ``question``: ``[system?] + few_shot + [user: question]`` (chat), or the
         question text (completion mode, with the system prompt in front when set)."""
         system_prompt = self.system_prompt if system_prompt is None else system_prompt
         few_shot = self.few_shot if few_shot is None else few_shot
         if self.message_type == "completion":
             return f"{system_prompt}\n\n{question}" if system_prompt else str(question)
-        msgs: list[Any] = []
+        msgs: list[Message] = []
         if system_prompt:
             msgs.append(SystemMessage(system_prompt))
         msgs.extend(to_message(m) for m in few_shot)
@@ -288,7 +299,7 @@ class Environment:
     # Settings
     # ================================================================================================
 
-    def set_kwargs(self, **kwargs: Any) -> None:
+    def set_kwargs(self, **kwargs: object) -> None:
         """Set attributes after construction (the classic API's way of adjusting an environment)."""
         for key, value in kwargs.items():
             setattr(self, key, value)
@@ -316,7 +327,7 @@ class Environment:
     # Model calls
     # ================================================================================================
 
-    def _model_client(self, client: Any) -> Any:
+    def _model_client(self, client: Any) -> ModelClientProtocol:
         """Our ModelClient for whatever the caller passed (AsyncOpenAI, config, URL ...)."""
         if client is None:
             raise ValueError("a model client is required (a ModelClient, ClientConfig, base URL or openai client)")
@@ -341,7 +352,7 @@ class Environment:
         sampling_args: Mapping[str, Any] | None = None,
         message_type: str | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> ModelResponse:
         """One model call: chat (``prompt`` is a message list) or completion (``prompt`` is text).
 
         Returns a :class:`~verifiers.types.ModelResponse`. Sampling arguments are sent untouched.
@@ -357,7 +368,13 @@ class Environment:
     # Rollouts: the engine's stages, driven by this environment's plans (verifiers.classic.drive)
     # ================================================================================================
 
-    def init_state(self, input: Mapping[str, Any], client: Any = None, model: str | None = None, sampling_args: Any = None) -> State:
+    def init_state(
+        self,
+        input: Mapping[str, Any],
+        client: object = None,
+        model: str | None = None,
+        sampling_args: Mapping[str, Any] | None = None,
+    ) -> State:
         """A fresh :class:`State` for one rollout of dataset row ``input``."""
         if input.get("prompt") is None:  # a raw row (question only): format it like the dataset
             input = self._format_row(input, input.get("example_id") or 0)
@@ -453,7 +470,7 @@ class Environment:
         on_progress: Callable[[dict[str, Any]], Any] | None = None,
         state_columns: Sequence[str] | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> SyncOrAsync:
         """Run and score rollouts for ``inputs`` (rows with a prompt or question; rows sharing an
         ``example_id`` form one group). Returns :class:`GenerateOutputs`.
 
@@ -466,14 +483,15 @@ class Environment:
             max_concurrent_requests = opts.pop("max_concurrent_generation", None)
 
         async def run() -> GenerateOutputs:
-            groups, rpe = runs.generate_groups(self, inputs, opts)
-            return await runs.run_classic(
-                self, groups, client, model, sampling_args, rollouts_per_example=rpe,
-                score=score_rollouts and self.score_rollouts, max_concurrent=max_concurrent,
-                max_concurrent_requests=max_concurrent_requests, save_results=save_results,
-                results_path=results_path, resume=False, timeout_per_rollout=timeout_per_rollout,
-                on_progress=on_progress, state_columns=state_columns, options=opts,
-            )
+            with relaxed_gc():  # formatting rows too (see relaxed_gc)
+                groups, rpe = runs.generate_groups(self, inputs, opts)
+                return await runs.run_classic(
+                    self, groups, client, model, sampling_args, rollouts_per_example=rpe,
+                    score=score_rollouts and self.score_rollouts, max_concurrent=max_concurrent,
+                    max_concurrent_requests=max_concurrent_requests, save_results=save_results,
+                    results_path=results_path, resume=False, timeout_per_rollout=timeout_per_rollout,
+                    on_progress=on_progress, state_columns=state_columns, options=opts,
+                )
 
         return SyncOrAsync(run)
 
@@ -500,7 +518,7 @@ class Environment:
         score_rollouts: bool = True,
         state_columns: Sequence[str] | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> SyncOrAsync:
         """Evaluate ``model`` on the eval set (falls back to the train set).
 
         ``num_examples`` (-1: all) examples x ``rollouts_per_example``; ``max_concurrent`` bounds
@@ -529,14 +547,15 @@ class Environment:
             opts.pop(key, None)
 
         async def run() -> GenerateOutputs:
-            groups, rpe = runs.evaluate_groups(self, num_examples, rollouts_per_example, opts)
-            return await runs.run_classic(
-                self, groups, client, model, sampling_args, rollouts_per_example=rpe,
-                score=score_rollouts and self.score_rollouts, max_concurrent=max_concurrent,
-                max_concurrent_requests=max_concurrent_requests, save_results=save_results,
-                results_path=results_path, resume=resume, timeout_per_rollout=timeout_per_rollout,
-                on_progress=on_progress, state_columns=state_columns, options=opts,
-            )
+            with relaxed_gc():  # formatting rows too (see relaxed_gc)
+                groups, rpe = runs.evaluate_groups(self, num_examples, rollouts_per_example, opts)
+                return await runs.run_classic(
+                    self, groups, client, model, sampling_args, rollouts_per_example=rpe,
+                    score=score_rollouts and self.score_rollouts, max_concurrent=max_concurrent,
+                    max_concurrent_requests=max_concurrent_requests, save_results=save_results,
+                    results_path=results_path, resume=resume, timeout_per_rollout=timeout_per_rollout,
+                    on_progress=on_progress, state_columns=state_columns, options=opts,
+                )
 
         return SyncOrAsync(run)
 

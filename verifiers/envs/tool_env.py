@@ -29,6 +29,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from verifiers.engine.threads import DaemonThreadPool
 from verifiers.envs.multiturn_env import MultiTurnEnv
 from verifiers.errors import ToolError, error_record, is_user_raised
 from verifiers.types import State, ToolCall, ToolMessage
@@ -186,6 +187,11 @@ class ToolEnv(MultiTurnEnv):
         if _is_async_tool(tool):
             return await tool(**tool_args)
         executor = self.executor
+        if isinstance(executor, DaemonThreadPool):  # the lean hop (abandons the call when cancelled)
+            result = await executor.run(contextvars.copy_context().run, functools.partial(tool, **tool_args))
+            if inspect.isawaitable(result):
+                result = await result
+            return result
         future = executor.submit(contextvars.copy_context().run, functools.partial(tool, **tool_args))
         try:
             result = await asyncio.wrap_future(future)
