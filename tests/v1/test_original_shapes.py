@@ -1,0 +1,38 @@
+"""Shapes of real environments written for the original 0.3/0.4 releases (kept from runs of such
+environments on both libraries): each test runs an environment of ours with the same shape."""
+
+from __future__ import annotations
+
+from verifiers.clients import ModelClient
+from verifiers.testing.scripted import ScriptedServer
+from verifiers.v1.env import load_environment
+from verifiers.v1.rollout import run_v1
+
+
+async def _run(env, srv, **kw):
+    client = ModelClient.from_any(srv.base_url)
+    try:
+        return await run_v1(env, list(env.taskset), client, model="scripted-model", **kw)
+    finally:
+        await client.aclose()
+
+
+def _programs(req):
+    if "GREETING" in req.messages[-1]["content"]:
+        return "```python\nimport os\nprint(os.environ['GREETING'])\n```"
+    return "```python\nprint(6 * 7)\n```"
+
+
+async def _program_traces():
+    env = load_environment({"taskset": {"id": "vf-program"}})
+    async with ScriptedServer(_programs) as srv:
+        out = await _run(env, srv)
+    return [s["_episode"].traces[0] for s in out.state]
+
+
+async def test_a_metric_runs_the_program_with_the_originals_runtime_calls() -> None:
+    traces = await _program_traces()
+    assert [t.errors for t in traces] == [[], []]
+    assert [t.metrics["passed"] for t in traces] == [1.0, 1.0]
+    assert [t.metrics["read_bytes"] for t in traces] == [1.0, 1.0]
+    assert sorted(t.metrics["size"] for t in traces) == [13.0, 40.0]
