@@ -36,3 +36,9 @@ async def test_a_metric_runs_the_program_with_the_originals_runtime_calls() -> N
     assert [t.metrics["passed"] for t in traces] == [1.0, 1.0]
     assert [t.metrics["read_bytes"] for t in traces] == [1.0, 1.0]
     assert sorted(t.metrics["size"] for t in traces) == [13.0, 40.0]
+
+
+async def test_rewards_run_after_the_metrics_and_read_them_off_the_trace() -> None:
+    # as in the original: all metrics (concurrently), then all rewards (concurrently)
+    traces = await _program_traces()
+    assert [t.rewards["correct"].score for t in traces] == [1.0, 1.0]

@@ -175,7 +175,7 @@ def check_score(kind: str, name: str, value: Any) -> dict[str, float] | float:
 
 
 async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: float | None = None) -> None:
-    """Run ``task``'s metrics and rewards on ``trace`` and record them (all concurrently).
+    """Run ``task``'s metrics, then its rewards, on ``trace`` and record them.
 
     Every expected key is first set to None (unscored), so a trace shows what should have run
     even when a hook fails. A hook that needs ``runtime`` is skipped (left None, no error) when
@@ -226,7 +226,10 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
             else:
                 trace.record_reward(name, value, weight)
 
-    await asyncio.gather(*(one(kind, fn) for kind, fn in hooks))
+    # metrics first, then rewards (each stage concurrently), as the original does: a reward may
+    # read a metric off the trace (one metric runs the program, the reward reads ``passed``)
+    for stage in ("metric", "reward"):
+        await asyncio.gather(*(one(kind, fn) for kind, fn in hooks if kind == stage))
     for exc in errors:
         # a task error (stop condition `task_error`) that keeps the hook's own traceback; its type
         # says what failed (HookTimeout, InvalidScore, HookError)
