@@ -42,3 +42,19 @@ async def test_rewards_run_after_the_metrics_and_read_them_off_the_trace() -> No
     # as in the original: all metrics (concurrently), then all rewards (concurrently)
     traces = await _program_traces()
     assert [t.rewards["correct"].score for t in traces] == [1.0, 1.0]
+
+
+async def test_stop_conditions_name_how_the_run_ended() -> None:
+    # the original's names: an interaction the env left is `user_closed`; a plain run is `agent_completed`
+    env = load_environment({"taskset": {"id": "vf-seats"}})
+    async with ScriptedServer("7") as srv:
+        out = await _run(env, srv)
+    (state,) = out.state
+    traces = state["_episode"].traces
+    assert sorted(t.agent.name for t in traces) == ["first", "second"]
+    assert [t.stop_condition for t in traces] == ["user_closed", "user_closed"]
+    assert [t.rewards["spoke"].score for t in traces] == [4.0, 4.0]
+    env = load_environment({"taskset": {"id": "vf-program"}})
+    async with ScriptedServer(_programs) as srv:
+        out = await _run(env, srv)
+    assert [s["_episode"].traces[0].stop_condition for s in out.state] == ["agent_completed"] * 2

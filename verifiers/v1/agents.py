@@ -199,6 +199,8 @@ class Agent:
         """Play ``task`` to its end (the task's prompt is the first message); the trace."""
         async with self.interaction(task) as it:
             await it.turn()
+            if not it.trace.is_completed and not it.trace.errors:
+                it.trace.stop("agent_completed")
         return it.trace
 
     @contextlib.asynccontextmanager
@@ -246,7 +248,8 @@ class Agent:
                 await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
             timing.finalize.end = time.time()
             if not trace.is_completed:
-                trace.stop("completed")
+                # the env left the interaction with the run still going (the original's name)
+                trace.stop("user_closed")
             trace.ok = not trace.errors
             if self.run_ctx.on_trace is not None:
                 self.run_ctx.on_trace(trace, (task, runtime))
