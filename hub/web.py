@@ -97,9 +97,11 @@ def _page(request: Request, template: str, status: int = 200, **kw: Any) -> HTML
     resp = templates.TemplateResponse(request, template, _ctx(request, **kw), status_code=status)
     _finish(request, resp)
     resp.headers["Cache-Control"] = "private, no-cache"
-    # The pages need no script at all; README images may come from anywhere over https.
+    # The only script is the hub's own static copy.js (no inline script, so an uploaded README that
+    # slipped past the sanitiser still runs nothing; everything else the hub serves from its origin is
+    # text/plain, zip or gzip with nosniff, never script). README images may come from anywhere.
     resp.headers["Content-Security-Policy"] = (
-        "default-src 'self'; script-src 'none'; object-src 'none'; img-src 'self' https: data:; "
+        "default-src 'self'; script-src 'self'; object-src 'none'; img-src 'self' https: data:; "
         "style-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
     )
     return resp

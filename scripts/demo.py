@@ -2,13 +2,17 @@
 model weights.
 
 1. a tiny local model (`vf model tiny`) served by a real vLLM server (`vf serve`, CPU build);
-2. an Environments Hub (SQLite + a local folder) in the background, a user and a token, `vf login`;
-3. every bundled environment pushed to the hub (`vf push`);
+2. an Environments Hub (SQLite + a local folder) in the background with its check worker (every
+   pushed version is installed and run in the sandbox, and gets a verdict), a user and a token,
+   `vf login`;
+3. every bundled environment pushed to the hub (`vf push`): the classic ones and the v1 taskset
+   `sort-numbers`;
 4. one environment installed into a fresh virtual environment from the hub's index with plain `pip`;
-5. two environments (single-turn math, multi-turn wordle) evaluated against the local model with
-   `vf eval --push`, so they appear on the hub's leaderboards;
+5. three environments evaluated against the local model with `vf eval --push`, so they appear on the
+   hub's leaderboards: single-turn math and multi-turn wordle (classic), sort-numbers (v1);
 6. `vf train examples/tiny.toml`: RL on the tiny model with vLLM rollouts and in-place weight updates;
-7. a summary of where to look, and the one command that serves the same hub data again.
+7. every pushed version's check verdict, a summary of where to look, and the one command that serves
+   the same hub data again.
 
 Everything lives under `.cache/demo/`; the script stops every process it started and can run again.
 """
@@ -23,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -34,6 +39,8 @@ HUB_PORT = int(os.environ.get("VF_DEMO_HUB_PORT", "8765"))
 HUB_URL = f"http://127.0.0.1:{HUB_PORT}"
 USER = "demo"
 SKIP_TRAIN = os.environ.get("VF_DEMO_SKIP_TRAIN", "") not in ("", "0")
+CHECK_WAIT = float(os.environ.get("VF_DEMO_CHECK_WAIT", "1200"))  # seconds to wait for the last verdicts
+V1_ENV = "sort-numbers"
 
 
 def say(msg: str) -> None:
@@ -72,6 +79,34 @@ def wait_http(url: str, timeout: float, proc: subprocess.Popen | None = None) ->
     raise SystemExit(f"{url} did not answer within {timeout:.0f}s")
 
 
+def wait_for_verdicts(names: list[str], timeout: float) -> dict[str, str]:
+    """Each pushed environment's newest version's check status, once every one has a verdict (passed,
+    failed or error) or ``timeout`` passes; printed as each arrives."""
+    deadline = time.monotonic() + timeout
+    status: dict[str, str] = {}
+    while True:
+        for name in names:
+            if status.get(name) in ("passed", "failed", "error", "not pushed"):
+                continue
+            try:
+                with urllib.request.urlopen(f"{HUB_URL}/api/v1/environments/{USER}/{name}/versions", timeout=10) as r:
+                    versions = json.load(r)
+            except urllib.error.HTTPError as exc:
+                if exc.code != 404:
+                    raise
+                status[name] = "not pushed"
+                continue
+            newest = versions[0] if versions else {}
+            check = newest.get("check") or {}
+            status[name] = check.get("status") or "none"
+            if status[name] in ("passed", "failed", "error"):
+                why = f" ({check['reason']})" if check.get("reason") and status[name] != "passed" else ""
+                print(f"  {USER}/{name} {newest.get('version')}: {status[name]}{why}")
+        if all(s in ("passed", "failed", "error", "not pushed") for s in status.values()) or time.monotonic() > deadline:
+            return status
+        time.sleep(3)
+
+
 def main() -> int:
     DEMO.mkdir(parents=True, exist_ok=True)
     started: list[subprocess.Popen] = []
@@ -94,9 +129,10 @@ def main() -> int:
         print(f"vLLM at {vllm.base_url} serving model {vllm.model!r} (log: {DEMO / 'vllm.log'})")
 
         # 2. hub ---------------------------------------------------------------------------------
-        say(f"an Environments Hub on {HUB_URL} (SQLite + local files in {DEMO / 'hub'})")
+        say(f"an Environments Hub on {HUB_URL} (SQLite + local files in {DEMO / 'hub'}) with its check worker")
         hub_log = open(DEMO / "hub.log", "ab")  # closed at exit
-        hub = subprocess.Popen([*VF, "hub", "serve", "--data", str(DEMO / "hub"), "--port", str(HUB_PORT)],
+        hub = subprocess.Popen([*VF, "hub", "serve", "--data", str(DEMO / "hub"), "--port", str(HUB_PORT),
+                                "--with-worker"],
                                cwd=ROOT, env=env_vars(), stdout=hub_log, stderr=subprocess.STDOUT,
                                start_new_session=True)
         started.append(hub)
@@ -114,7 +150,9 @@ def main() -> int:
         # 3. push --------------------------------------------------------------------------------
         say("pushing every bundled environment")
         pushed = []
-        for pkg in sorted(p for p in (ROOT / "environments").iterdir() if (p / "pyproject.toml").exists()):
+        packages = sorted(p for p in (ROOT / "environments").iterdir() if (p / "pyproject.toml").exists())
+        bundled = [p.name for p in packages]
+        for pkg in packages:
             res = run([*VF, "push", str(pkg)], check=False, capture=True)
             line = next((ln for ln in res.stdout.splitlines() if ln.startswith(("published", USER + "/"))),
                         res.stdout.strip().splitlines()[0] if res.stdout.strip() else "")
@@ -158,6 +196,11 @@ def main() -> int:
                          capture=True).stdout.strip()
         run([*VF, "eval", f"{USER}/wordle@{wordle_ver}", "-b", vllm.base_url, "-n", "4", "-r", "2", "-t", "24",
              "-o", str(runs), "--push"])
+        say(f"vf eval {V1_ENV} (a v1 taskset: traces.jsonl) against the local model, --push")
+        v1_ver = run([sys.executable, "-c", f"import importlib.metadata as m; print(m.version({V1_ENV!r}))"],
+                     capture=True).stdout.strip()
+        run([*VF, "eval", f"{USER}/{V1_ENV}@{v1_ver}", "-b", vllm.base_url, "-n", "8", "-r", "2",
+             "--sampling.max_tokens", "32", "-o", str(runs), "--push"])
         vllm.stop()
         vllm = None
 
@@ -170,14 +213,18 @@ def main() -> int:
             run([*VF, "train", "examples/tiny.toml", "--output", str(train_out),
                  "--set", f"model.path={DEMO / 'train-model'}"])
 
-        # 7. summary ----------------------------------------------------------------------------------
+        # 7. verdicts and summary ------------------------------------------------------------------
+        say("the check worker's verdict on every pushed version")
+        verdicts = wait_for_verdicts(bundled, CHECK_WAIT)
         say(f"done in {time.monotonic() - t0:.0f}s")
         board = json.load(urllib.request.urlopen(f"{HUB_URL}/api/v1/environments/{USER}/math-problems/leaderboard"))
         print(f"pushed {len(pushed)} environments to {HUB_URL}/{USER}")
         for row in board[:3]:
             print(f"  leaderboard math-problems: {row['model']} avg reward {row['avg_reward']:.3f} "
                   f"({row['num_rollouts']} rollouts, version {row['version']})")
-        print(f"leaderboards:  {HUB_URL}/{USER}/math-problems#leaderboard  and  {HUB_URL}/{USER}/wordle#leaderboard")
+        print(f"leaderboards:  {HUB_URL}/{USER}/math-problems#leaderboard, {HUB_URL}/{USER}/wordle#leaderboard "
+              f"and {HUB_URL}/{USER}/{V1_ENV}#leaderboard")
+        print("checks:        " + ", ".join(f"{name} {status}" for name, status in verdicts.items()))
         print(f"eval runs:     {runs}   (vf results {runs})")
         if not SKIP_TRAIN:
             print(f"training run:  {train_out}   (metrics.jsonl, reward/loss plot PNG, the trained model in model/)")
@@ -185,6 +232,11 @@ def main() -> int:
         # the demo's login lives in its own config folder: yours is untouched
         print(f"log in to it:  .venv/bin/vf hub token create {USER} --data {DEMO / 'hub'} | "
               f".venv/bin/vf login --hub {HUB_URL}   (the demo's own login is in {DEMO / 'config'})")
+        pending = [name for name, status in verdicts.items() if status in ("queued", "running", "none")]
+        if pending:
+            print(f"no verdict within {CHECK_WAIT:.0f}s for: {', '.join(pending)} (see {DEMO / 'hub.log'}; "
+                  "VF_DEMO_CHECK_WAIT sets the wait)", file=sys.stderr)
+            return 1
         return 0
     finally:
         if vllm is not None:

@@ -36,170 +36,25 @@ import logging
 import math
 import os
 import threading
-import time
-import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from verifiers.checking import (
+    JUDGE_MODEL,
+    LEFTOVER_GRACE_S,
+    CheckReport,
+    CheckResult,
+    check_leftovers,
+    child_pids,
+    one_line,
+    sample_arguments,
+    scripted_replies,
+)
+
 __all__ = ["CheckReport", "CheckResult", "check_environment", "sample_arguments"]
 
-#: How long threads and processes may take to wind down after ``close()`` before they count as left
-#: running (sandboxes and thread pools stop asynchronously).
-LEFTOVER_GRACE_S = 10.0
-
-MAX_RECORDED_REPLIES = 8
-
 CHECKS = ("load", "environment", "dataset", "rollouts", "rewards", "errors", "tools", "teardown", "leftovers")
-
-
-@dataclass
-class CheckResult:
-    """One named check: ``ok`` (True/False), or ``skipped`` when it did not apply or could not run."""
-
-    name: str
-    ok: bool
-    detail: str = ""
-    skipped: bool = False
-
-
-@dataclass
-class CheckReport:
-    """What :func:`check_environment` found. ``ok`` when no check failed."""
-
-    target: str
-    env_id: str | None = None
-    checks: list[CheckResult] = field(default_factory=list)
-    rollouts: list[dict[str, Any]] = field(default_factory=list)
-    #: What the scripted model answered (the first few replies, as text), for people reading a verdict.
-    replies: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok or c.skipped for c in self.checks) and any(c.name == "rollouts" and c.ok for c in self.checks)
-
-    @property
-    def failures(self) -> list[CheckResult]:
-        return [c for c in self.checks if not c.ok and not c.skipped]
-
-    def add(self, name: str, ok: bool, detail: str = "", *, skipped: bool = False) -> bool:
-        self.checks.append(CheckResult(name, ok, detail, skipped))
-        return ok
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able verdict: ``{"ok", "target", "env_id", "checks": [...], "rollouts": [...]}``."""
-        return {
-            "ok": self.ok,
-            "target": self.target,
-            "env_id": self.env_id,
-            "checks": [asdict(c) for c in self.checks],
-            "rollouts": self.rollouts,
-            "replies": self.replies,
-        }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, default=str)
-
-    def __str__(self) -> str:
-        lines = [f"{self.env_id or self.target}: {'passed' if self.ok else 'FAILED'}"]
-        for c in self.checks:
-            mark = "skip" if c.skipped else ("ok" if c.ok else "FAIL")
-            lines.append(f"  {mark:<4} {c.name:<12} {c.detail}".rstrip())
-        return "\n".join(lines)
-
-
-# ------------------------------------------------------------------------------ scripted replies
-def sample_arguments(schema: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Arguments that satisfy a tool's JSON schema: the first enum value, else a small value of the
-    declared type, for its required properties (all properties when none is marked required).
-
-    >>> sample_arguments({"type": "object", "properties": {"code": {"type": "string"},
-    ...     "n": {"type": "integer"}, "mode": {"enum": ["fast", "slow"]}}, "required": ["code", "mode"]})
-    {'code': '1', 'mode': 'fast'}
-    """
-    props = dict((schema or {}).get("properties") or {})
-    required = list((schema or {}).get("required") or props)
-    return {name: _sample_value(props.get(name) or {}) for name in required}
-
-
-def _sample_value(prop: Mapping[str, Any]) -> Any:
-    if prop.get("enum"):
-        return prop["enum"][0]
-    kind = prop.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    if kind is None and prop.get("anyOf"):
-        return _sample_value(next((p for p in prop["anyOf"] if p.get("type") != "null"), {}))
-    return {
-        "integer": 1,
-        "number": 1.0,
-        "boolean": True,
-        "array": [],
-        "object": {},
-        "null": None,
-    }.get(str(kind), "1")
-
-
-def _final_text(env: Any, answer: str) -> str:
-    """A reply that parsers of every common shape read ``answer`` from."""
-    parts = ["<think>\nChecking the environment.\n</think>"]
-    fmt = getattr(env.parser, "format", None)
-    fields = getattr(env.parser, "get_fields", None)
-    if callable(fmt) and callable(fields):
-        try:
-            parts.append(fmt(**{name: answer for name in fields() if name != "think"}))
-        except Exception:  # a custom parser's format(): the generic shapes below still apply
-            pass
-    parts += [f"<answer>{answer}</answer>", f"\\boxed{{{answer}}}", answer]
-    return "\n".join(parts)
-
-
-def _message_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return ""
-
-
-def _script(env: Any, rows: Sequence[Mapping[str, Any]], record: list[str] | None = None) -> Callable[[Any], Any]:
-    from verifiers.testing.scripted import reply, tool_call, tool_calls
-
-    answers: dict[str, str] = {}
-    for row in rows:
-        prompt = row.get("prompt")
-        if isinstance(prompt, list) and prompt:
-            answers.setdefault(_message_text(prompt[-1].get("content")), str(row.get("answer") or ""))
-        elif isinstance(prompt, str):
-            answers.setdefault(prompt, str(row.get("answer") or ""))
-
-    def script(request: Any) -> Any:
-        if request.get("model") == JUDGE_MODEL:  # a JudgeRubric's question (see _judges_on)
-            return reply("yes")
-        if request.tools and request.turn == 0:
-            calls = [
-                tool_call(t["function"]["name"], sample_arguments(t["function"].get("parameters")), id=f"check-{i}")
-                for i, t in enumerate(request.tools)
-            ]
-            if record is not None and len(record) < MAX_RECORDED_REPLIES:
-                record.append("tool calls: " + ", ".join(f"{c['function']['name']}({c['function']['arguments']})" for c in calls))
-            return tool_calls(*calls, content="Calling every tool once.")
-        texts = [request.prompt] if request.prompt is not None else [
-            _message_text(m.get("content")) for m in request.messages if m.get("role") == "user"
-        ]
-        answer = next((answers[t] for t in texts if t in answers), "1")
-        text = _final_text(env, answer)
-        if record is not None and len(record) < MAX_RECORDED_REPLIES:
-            record.append(text)
-        return reply(text)
-
-    return script
-
-
-#: The model name judge calls are sent under during a check, so that the scripted server tells them
-#: from the environment's own model calls (it answers them ``yes``).
-JUDGE_MODEL = "vf-check-judge"
 
 
 @contextlib.contextmanager
@@ -252,6 +107,7 @@ def check_environment(
     rollouts_per_example: int = 2,
     timeout_per_rollout: float = 120.0,
     search_dirs: Sequence[Path] = (),
+    v1_options: Any = None,
 ) -> CheckReport:
     """Check an environment (an object, or an id / path loaded with ``env_args``, default none).
 
@@ -260,16 +116,38 @@ def check_environment(
     An environment the check loaded is torn down at the end; one passed in is torn down too, since
     the ``teardown`` check is part of the contract. Returns a :class:`CheckReport`; never raises for
     a fault of the environment.
+
+    A v1 package (no ``load_environment``; it imports ``verifiers.v1``) is checked by
+    :func:`verifiers.v1.check.check_v1` into the same report; ``v1_options`` (a
+    ``V1CheckOptions``: ``vf validate``'s own flags) apply to it only.
     """
     from verifiers.envs.environment import Environment
 
     target = env_or_id if isinstance(env_or_id, str) else str(getattr(env_or_id, "env_id", None) or type(env_or_id).__name__)
     report = CheckReport(target=str(target))
     threads_before = {t.ident for t in threading.enumerate()}
-    children_before = _child_pids()
+    children_before = child_pids()
 
     if isinstance(env_or_id, str | os.PathLike):
-        env = _load(report, env_or_id, dict(env_args or {}), search_dirs)
+        found = _import(report, env_or_id, search_dirs)
+        if found is None:
+            return _skip_rest(report)
+        source, module = found
+        from verifiers.utils.env_loading import is_v1_package
+
+        if is_v1_package(source, module):
+            from verifiers.v1.check import check_v1
+
+            return check_v1(
+                report, source, module, env_args=dict(env_args or {}), num_examples=num_examples,
+                rollouts_per_example=rollouts_per_example, timeout_per_rollout=timeout_per_rollout,
+                options=v1_options, threads_before=threads_before, children_before=children_before,
+            )  # fmt: skip
+        v1_flags = v1_options.flags() if v1_options is not None else []
+        if v1_flags:
+            report.add("load", False, f"{', '.join(v1_flags)} apply to v1 packages; {target} is a classic environment")
+            return _skip_rest(report)
+        env = _load(report, source, module, dict(env_args or {}))
         if env is None:
             return _skip_rest(report)
     else:
@@ -291,7 +169,7 @@ def check_environment(
         for name in ("rollouts", "rewards", "errors", "tools"):
             report.add(name, False, "no rows to run", skipped=True)
     _check_teardown(report, env)
-    _check_leftovers(report, threads_before, children_before)
+    check_leftovers(report, threads_before, children_before, LEFTOVER_GRACE_S)
     return report
 
 
@@ -303,24 +181,28 @@ def _skip_rest(report: CheckReport) -> CheckReport:
     return report
 
 
-def _load(report: CheckReport, spec: Any, env_args: dict[str, Any], search_dirs: Sequence[Path]) -> Any:
+def _import(report: CheckReport, spec: Any, search_dirs: Sequence[Path]) -> tuple[Any, Any] | None:
+    """Find and import what ``spec`` names (the ``load`` check fails when that does not work)."""
     from verifiers.utils import env_loading
 
     try:
         source = env_loading.resolve(spec, search_dirs=search_dirs)
-        env = env_loading.load(source, env_args)
+        return source, env_loading.import_source(source)
     except Exception as exc:
-        report.add("load", False, _one_line(exc))
+        report.add("load", False, one_line(exc))
+        return None
+
+
+def _load(report: CheckReport, source: Any, module: Any, env_args: dict[str, Any]) -> Any:
+    from verifiers.utils import env_loading
+
+    try:
+        env = env_loading.annotate(env_loading.factory_of(source, module)(**env_args), source, env_args)
+    except Exception as exc:
+        report.add("load", False, one_line(exc))
         return None
     report.add("load", True, f"{source.kind} {source.target}" + (f" {source.version}" if source.version else ""))
     return env
-
-
-def _one_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    frame = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-    where = f" (at {Path(frame[0].filename).name}:{frame[0].lineno})" if frame else ""
-    return text.splitlines()[0][:500] + where
 
 
 def _check_dataset(report: CheckReport, env: Any, n: int) -> list[dict[str, Any]]:
@@ -328,7 +210,7 @@ def _check_dataset(report: CheckReport, env: Any, n: int) -> list[dict[str, Any]
         rows = [dict(r) for r in env.get_eval_dataset(n=max(1, n))]
         train_rows = len(env.get_dataset(n=1)) if env._sources.get("train") is not None else None
     except Exception as exc:
-        report.add("dataset", False, f"building the rows failed: {_one_line(exc)}")
+        report.add("dataset", False, f"building the rows failed: {one_line(exc)}")
         return []
     problems = []
     for i, row in enumerate(rows):
@@ -360,7 +242,7 @@ def _check_rollouts(report: CheckReport, env: Any, rows: list[dict[str, Any]], r
 
     expected = len(rows) * max(1, rpe)
     try:
-        with ScriptedServer(_script(env, rows, report.replies), model="vf-check") as server, _judges_on(env, server.base_url) as judges:
+        with ScriptedServer(scripted_replies(getattr(env, "parser", None), rows, report.replies), model="vf-check") as server, _judges_on(env, server.base_url) as judges:
             result = env.evaluate_sync(
                 client=server.base_url, model=server.model, num_examples=len(rows),
                 rollouts_per_example=rpe, timeout_per_rollout=timeout,
@@ -369,7 +251,7 @@ def _check_rollouts(report: CheckReport, env: Any, rows: list[dict[str, Any]], r
             judged = len(server.requests) - len(requests)
         outputs = [dict(o) for o in result["outputs"]]
     except Exception as exc:
-        report.add("rollouts", False, f"evaluate raised {_one_line(exc)}")
+        report.add("rollouts", False, f"evaluate raised {one_line(exc)}")
         for name in ("rewards", "errors", "tools"):
             report.add(name, False, "no rollouts", skipped=True)
         return
@@ -425,7 +307,7 @@ def _check_teardown(report: CheckReport, env: Any) -> None:
     try:
         env.close()
     except Exception as exc:
-        report.add("teardown", False, f"close() raised {_one_line(exc)}")
+        report.add("teardown", False, f"close() raised {one_line(exc)}")
         return
     finally:
         root.removeHandler(capture)
@@ -435,24 +317,3 @@ def _check_teardown(report: CheckReport, env: Any) -> None:
     report.add("teardown", not failed, "; ".join(failed[:3]) or "teardown hooks ran")
 
 
-def _child_pids() -> set[int]:
-    """Live child processes of this process (Linux ``/proc``); empty elsewhere."""
-    pids: set[int] = set()
-    for task in Path(f"/proc/{os.getpid()}/task").glob("*"):
-        try:
-            pids.update(int(p) for p in (task / "children").read_text().split())
-        except (OSError, ValueError):
-            continue
-    return pids
-
-
-def _check_leftovers(report: CheckReport, threads_before: set[int | None], children_before: set[int]) -> None:
-    deadline = time.monotonic() + LEFTOVER_GRACE_S
-    while True:
-        threads = [t for t in threading.enumerate() if t.ident not in threads_before and not t.daemon and t.is_alive()]
-        children = _child_pids() - children_before
-        if (not threads and not children) or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    left = [f"thread {t.name}" for t in threads] + [f"process {pid}" for pid in sorted(children)]
-    report.add("leftovers", not left, ", ".join(left[:5]) or "nothing left running")

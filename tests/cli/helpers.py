@@ -11,18 +11,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def declared_scripts() -> dict[str, str]:
+    """The console scripts pyproject.toml declares (name -> ``module:function``)."""
+    import tomllib
+
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+
+
 def vf_command(script: str = "vf") -> list[str]:
-    """The installed console script when present (what users run), else ``python -m``."""
+    """The installed console script when present and pointing where pyproject.toml says (what
+    users run), else the declared target run by the interpreter (a script added since the
+    environment was installed)."""
+    target = declared_scripts()[script]
     installed = Path(sys.executable).parent / script
-    if installed.exists():
+    if installed.exists() and target.split(":")[0] in installed.read_text(errors="replace"):
         return [str(installed)]
-    module = {"vf": "verifiers.cli", "vf-eval": "verifiers.cli.compat", "vf-init": "verifiers.cli.compat"}[
-        script
-    ]
-    if script == "vf":
-        return [sys.executable, "-m", module]
-    entry = "vf_eval_main" if script == "vf-eval" else "vf_init_main"
-    return [sys.executable, "-c", f"import sys; from {module} import {entry}; {entry}(sys.argv[1:])"]
+    module, entry = target.split(":")
+    return [sys.executable, "-c", f"import sys; from {module} import {entry}; sys.argv[0] = {script!r}; {entry}()"]
 
 
 def run_vf(

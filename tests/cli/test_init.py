@@ -1,4 +1,5 @@
-"""`vf init` / `vf-init`: a scaffold that passes its own test, and ids that would shadow modules refused."""
+"""`vf init --classic` / `vf-init --classic`: a classic scaffold that passes its own test, and ids that would
+shadow modules refused (by the v1 default too). The v1 scaffold: test_init_v1.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.cli.helpers import REPO, run_vf
 
 
 def test_scaffold_is_complete_and_passes_its_own_test(tmp_path):
-    proc = run_vf("init", "sum-pairs", "--path", str(tmp_path))
+    proc = run_vf("init", "sum-pairs", "--classic", "--path", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     pkg = tmp_path / "sum-pairs"
     for rel in ("pyproject.toml", "README.md", "sum_pairs.py", "tests/test_sum_pairs.py"):
@@ -48,7 +49,7 @@ def test_scaffold_is_complete_and_passes_its_own_test(tmp_path):
 
 
 def test_owner_ids_name_both_entry_points(tmp_path):
-    proc = run_vf("init", "Ada/Word-Count", "--path", str(tmp_path))
+    proc = run_vf("init", "Ada/Word-Count", "--classic", "--path", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     meta = tomllib.loads((tmp_path / "word-count" / "pyproject.toml").read_text())
     assert meta["project"]["name"] == "word-count"
@@ -56,12 +57,12 @@ def test_owner_ids_name_both_entry_points(tmp_path):
         "ada/word-count": "word_count:load_environment",
         "word-count": "word_count:load_environment",
     }
-    refused = run_vf("init", "ada/word-count@1.0", "--path", str(tmp_path))
+    refused = run_vf("init", "ada/word-count@1.0", "--classic", "--path", str(tmp_path))
     assert refused.returncode == 1 and "without @version" in refused.stderr
 
 
 def test_scaffold_builds_a_wheel_with_its_module(tmp_path):
-    assert run_vf("init", "wheel-check", "--path", str(tmp_path)).returncode == 0
+    assert run_vf("init", "wheel-check", "--classic", "--path", str(tmp_path)).returncode == 0
     from hatchling.builders.wheel import WheelBuilder
 
     built = list(
@@ -77,13 +78,13 @@ def test_scaffold_builds_a_wheel_with_its_module(tmp_path):
 
 
 def test_existing_files_are_kept_unless_forced(tmp_path):
-    assert run_vf("init", "keep-me", "--path", str(tmp_path)).returncode == 0
+    assert run_vf("init", "keep-me", "--classic", "--path", str(tmp_path)).returncode == 0
     module = tmp_path / "keep-me" / "keep_me.py"
     module.write_text("# my edits\n")
-    again = run_vf("init", "keep-me", "--path", str(tmp_path))
+    again = run_vf("init", "keep-me", "--classic", "--path", str(tmp_path))
     assert again.returncode == 0 and "kept existing keep_me.py" in again.stdout
     assert module.read_text() == "# my edits\n"
-    assert run_vf("init", "keep-me", "--path", str(tmp_path), "--force").returncode == 0
+    assert run_vf("init", "keep-me", "--classic", "--path", str(tmp_path), "--force").returncode == 0
     assert "def load_environment(" in module.read_text()
 
 
@@ -109,15 +110,15 @@ def test_installed_module_name_is_refused(tmp_path):
 
 
 def test_vf_init_compat_uses_the_classic_layout(tmp_path):
-    proc = run_vf("init-check", "-p", str(tmp_path / "envs"), script="vf-init")
+    proc = run_vf("init-check", "--classic", "-p", str(tmp_path / "envs"), script="vf-init")
     assert proc.returncode == 0, proc.stderr
     pkg = tmp_path / "envs" / "init_check"  # the classic tool names the folder with underscores
     assert (pkg / "init_check.py").is_file() and (pkg / "pyproject.toml").is_file()
     (pkg / "README.md").write_text("old")
-    assert run_vf("init-check", "-p", str(tmp_path / "envs"), script="vf-init").returncode == 0
+    assert run_vf("init-check", "--classic", "-p", str(tmp_path / "envs"), script="vf-init").returncode == 0
     assert (pkg / "README.md").read_text() == "old"
     assert (
-        run_vf("init-check", "-p", str(tmp_path / "envs"), "--rewrite-readme", script="vf-init").returncode
+        run_vf("init-check", "--classic", "-p", str(tmp_path / "envs"), "--rewrite-readme", script="vf-init").returncode
         == 0
     )
     assert "## Reward" in (pkg / "README.md").read_text()

@@ -6,7 +6,9 @@ finite rewards, no recorded errors, clean teardown) passes on each."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import itertools
 import re
 import sys
 import tomllib
@@ -61,8 +63,23 @@ def _pyproject(env_id: str) -> dict[str, Any]:
     return tomllib.loads((ENV_DIR / env_id / "pyproject.toml").read_text())
 
 
+def is_v1(env_id: str) -> bool:
+    """A v1 package (``import verifiers.v1``): a plain package with a Taskset in ``__all__`` and no
+    entry point; every other bundled package is classic (a ``load_environment`` entry point)."""
+    source = (ENV_DIR / env_id / f"{module_name(env_id)}.py").read_text()
+    return re.search(r"^import verifiers\.v1 as vf$", source, re.MULTILINE) is not None
+
+
+V1_PACKAGES = [p for p in PACKAGES if is_v1(p)]
+CLASSIC_PACKAGES = [p for p in PACKAGES if not is_v1(p)]
+
+
+def test_both_api_generations_are_bundled() -> None:
+    assert V1_PACKAGES and len(CLASSIC_PACKAGES) >= 10, (V1_PACKAGES, CLASSIC_PACKAGES)
+
+
 def test_there_are_ten_packages() -> None:
-    assert len(PACKAGES) >= 10, PACKAGES
+    assert len(PACKAGES) >= 11, PACKAGES
 
 
 @pytest.mark.parametrize("bad", ["math", "code", "random", "test", "json", "numpy", "datasets", "verifiers"])
@@ -110,7 +127,15 @@ def test_same_files_in_every_package(env_id: str) -> None:
     assert (root / f"{mod}.py").is_file()
     assert (root / "tests" / f"test_{mod}.py").is_file()
     source = (root / f"{mod}.py").read_text()
-    assert re.search(r"^def load_environment\(", source, re.MULTILINE)
+    if is_v1(env_id):  # the v1 convention: __all__ names exactly one Taskset subclass
+        import verifiers.v1 as v1
+
+        module = importlib.import_module(mod)
+        tasksets = [n for n in module.__all__ if isinstance(getattr(module, n), type)
+                    and issubclass(getattr(module, n), v1.Taskset)]
+        assert len(tasksets) == 1, module.__all__
+    else:
+        assert re.search(r"^def load_environment\(", source, re.MULTILINE)
     assert source.lstrip().startswith('"""'), "the module docstring says what the environment is"
 
 
@@ -124,7 +149,21 @@ def test_readme_sections(env_id: str) -> None:
     assert "license" in text.lower()
 
 
-@pytest.mark.parametrize("env_id", PACKAGES)
+@pytest.mark.parametrize("env_id", V1_PACKAGES)
+def test_v1_package_loads_as_a_v1_env_with_prompts(env_id: str) -> None:
+    import verifiers.v1 as v1
+
+    env = vf.load_environment(env_id)  # the one loader tells v1 packages from classic ones
+    assert isinstance(env, v1.Env) and env.env_id == "single-agent"  # the default env
+    assert env.taskset.config.id == module_name(env_id)
+    tasks = list(itertools.islice(env.taskset.load(), 5))
+    assert len(tasks) == 5
+    for task in tasks:
+        assert isinstance(task, v1.Task) and task.data.prompt, task
+    assert v1.load_taskset(v1.TasksetConfig(id=env_id)).__class__ is type(env.taskset)
+
+
+@pytest.mark.parametrize("env_id", CLASSIC_PACKAGES)
 def test_load_environment_gives_an_environment_with_prompts(env_id: str) -> None:
     env = vf.load_environment(env_id)
     assert isinstance(env, vf.Environment)
@@ -140,7 +179,12 @@ def test_load_environment_gives_an_environment_with_prompts(env_id: str) -> None
         assert isinstance(row.get("info"), dict)
 
 
-@pytest.mark.parametrize("env_id", PACKAGES)
+@pytest.mark.parametrize("env_id", V1_PACKAGES)
+def test_v1_package_declares_no_entry_point(env_id: str) -> None:
+    assert env_loading.declared_entry_points(_pyproject(env_id)) == {}, "v1 packages are found by module name"
+
+
+@pytest.mark.parametrize("env_id", CLASSIC_PACKAGES)
 def test_entry_point_names_the_factory(env_id: str) -> None:
     declared = env_loading.declared_entry_points(_pyproject(env_id))
     assert declared == {env_id: f"{module_name(env_id)}:load_environment"}, (

@@ -253,3 +253,39 @@ def test_api_docs_render_offline(site: Site, page: Page) -> None:
     paths = page.locator(".opblock-summary-path").all_inner_texts()
     assert any("/api/v1/environments" in p for p in paths), paths
     assert external == [], external
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_install_commands_fit_their_box_and_copy(site: Site, browser: Browser, width: int) -> None:
+    """Each install command wraps inside its box (no side-scroll, nothing past the column), and its
+    copy button puts exactly the command on the clipboard."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(20_000)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site.hub.url)
+    try:
+        page = context.new_page()
+        page.goto(site.hub.url + "/alice/vfweb-arith-drills")
+        for box in ("install-vf", "install", "install-uv"):
+            pre = page.locator(f"#{box}")
+            geometry = pre.evaluate(
+                """e => { const r = e.getBoundingClientRect(), col = e.closest('aside').getBoundingClientRect();
+                         return {scroll: e.scrollWidth, client: e.clientWidth, right: r.right,
+                                 colRight: col.right, vw: document.documentElement.clientWidth}; }"""
+            )
+            assert geometry["scroll"] <= geometry["client"], (box, geometry)
+            assert geometry["right"] <= geometry["colRight"] + 0.5 <= geometry["vw"] + 0.5, (box, geometry)
+            button = page.locator(f'button[data-copy="{box}"]')
+            expect(button).to_be_visible()
+            button.click()
+            expect(button).to_have_text("Copied")
+            copied = page.evaluate("navigator.clipboard.readText()")
+            assert copied == pre.text_content() and "vfweb-arith-drills" in copied, (box, copied)
+        # the uv line is long: unwrapped, it would be wider than its box at these widths
+        unwrapped = page.locator("#install-uv").evaluate(
+            """e => { const c = e.cloneNode(true); c.style.whiteSpace = 'pre'; c.style.width = 'max-content';
+                     e.parentNode.appendChild(c); const w = c.scrollWidth; c.remove(); return [w, e.clientWidth]; }"""
+        )
+        assert unwrapped[0] > unwrapped[1], unwrapped
+        assert page.evaluate("window.__pwned === undefined")
+    finally:
+        context.close()

@@ -77,3 +77,49 @@ def test_install_reports_what_the_loader_finds(hub: HubProcess, make_vf, tmp_pat
         "s = locate('rory/rory-env'); env = vf.load_environment('rory/rory-env'); print(s.kind, env.env_version)"
     )
     assert loaded.code == 0 and loaded.out.split() == ["entry_point", "1.0.0"], loaded.text
+
+
+V1_MODULE = '''
+import verifiers.v1 as vf
+
+
+class EchoData(vf.TaskData):
+    answer: str
+
+
+class EchoTask(vf.Task[EchoData]):
+    @vf.reward
+    def correct(self, task: EchoData, trace: vf.Trace) -> float:
+        return float(task.answer in trace.last_reply)
+
+
+class EchoTaskset(vf.Taskset[EchoTask]):
+    def load(self):
+        for i in range(3):
+            yield EchoTask(EchoData(prompt=f"say {i}", answer=str(i)))
+
+
+__all__ = ALL
+'''
+
+
+def _v1_package(root: Path, name: str, all_: str) -> Path:
+    """A v1 package: ``__all__`` lists the taskset, no entry point, no load_environment."""
+    pkg = write_env_package(root, name)
+    (pkg / name.replace("-", "_") / "__init__.py").write_text(V1_MODULE.replace("ALL", all_))
+    return pkg
+
+
+def test_push_publishes_a_v1_package_and_refuses_one_without_a_taskset(hub: HubProcess, make_vf, tmp_path: Path) -> None:
+    vf = make_vf(create_user(hub, "vera"))
+    res = vf("push", str(_v1_package(tmp_path, "vera-v1", '["EchoTaskset"]')))
+    assert res.code == 0 and "published vera/vera-v1@1.0.0" in res.out, res.text
+    assert "entry point" not in res.err  # a v1 package has none by design: no advice to add one
+    assert httpx.get(f"{hub.url}/api/v1/environments/vera/vera-v1", timeout=30).status_code == 200
+    res = vf("push", str(_v1_package(tmp_path, "vera-nots", '["EchoTask"]')))
+    assert res.code == 1 and "has no load_environment() function" in res.err and "lists no Taskset subclass" in res.err, res.text
+    bad = _v1_package(tmp_path, "vera-reward", '["EchoTaskset"]')
+    module = bad / "vera_reward" / "__init__.py"
+    module.write_text(module.read_text().replace("return float(task.answer in trace.last_reply)", "raise KeyError('oops')"))
+    res = vf("push", str(bad))
+    assert res.code == 1 and "failed the conformance check: errors" in res.err and "KeyError" in res.err, res.text

@@ -518,11 +518,12 @@ def test_readme_plain_pip_line_works_as_written(hub: HubProcess, make_vf, tmp_pa
     owner, name = m.groups()
     pushed = re.search(rf"^vf push environments/{name}\b", readme, re.M)
     assert pushed and pushed.start() < m.start(), f"the README does not push {name} before installing it"
-    assert re.search(rf"^vf init {name}\b", readme, re.M), f"the README never creates {name}"
+    # the README's package is a classic one (vf init's default is a v1 taskset): vf push checks it with vf check
+    assert re.search(rf"^vf init {name} --classic\b", readme, re.M), f"the README never creates {name}"
     assert not re.search(r"^pip install .*--extra-index-url", readme, re.M)
 
     author = make_vf(create_user(hub, owner))
-    res = author("init", name, "--path", str(tmp_path))
+    res = author("init", name, "--classic", "--path", str(tmp_path))
     assert res.code == 0, res.text
     res = author("push", str(tmp_path / name))
     assert res.code == 0, res.text

@@ -29,7 +29,7 @@ MODULES = _modules_with_examples()
 
 
 def test_the_shared_helpers_are_among_them() -> None:
-    assert {"verifiers.ids", "verifiers.utils.extract", "verifiers.check"} <= set(MODULES)
+    assert {"verifiers.ids", "verifiers.utils.extract", "verifiers.checking"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

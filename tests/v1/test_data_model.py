@@ -124,6 +124,10 @@ def test_configs_narrow_to_the_plugin_class_by_id() -> None:
 
     ts = vf.load_taskset(vf.TasksetConfig(id="alice/vf-arith@1.0"))
     assert type(ts.config) is ArithConfig and ts.config.n == 4
+    # no `task` table: still the task's own config class, with its defaults (a hook reads them)
+    assert type(ts.config.task) is ArithTaskConfig and next(iter(ts)).config.bonus == 0.0
+    env_cfg = vf.resolve_env_config({"taskset": {"id": "vf-arith"}})
+    assert type(env_cfg.taskset.task) is ArithTaskConfig
     ts = vf.load_taskset({"id": "vf-arith", "n": 2, "task": {"bonus": 0.5}})
     assert type(ts.config.task) is ArithTaskConfig and next(iter(ts)).config.bonus == 0.5
     env = vf.resolve_env_config({"id": "single-agent", "taskset": {"id": "vf-arith", "start": 10}, "solver": {"max_turns": 3}})

@@ -22,13 +22,11 @@ RELEASES = ("0.3.0", "0.4.0")
 
 _ENV = "the rest of the env/agent layer (shared env configs, retries, config-merging helpers): after issue 19 step 4"
 _HARNESS = "ACP harnesses and harness sessions: after issue 19 step 5 (null/bash and the interception proxy are here)"
-_RUNTIME = ("live runtime processes, artifact collection: not yet (issue 19 step 6 brought the subprocess and "
-            "sandbox runtimes; the container configs load and are refused at start)")
+_RUNTIME = ("live runtime processes: not yet (issue 19 step 6 brought the subprocess and sandbox runtimes and "
+            "artifact collect/restore; the container configs load and are refused at start)")
 _CLIENT = "model clients of the v1 agents: come with the env/harness layer (step 4/5) over our ModelClient"
-_JUDGE = "judges: issue 19 step 8"
-_TOOLSET = "MCP toolsets: issue 19 step 7"
 _SERVE = "env servers and their pools: the env-server issue (the wire shapes are here: verifiers.v1.wire)"
-_SCORE = "scoring helpers of the original's built-in tasksets: come with the judges (step 8)"
+_SCORE = "scoring helpers of the original's built-in tasksets (math, code, pytest output): come with those tasksets"
 _GIT = "patch capture from a runtime's git checkout: not yet (not part of issue 19 step 6's runtimes)"
 
 REASONS: dict[str, str] = {
@@ -42,20 +40,13 @@ REASONS: dict[str, str] = {
         _HARNESS,
     ),
     **dict.fromkeys(
-        ("RuntimeInfo", "RuntimeProcess", "collect", "restore"),
+        ("RuntimeInfo", "RuntimeProcess"),
         _RUNTIME,
     ),
     **dict.fromkeys(("Client", "BaseClientConfig", "ClientConfig", "EvalClientConfig", "TrainClientConfig", "resolve_client", "ModelContext"), _CLIENT),
-    **dict.fromkeys(
-        ("Judge", "JudgeConfig", "Judges", "JudgeResponse", "JudgeView", "DecisionJudge", "DecisionJudgeConfig", "ReferenceJudge",
-         "ReferenceJudgeConfig", "RubricJudge", "RubricJudgeConfig", "Criterion", "import_judge", "load_judge", "judge_config_type",
-         "parse_judge_choice"),
-        _JUDGE,
-    ),
-    **dict.fromkeys(("Toolset", "ToolsetConfig", "SharedToolsetConfig"), _TOOLSET),
     **dict.fromkeys(("ServeConfig", "StaticPoolConfig", "ElasticPoolConfig", "pool_serve_kwargs"), _SERVE),
     **dict.fromkeys(
-        ("compare_stdout_results", "extract_boxed_answer", "parse_pytest_outcomes", "read_answer_file_or_last_reply", "verify_boxed_math_answer"),
+        ("compare_stdout_results", "parse_pytest_outcomes", "read_answer_file_or_last_reply", "verify_boxed_math_answer"),
         _SCORE,
     ),
     **dict.fromkeys(("PATCH_CAP_BYTES", "capture_patch", "resolve_head"), _GIT),
@@ -81,11 +72,15 @@ SHAPES = [
     ("verifiers.v1.serve.delta", "DeltaStreamer"), ("verifiers.v1.serve.delta", "TraceSummary"),
     ("verifiers.v1.serve.types", "RunRequest"), ("verifiers.v1.serve.types", "RunResponse"),
     ("verifiers.v1.serve.types", "CancelRequest"), ("verifiers.v1.serve.types", "CancelResponse"),
-    ("verifiers.v1.serve.types", "BaseResponse"),
+    ("verifiers.v1.serve.types", "BaseResponse"), ("verifiers.v1.judge", "Judge"), ("verifiers.v1.judge", "JudgeResponse"),
+    ("verifiers.v1.configs.judge", "JudgeConfig"), ("verifiers.v1.judges.reference", "ReferenceJudge"),
+    ("verifiers.v1.judges.reference", "ReferenceJudgeConfig"), ("verifiers.v1.judges.rubric", "RubricJudge"),
+    ("verifiers.v1.judges.rubric", "RubricJudgeConfig"), ("verifiers.v1.judges.rubric", "Criterion"),
+    ("verifiers.v1.judges.decision", "DecisionJudge"), ("verifiers.v1.judges.decision", "DecisionJudgeConfig"),
+    ("verifiers.v1.serve.types", "BaseResponse"), ("verifiers.v1.mcp.toolset", "Toolset"),
+    ("verifiers.v1.mcp.toolset", "ToolsetConfig"), ("verifiers.v1.mcp.toolset", "SharedToolsetConfig"),
 ]  # fmt: skip
 SHAPE_REASONS: dict[tuple[str, str], str] = {
-    ("Task", "plugged_judges"): _JUDGE,
-    ("Trace", "record_judge_call"): _JUDGE,
     ("TurnTokens", "*"): "the renderer's transient token carriers (spans, placeholders) come with the renderer client",
     ("DeltaStreamer", "_maybe_add_routing_repairs"): "private",
 }
@@ -135,7 +130,8 @@ def _shape(path: Path, cls_name: str) -> tuple[set[str], dict[str, list[str]]]:
                 continue
             a_ = item.args
             args = [a.arg for a in a_.posonlyargs + a_.args + a_.kwonlyargs] + [v.arg for v in (a_.vararg, a_.kwarg) if v]
-            methods[item.name] = [a for a in args if a not in ("self", "cls")] if "property" not in decorators else ["<property>"]
+            is_property = any(d.endswith("property") for d in decorators)  # property, cached_property
+            methods[item.name] = ["<property>"] if is_property else [a for a in args if a not in ("self", "cls")]
     return fields, methods, own_only
 
 

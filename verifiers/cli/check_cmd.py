@@ -1,4 +1,5 @@
-"""``vf check PATH|ID``: run the conformance checker (:mod:`verifiers.check`) and print its verdict.
+"""``vf check PATH|ID``: run the conformance checker (:mod:`verifiers.check`; a v1 package goes to
+:mod:`verifiers.v1.check`) and print its verdict. ``vf validate`` (``validate_cmd.py``) ends here too.
 
 Exit status 0 when every check passed, 1 otherwise. ``--json`` prints the machine-readable verdict
 (``{"ok", "target", "env_id", "checks", "rollouts"}``) on stdout and nothing else, also when the
@@ -26,7 +27,12 @@ def run_check(
     timeout_per_rollout: float = 120.0,
     as_json: bool = False,
     env_dir_path: Path | None = None,
+    v1_options: Any = None,
+    summary_path: Path | None = None,
 ) -> int:
+    """Check ``target`` and print the verdict; the exit status. ``v1_options``: ``vf validate``'s
+    own flags (a ``verifiers.v1.check.V1CheckOptions``); ``summary_path``: where to write the
+    verdict as JSON as well."""
     from verifiers.check import check_environment
     from verifiers.ids import EnvId, parse_env_spec
 
@@ -50,7 +56,10 @@ def run_check(
             rollouts_per_example=rollouts_per_example,
             timeout_per_rollout=timeout_per_rollout,
             search_dirs=[d for d in (env_dir_path, Path("environments")) if d is not None],
+            v1_options=v1_options,
         )
+    if summary_path is not None:
+        summary_path.write_text(report.to_json() + "\n", encoding="utf-8")
     if as_json:
         print(json.dumps(report.to_dict(), default=str))
     else:

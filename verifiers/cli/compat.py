@@ -1,11 +1,14 @@
-"""``vf-eval`` and ``vf-init``: the classic tools' command lines, on top of ``vf eval`` / ``vf init``.
+"""``vf-eval``, ``vf-init``, ``vf-validate`` ...: the original tools' console scripts, on top of
+``vf eval`` / ``vf init`` / ``vf validate``.
 
 For people (and scripts) used to the original ``verifiers`` tools. The flags keep their classic
 names and meanings: ``vf-eval`` saves results only with ``-s/--save-dataset`` and reads an optional
 endpoint registry (``-e``, a Python file defining ``ENDPOINTS = {alias: {"model", "url", "key"}}``);
 ``vf-init`` writes into ``./environments/<id_with_underscores>`` by default. What differs: the
 default server is a local ``vf serve`` (``$VF_BASE_URL``) rather than a hosted API, and the model
-defaults to the one that server serves.
+defaults to the one that server serves. ``vf-init`` writes a v1 package, as the original 0.4.0's
+does (``--classic``: the classic layout). ``vf-replay`` is ``vf replay`` (``verifiers.cli.replay_cmd``);
+``vf-validate`` is ``vf validate``; ``vf-debug`` and ``vf-gepa`` have no equivalent here and say so.
 """
 
 from __future__ import annotations
@@ -114,11 +117,16 @@ def _vf_eval(argv: list[str] | None) -> int:
 
 def _init_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="vf-init", description="Create an environment package (classic flags; see also `vf init`)."
+        prog="vf-init",
+        description="Create an environment package: a v1 taskset, as the original 0.4.0 tool does, or "
+        "--classic (the 0.1.x / 0.3.x tool's layout); see also `vf init`.",
     )
     p.add_argument("env", help="environment id, e.g. my-env")
     p.add_argument("--path", "-p", default="./environments", help="parent folder (default ./environments)")
-    p.add_argument("--rewrite-readme", action="store_true", help="rewrite README.md if it exists")
+    p.add_argument("--add-tool", "-T", action="store_true", help="v1: also a toolset the model may call")
+    p.add_argument("--force", action="store_true", help="v1: overwrite files that already exist")
+    p.add_argument("--classic", action="store_true", help="the classic-API package instead")
+    p.add_argument("--rewrite-readme", action="store_true", help="classic: rewrite README.md if it exists")
     return p
 
 
@@ -128,14 +136,61 @@ def _vf_init(argv: list[str] | None) -> int:
     from verifiers.ids import module_name_for
 
     args = _init_parser().parse_args(argv)
+    if not args.classic:
+        from verifiers.cli.init_v1 import init_v1_environment
+
+        if args.rewrite_readme:
+            raise UserError("--rewrite-readme is for the classic scaffold (--classic); v1 takes --force")
+        init_v1_environment(args.env, Path(args.path), force=args.force, add_tool=args.add_tool)
+        return 0
+    if args.add_tool:
+        raise UserError("--add-tool is for the v1 scaffold; drop --classic (or --add-tool)")
     # The classic tool names the folder after the module (underscores).
     init_environment(
         args.env,
         Path(args.path),
+        force=args.force,
         folder_name=module_name_for(normalise_id(split_owner(args.env)[1])),
         rewrite=("README.md",) if args.rewrite_readme else (),
     )
     return 0
+
+
+#: The original 0.4.0's console scripts with no command of their own here: what each did, and the
+#: nearest command of ours.
+NO_EQUIVALENT = {
+    "vf-debug": (
+        "runs each task's setup in its runtime, then one shell command or script there, and saves the "
+        "traces; this version has no such command",
+        "vf validate TASKSET runs each task's setup and validate() in its runtime without a model; "
+        "vf eval TASKSET -n 1 runs one real episode",
+    ),
+    "vf-gepa": (
+        "optimises a taskset's prompts with GEPA against a model; this version has no prompt optimiser",
+        "vf eval TASKSET compares prompts run by run (--env.taskset.system-prompt FILE)",
+    ),
+}
+
+
+def _no_equivalent(script: str) -> None:
+    what, nearest = NO_EQUIVALENT[script]
+    args = sys.argv[1:]
+    if any(a in ("-h", "--help") for a in args):
+        print(f"{script}: in the original verifiers 0.4.0, {what}.\nnearest here: {nearest}")
+        sys.exit(0)
+    print(f"error: {script} is not available: in the original verifiers 0.4.0 it {what}", file=sys.stderr)
+    print(f"hint: {nearest}", file=sys.stderr)
+    sys.exit(2)
+
+
+def vf_debug_main() -> None:
+    """Console-script entry point of ``vf-debug`` (no equivalent: one clear message)."""
+    _no_equivalent("vf-debug")
+
+
+def vf_gepa_main() -> None:
+    """Console-script entry point of ``vf-gepa`` (no equivalent: one clear message)."""
+    _no_equivalent("vf-gepa")
 
 
 def vf_eval_main(argv: list[str] | None = None) -> None:
@@ -153,3 +208,10 @@ def vf_eval_main(argv: list[str] | None = None) -> None:
 def vf_init_main(argv: list[str] | None = None) -> None:
     """Console-script entry point of ``vf-init``."""
     sys.exit(_vf_init(argv))
+
+
+def vf_validate_main(argv: list[str] | None = None) -> None:
+    """Console-script entry point of ``vf-validate`` (the original's name of ``vf validate``)."""
+    from verifiers.cli.validate_cmd import main as validate_main
+
+    validate_main(argv)

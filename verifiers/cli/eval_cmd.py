@@ -689,14 +689,20 @@ def resume_command(plan: EvalPlan) -> str:
 
 
 def _push_to_hub(opts: EvalOptions, results_path: Path, out: Any) -> None:
+    push_run(opts.env, results_path, out, hub=opts.hub, samples=opts.push_samples, anyway=opts.push_anyway)
+
+
+def push_run(env: str, results_path: Path, out: Any, *, hub: str | None, samples: bool, anyway: bool) -> None:
+    """``--push``: post the saved run at ``results_path`` (classic or v1) to the hub as an eval
+    result of the environment version it evaluated; one UserError line when it cannot."""
     from verifiers.hub_client.api import HubClient, HubClientError
     from verifiers.hub_client.config import resolve
     from verifiers.hub_client.evals import push_eval
 
     try:
-        with HubClient(resolve(opts.hub)) as client:
-            ref, posted = push_eval(client, opts.env, results_path, samples=opts.push_samples,
-                                    allow_unusable=opts.push_anyway, log=lambda m: print(m, file=sys.stderr))
+        with HubClient(resolve(hub)) as client:
+            ref, posted = push_eval(client, env, results_path, samples=samples,
+                                    allow_unusable=anyway, log=lambda m: print(m, file=sys.stderr))
     except HubClientError as exc:
         raise UserError(
             f"the run is saved in {results_path} but was not pushed: {exc.message}", hint=exc.hint

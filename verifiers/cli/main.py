@@ -249,11 +249,38 @@ def init_command(
         typer.Option("--path", "-p", help="Parent folder (default: ./environments if present, else .)."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite files that already exist.")] = False,
+    classic: Annotated[
+        bool,
+        typer.Option("--classic", help="The classic-API package (load_environment, a rubric, its own test)."),
+    ] = False,
+    add_tool: Annotated[
+        bool, typer.Option("--add-tool", "-T", help="v1: also a toolset the model may call.")
+    ] = False,
 ) -> None:
-    """Scaffold an environment package that passes its own test."""
-    from verifiers.cli.init_cmd import init_environment
+    """Scaffold an environment package: a v1 taskset (the default), or --classic."""
+    if classic:
+        if add_tool:
+            raise UserError("--add-tool is for the v1 scaffold; drop --classic (or --add-tool)")
+        from verifiers.cli.init_cmd import init_environment
 
-    init_environment(name, path, force=force)
+        init_environment(name, path, force=force)
+        return
+    from verifiers.cli.init_v1 import init_v1_environment
+
+    init_v1_environment(name, path, force=force, add_tool=add_tool)
+
+
+# --------------------------------------------------------------------------------------- replay
+@app.command(
+    "replay",
+    add_help_option=False,  # the replay parser's own --help (shared with vf-replay)
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def replay_command(ctx: typer.Context) -> None:
+    """Re-score saved v1 traces (a run folder or its traces.jsonl) without calling the model."""
+    from verifiers.cli.replay_cmd import main as replay_main
+
+    replay_main(list(ctx.args))
 
 
 # ---------------------------------------------------------------------------------------- check
@@ -289,6 +316,19 @@ def check_command(
             as_json=as_json,
         )
     )
+
+
+@app.command(
+    "validate",
+    add_help_option=False,  # `vf validate --help` is its own parser's (verifiers/cli/validate_cmd.py)
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def validate_command(ctx: typer.Context) -> None:
+    """Validate an environment with the original vf-validate's options (v1 or classic): its tasks, a
+    few scripted episodes, traces, rewards, teardown; --json for the verdict (vf validate --help)."""
+    from verifiers.cli.validate_cmd import main as validate_main
+
+    validate_main(list(ctx.args))
 
 
 # ---------------------------------------------------------------------------------- model, serve

@@ -34,7 +34,9 @@ LONG_ALIASES = {
     "rollouts_per_example": "num_rollouts", "api_base_url": "client.base_url", "save_dataset": "save",
     "max_tokens": "sampling.max_tokens", "temperature": "sampling.temperature",
 }  # fmt: skip
-FLAGS = {"verbose", "resume", "save", "select.shuffle", "push"}  # take no value
+FLAGS = {"verbose", "resume", "save", "select.shuffle", "push", "push_samples", "push_anyway"}  # take no value
+#: What a run does after it ends, not part of its plan: left out of configs/eval.json (a resume does not push again).
+AFTER_RUN = {"resume", "push", "push_samples", "push_anyway", "hub"}
 
 
 class ClientSection(BaseConfig):
@@ -65,6 +67,12 @@ class V1EvalConfig(BaseConfig):
     verbose: bool = Field(False, validation_alias=AliasChoices("verbose", "v"))
     save: bool = True
     push: bool = False
+    """Post the run to the hub as an eval result of the taskset's environment version (``vf eval --push``)."""
+    push_samples: bool = False
+    push_anyway: bool = False
+    hub: str | None = None
+    max_error_rate: float = Field(0.1, ge=0.0, le=1.0)
+    """With ``push``: a run with a larger share of failed episodes is not pushed (exit 1)."""
 
 
 def _value(text: str) -> Any:
@@ -198,8 +206,12 @@ def run(argv: list[str]) -> int:
         raise UserError(f"eval config: {validation_message(exc)}") from None
     if cfg.resume and not (cfg.run.dir or cfg.run.name):
         raise UserError("resume needs the run's folder: set run.dir (or run.name) in the config, or pass --resume <run folder>")
-    if cfg.push:
-        raise UserError("push is not available for v1 runs yet (the run folder is written locally)")
+    if cfg.push_samples:  # as in the classic vf eval: --push-samples implies --push
+        cfg = cfg.model_copy(update={"push": True})
+    if cfg.push and not cfg.save:
+        raise UserError("push uploads the saved run: drop save = false (--no-save)")
+    taskset = cfg.env.get("taskset")
+    version = taskset_version(str(taskset.get("id") or "")) if isinstance(taskset, dict) else None
     try:
         env = load_environment(cfg.env)
         env.check()
@@ -212,10 +224,11 @@ def run(argv: list[str]) -> int:
     if folder is not None and not cfg.resume and (folder / "traces.jsonl").exists():
         raise UserError(f"{folder} already holds a run", hint=f"resume it: vf eval --resume {folder}")
     err = Console(stderr=True)
-    return asyncio.run(_run(cfg, env, tasks, folder, err, summary_table))
+    return asyncio.run(_run(cfg, env, tasks, folder, err, summary_table, version))
 
 
-async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | None, err: Any, summary_table: Any) -> int:
+async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | None, err: Any, summary_table: Any,
+               version: str | None = None) -> int:  # fmt: skip
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from verifiers.clients import ModelClient
@@ -234,7 +247,7 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
             model = models[0]
         if folder is not None:
             (folder / "configs").mkdir(parents=True, exist_ok=True)
-            saved = cfg.model_dump(mode="json", exclude={"resume"})
+            saved = cfg.model_dump(mode="json", exclude=AFTER_RUN)
             saved["model"] = model
             (folder / "configs" / "eval.json").write_text(json.dumps(saved, indent=2), encoding="utf-8")
         err.print(f"[bold]{env.env_id}[/] over [bold]{env.config.taskset.id}[/] with [bold]{model}[/]: "
@@ -250,15 +263,57 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
                 env, tasks, client, model=model, sampling_args=cfg.sampling, num_rollouts=cfg.num_rollouts,
                 max_concurrent=cfg.max_concurrent, max_concurrent_requests=cfg.max_concurrent_requests,
                 timeout=cfg.rollout_timeout, folder=folder, resume=cfg.resume, on_progress=on_progress,
+                metadata={"versions": versions(version)},
             )  # fmt: skip
     finally:
         await client.aclose()
+        from verifiers.v1.scoring import shutdown_hook_pool
+
+        shutdown_hook_pool()
     from rich.console import Console
 
-    Console().print(summary_table(out.metadata, title="v1 eval"))
+    console = Console()
+    console.print(summary_table(out.metadata, title="v1 eval"))
     if folder is not None:
         err.print(f"traces: {folder / 'traces.jsonl'}")
-    return 1 if out.metadata.get("num_errors") else 0
+    n, n_err = int(out.metadata.get("num_rollouts") or 0), int(out.metadata.get("num_errors") or 0)
+    if cfg.push and folder is not None:
+        if n and n_err / n > cfg.max_error_rate:
+            err.print(f"error: {n_err} of {n} episodes failed ({n_err / n:.0%}, above max_error_rate "
+                      f"{cfg.max_error_rate:g}); the run was not pushed", markup=False, highlight=False)  # fmt: skip
+            return 1
+        from verifiers.cli.eval_cmd import push_run
+
+        push_run(str(env.config.taskset.id), folder, console, hub=cfg.hub, samples=cfg.push_samples, anyway=cfg.push_anyway)
+    return 1 if n_err else 0
+
+
+def taskset_version(taskset_id: str) -> str | None:
+    """The installed version of the taskset package (the environment version ``--push`` attaches
+    the run to; None without distribution metadata). A hub id ``owner/name[@version]`` goes through
+    the classic loader's rules: missing or installed at another version than the one pinned is one
+    error line (installed from the hub first when ``VF_AUTO_INSTALL=1``)."""
+    from verifiers.errors import EnvironmentNotFoundError
+    from verifiers.ids import parse_env_id
+    from verifiers.utils.env_loading import locate, resolve
+
+    try:
+        owner = parse_env_id(taskset_id).owner
+    except ValueError:
+        return None  # not an id: the plugin loader says what is wrong with it
+    try:
+        return (resolve(taskset_id) if owner else locate(taskset_id)).version
+    except EnvironmentNotFoundError as exc:
+        if owner:
+            raise UserError(str(exc)) from None
+        return None  # a built-in taskset (verifiers.v1.tasksets) or a module the plugin loader finds
+
+
+def versions(environment: str | None) -> dict[str, str | None]:
+    """``metadata["versions"]``, as a classic run records them."""
+    import verifiers
+
+    return {"verifiers": verifiers.__version__, "environment": environment}
 
 
 def wants_v1(argv: list[str]) -> bool:
@@ -282,6 +337,14 @@ def wants_v1(argv: list[str]) -> bool:
         i += 2 if takes_value else 1
     if first is None or first.endswith(".py") or Path(first).exists():
         return False
+    try:
+        from verifiers.ids import parse_env_id
+        from verifiers.utils.env_loading import resolve
+
+        if parse_env_id(first).owner:
+            resolve(first)  # a hub id: installed first when VF_AUTO_INSTALL=1, as either eval would
+    except Exception:
+        return False  # not installed (and not allowed to be): the classic eval says so, with the fix
     try:
         from verifiers.v1.loading import v1_taskset_class
         from verifiers.v1.plugins import import_plugin

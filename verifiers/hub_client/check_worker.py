@@ -15,7 +15,7 @@ job, heartbeat its lease while it runs, report the verdict. For each job it
      index's hosts; the hub, the host's loopback and everything else stay out of reach. pip runs
      ``--isolated`` with no cache (nothing carries over from one job to the next);
    * **check**: no network at all; runs :func:`verifiers.check.check_environment` on the installed
-     environment. ``verifiers`` itself is the worker's own installation, mounted read-only (the
+     environment (a v1 package gets :mod:`verifiers.v1.check`, with the same verdict schema). ``verifiers`` itself is the worker's own installation, mounted read-only (the
      ``verifiers`` on PyPI is another library: a stub record in the venv says it is installed);
 3. reports ``passed`` or ``failed`` (with the first failed check as the reason, the log tail and a
    report: load arguments, rollouts, scripted replies, rewards, duration, versions), or ``error``

@@ -54,12 +54,49 @@ def _clip(value: Any) -> Any:
     return value
 
 
+#: A run folder's record file: a classic run's ``results.jsonl``, else a v1 run's ``traces.jsonl``
+#: (``verifiers.v1.rollout.TRACES_FILE``: one episode a line, the engine's keys beside it).
+RECORD_FILES = ("results.jsonl", "traces.jsonl")
+SAMPLE_KEYS = ("example_id", "prompt", "completion", "answer", "reward", "metrics", "error")
+
+
+def records_path(run_dir: Path) -> Path | None:
+    return next((run_dir / name for name in RECORD_FILES if (run_dir / name).is_file()), None)
+
+
+def sample_of(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record as a leaderboard sample. A v1 episode has no ``prompt`` / ``completion`` keys: its
+    task's prompt and each trace's last model reply stand for them (the whole message graph stays
+    in the run folder)."""
+    sample = {k: rec.get(k) for k in SAMPLE_KEYS}
+    traces = rec.get("traces")
+    task = rec.get("task")
+    if isinstance(traces, list) and isinstance(task, dict):
+        data = task.get("data") if isinstance(task.get("data"), dict) else {}
+        sample["prompt"] = data.get("prompt")
+        sample["answer"] = data.get("answer")
+        sample["completion"] = [_last_reply(t) for t in traces if isinstance(t, dict)]
+        sample["rewards"] = [
+            {"agent": (t.get("agent") or {}).get("name"), "rewards": t.get("rewards"), "metrics": t.get("metrics")}
+            for t in traces if isinstance(t, dict)
+        ]  # fmt: skip
+    return _clip(sample)
+
+
+def _last_reply(trace: dict[str, Any]) -> Any:
+    nodes = trace.get("nodes") if isinstance(trace.get("nodes"), list) else []
+    for node in reversed(nodes):
+        if isinstance(node, dict) and node.get("sampled") and isinstance(node.get("message"), dict):
+            return node["message"].get("content")
+    return None
+
+
 def load_samples(run_dir: Path, limit: int = MAX_SAMPLES) -> list[dict[str, Any]]:
-    out = []
-    path = run_dir / "results.jsonl"
-    if not path.exists():
+    out: list[dict[str, Any]] = []
+    path = records_path(run_dir)
+    if path is None:
         return out
-    with open(path) as fh:
+    with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             if len(out) >= limit:
                 break
@@ -67,8 +104,8 @@ def load_samples(run_dir: Path, limit: int = MAX_SAMPLES) -> list[dict[str, Any]
                 rec = json.loads(line)
             except ValueError:
                 continue
-            out.append(_clip({k: rec.get(k) for k in ("example_id", "prompt", "completion", "answer",
-                                                       "reward", "metrics", "error")}))
+            if isinstance(rec, dict):
+                out.append(sample_of(rec))
     return out
 
 
@@ -82,8 +119,8 @@ def unusable_rollouts(run_dir: Path) -> tuple[int, int, int]:
     """(rollouts, errored, prompt_too_long without an error) of a saved run, counted from its records
     (one pass, streamed: the records are the truth whatever the metadata's counters mean)."""
     total = errored = too_long = 0
-    path = run_dir / "results.jsonl"
-    if not path.exists():
+    path = records_path(run_dir)
+    if path is None:
         return 0, 0, 0
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:

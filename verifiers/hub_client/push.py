@@ -110,15 +110,18 @@ def _valid_id(text: str) -> bool:
         return False
 
 
-def check_entry_points(pkg: PackageInfo, owner: str | None) -> list[str]:
+def check_entry_points(pkg: PackageInfo, owner: str | None, *, v1: bool = False) -> list[str]:
     """Check the package's ``verifiers.environments`` entry points; return warnings, raise on errors.
 
     Each name must be ``name`` or ``owner/name`` for this package (``owner`` the one publishing it)
-    and each target ``module:function``. A package without any is still publishable (the loader
-    falls back to its module name) but gets a warning saying what to add.
+    and each target ``module:function``. A classic package without any is still publishable (the
+    loader falls back to its module name) but gets a warning saying what to add; a v1 package
+    (``v1``: its ``__all__`` lists a Taskset) has none by design.
     """
     example = f'[project.entry-points."{ENTRY_POINT_GROUP}"] "{canonical_name(pkg.name)}" = "{pkg.module}:load_environment"'
     if not pkg.entry_points:
+        if v1:
+            return []
         return [f"pyproject.toml declares no {ENTRY_POINT_GROUP} entry point; the loader will look for "
                 f"the module {pkg.module!r}. Add: {example}"]
     for key, target in pkg.entry_points.items():
@@ -141,17 +144,28 @@ def check_entry_points(pkg: PackageInfo, owner: str | None) -> list[str]:
     return []
 
 
-def check_importable(pkg: PackageInfo, *, timeout: float = 180.0) -> None:
+def check_importable(pkg: PackageInfo, *, timeout: float = 180.0) -> str:
     """Import the module in a fresh interpreter and check it defines the factory (``load_environment``
-    or the entry point's target)."""
+    or the entry point's target), or is a v1 package (exactly one ``Taskset`` subclass in its
+    ``__all__``). Returns ``"classic"`` or ``"v1"``."""
     search = [str(pkg.root / "src"), str(pkg.root)]
     code = (
         "import sys, importlib\n"
         f"sys.path[:0] = {search!r}\n"
-        f"f = importlib.import_module({pkg.module!r})\n"
+        f"m = f = importlib.import_module({pkg.module!r})\n"
         f"for part in {pkg.attr.split('.')!r}:\n"
         "    f = getattr(f, part, None)\n"
-        "sys.exit(0 if callable(f) else 3)\n"
+        "if callable(f):\n"
+        "    sys.exit(0)\n"
+        f"if {pkg.attr == 'load_environment'!r} and 'verifiers.v1' in sys.modules:\n"
+        "    from verifiers.v1.loading import v1_taskset_class\n"
+        "    try:\n"
+        "        found = v1_taskset_class(m)\n"
+        "    except Exception as exc:\n"
+        "        print(exc, file=sys.stderr)\n"
+        "        sys.exit(5)\n"
+        "    sys.exit(4 if found is not None else 3)\n"
+        "sys.exit(3)\n"
     )
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
@@ -159,10 +173,20 @@ def check_importable(pkg: PackageInfo, *, timeout: float = 180.0) -> None:
     except subprocess.TimeoutExpired:
         raise HubClientError(f"importing {pkg.module} took more than {timeout:.0f}s") from None
     if proc.returncode == 3:
-        raise HubClientError(f"module {pkg.module} has no {pkg.attr}() function")
+        raise HubClientError(
+            f"module {pkg.module} has no {pkg.attr}() function"
+            + (" (a classic environment) and its __all__ lists no Taskset subclass (a v1 package)"
+               if pkg.attr == "load_environment" else "")
+        )
+    if proc.returncode == 5:
+        last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
+        raise HubClientError(f"module {pkg.module} is a v1 package that breaks the convention: {last}")
+    if proc.returncode == 4:
+        return "v1"
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
         raise HubClientError(f"cannot import module {pkg.module}: {last}")
+    return "classic"
 
 
 def check_conformance(pkg: PackageInfo, *, timeout: float = 900.0) -> dict[str, Any]:
@@ -406,10 +430,9 @@ def push(client: HubClient, path: Path, *, owner: str | None = None, private: bo
     pkg = read_package(path)
     if owner is None:
         owner = client.whoami()["name"]
-    for warning in check_entry_points(pkg, owner):
+    kind = check_importable(pkg) if check_import else None
+    for warning in check_entry_points(pkg, owner, v1=kind == "v1"):
         log(f"warning: {warning}")
-    if check_import:
-        check_importable(pkg)
     dist = canonicalize_name(pkg.name)
     # A bump is applied to the staged copy that is built; pyproject.toml is rewritten only once the
     # hub has accepted the upload, so a refused push (read-only token, 409, network) changes nothing.

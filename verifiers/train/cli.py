@@ -52,6 +52,7 @@ def train(
         typer.echo(f"error: invalid config: {exc}", err=True)
         raise typer.Exit(2)
     from verifiers.train.orchestrator import NoServerError, RolloutsFailingError
+    from verifiers.train.samples import MissingTokenDataError
 
     try:
         if role == "orchestrator":
@@ -60,7 +61,7 @@ def train(
             asyncio.run(_run_cancellable(run_orchestrator(cfg, output=output, resume=resume)))
         else:
             asyncio.run(_run_cancellable(run_training(cfg, output=output, resume=resume, role=role)))
-    except (RolloutsFailingError, NoServerError, TimeoutError) as exc:  # the run stopped itself: one line
+    except (RolloutsFailingError, NoServerError, TimeoutError, MissingTokenDataError) as exc:  # one line
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
 

@@ -3,7 +3,9 @@
 Precedence (highest first): ``--set a.b=c`` overrides, typed CLI options, the TOML file, environment
 variables ``VF_TRAIN_<SECTION>__<KEY>``, defaults. Environments are listed by hub id with a version
 (``owner/name@1.0.0``, installed from the hub when missing), by installed name, or by local path (a
-``.py`` file or a package folder), each with a mixing ratio and keyword arguments.
+``.py`` file or a package folder), each with a mixing ratio and keyword arguments. A v1 package
+(``verifiers.v1``: a Taskset in ``__all__``) goes in the same place; its ``args`` are its ``[env]``
+table (``taskset``, roles ...) or the taskset's own knobs (``verifiers.train.v1_envs``).
 """
 
 from __future__ import annotations
@@ -260,6 +262,10 @@ def load_env(section: EnvSection) -> Any:
         import verifiers.hub_client  # noqa: F401  (registers the hub's installer with the loader)
     source = env_loading.resolve(spec, install=True)
     env = env_loading.load(source, section.args)
+    from verifiers.train.v1_envs import V1TrainEnv, is_v1_env
+
+    if is_v1_env(env):  # a v1 package (a Taskset in __all__): its episodes run in process, as v1 runs them
+        env = V1TrainEnv(env)
     for attr, value in (("env_id", section.display_name), ("env_args", dict(section.args))):
         if getattr(env, attr, None) in (None, ""):
             try:

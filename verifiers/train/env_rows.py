@@ -5,6 +5,8 @@ torch-free."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from verifiers.train.orchestrator import rollout_error, state_field
@@ -13,7 +15,7 @@ if TYPE_CHECKING:
     from verifiers.train.config import TrainConfig
     from verifiers.train.orchestrator import EnvEntry, RolloutGroupFn
 
-__all__ = ["env_eval_rows", "env_rows", "eval_record"]
+__all__ = ["close_envs", "env_eval_rows", "env_rows", "eval_record"]
 
 
 def env_rows(env: Any) -> list[dict[str, Any]]:
@@ -45,3 +47,13 @@ async def eval_record(entry: EnvEntry, server: Any, rollout_fn: RolloutGroupFn, 
     rewards = [float(state_field(s, "reward") or 0.0) for g in results for s in g if rollout_error(s) is None]
     return {"stage": "eval", "label": label, "step": 0, "reward/mean": sum(rewards) / max(1, len(rewards)),
             "rollouts": len(rewards)}
+
+
+async def close_envs(entries: Iterable[EnvEntry]) -> None:
+    """Release what environments hold for the whole run (a v1 env's shared resources, its
+    interception proxy and role clients: ``aclose``); environments without it hold nothing."""
+    for entry in entries:
+        close = getattr(entry.env, "aclose", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                await close()

@@ -36,7 +36,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from verifiers.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, set_rng_state
 from verifiers.train.config import TrainConfig, load_env
-from verifiers.train.env_rows import env_eval_rows, env_rows, eval_record
+from verifiers.train.env_rows import close_envs, env_eval_rows, env_rows, eval_record
 from verifiers.train.fsdp import DistInfo, barrier, broadcast_object, destroy, init_distributed
 from verifiers.train.inference import (
     InferenceServer,
@@ -186,6 +186,11 @@ class Run:
                     self.log(f"environment {e.display_name} has no eval split: no held-out evaluation for it")
             if not self.envs:
                 raise ValueError("no environment configured: add an [[env]] table with an id")
+            no_answer = [e.name for e in self.envs if any("answer" not in r for r in e.rows)]
+            if cfg.sft.steps and not self.ckpt and no_answer:  # refused before any server starts
+                raise ValueError(f"sft.steps = {cfg.sft.steps}: the SFT warm start trains on each row's reference "
+                                 f"answer, and {', '.join(no_answer)} has rows without one (a v1 taskset's tasks "
+                                 f"carry none): set sft.steps = 0")
         if self.role == "trainer":
             self._setup_remote()
             return
@@ -476,6 +481,7 @@ class Run:
     async def close(self, error: BaseException | None = None) -> None:
         if self.orch is not None:
             await self.orch.stop()
+        await close_envs(getattr(self, "envs", []))
         if self.nccl is not None:
             self.nccl.close()
         if self.exchange is not None:

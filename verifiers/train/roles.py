@@ -27,7 +27,7 @@ from rich.console import Console
 
 from verifiers.train.checkpoint import latest_checkpoint, load_checkpoint
 from verifiers.train.config import TrainConfig, load_env
-from verifiers.train.env_rows import env_rows, eval_record
+from verifiers.train.env_rows import close_envs, env_rows, eval_record
 from verifiers.train.exchange import Exchange, PeerError
 from verifiers.train.inference import InferenceServer, launch_vllm_servers, place_servers
 from verifiers.train.metrics import MetricsLog
@@ -146,8 +146,8 @@ async def run_orchestrator(cfg: TrainConfig, *, output: str | Path | None = None
     applied: list[int] = []
     written = 0
     error: BaseException | None = None
+    envs: list[EnvEntry] = []
     try:
-        envs = []
         for e in cfg.env:
             env = load_env(e)
             envs.append(EnvEntry(e.display_name, env, e.ratio, env_rows(env)))
@@ -244,6 +244,7 @@ async def run_orchestrator(cfg: TrainConfig, *, output: str | Path | None = None
                 await watcher
         if orch is not None:
             await orch.stop()
+        await close_envs(envs)
         for s in servers:
             with contextlib.suppress(Exception):
                 await s.aclose()

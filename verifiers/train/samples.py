@@ -9,6 +9,11 @@ prompt + completion ids (the usual case with a chat template that renders histor
 between turns (environment / tool messages, template glue) get loss mask 0. When a turn does not
 extend the previous tokens exactly (e.g. the template drops earlier reasoning), the rollout is split
 into several samples, each starting from that turn's full prompt.
+
+A v1 rollout (an episode, ``state["episode"]``) needs no merging: its traces already hold the
+message graph with each node's token ids, sampled-token mask and logprobs as the server returned
+them (``verifiers.v1.trace.Trace.commit_turn``), and every trainable root-to-leaf branch of every
+trainable agent's trace is one sample (a prefix break already starts a new branch there).
 """
 
 from __future__ import annotations
@@ -64,6 +69,10 @@ class MissingTokenDataError(ValueError):
     """A trajectory step has no token data: the sampling args did not request it from the server."""
 
 
+NO_TOKENS_HINT = ('sample with {"logprobs": true, "extra_body": {"return_token_ids": true}} against vLLM '
+                  "(vf train sends both; a role's own client or a server that drops them does not)")
+
+
 def _get(obj: Any, key: str) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(key)
@@ -74,9 +83,7 @@ def _step_tokens(step: Any) -> tuple[list[int], list[int], list[float]]:
     tokens = _get(step, "tokens")
     if not tokens:
         raise MissingTokenDataError(
-            "trajectory step carries no token data; sample with "
-            '{"logprobs": true, "extra_body": {"return_token_ids": true}} against vLLM'
-        )
+            f"trajectory step carries no token data; {NO_TOKENS_HINT}")
     prompt_ids = list(_get(tokens, "prompt_ids") or [])
     completion_ids = list(_get(tokens, "completion_ids") or [])
     logprobs = [float(x) for x in (_get(tokens, "completion_logprobs") or [])]
@@ -100,9 +107,13 @@ def rollout_to_samples(
     a sample left with no sampled token after the cut is returned with an all-zero mask so callers can
     count it. ``reward`` is the rollout's reward; advantages are assigned later, per group.
     """
-    trajectory = _get(state, "trajectory") or []
     reward = float(_get(state, "reward") or 0.0)
     example_id = _get(state, "example_id")
+    episode = _get(state, "episode")
+    if episode is not None:
+        return episode_samples(episode, reward=reward, example_id=example_id, max_seq_len=max_seq_len,
+                               policy_version=policy_version, env=env)
+    trajectory = _get(state, "trajectory") or []
     rollout_truncated = bool(_get(state, "is_truncated"))
     samples: list[Sample] = []
     ids: list[int] = []
@@ -132,7 +143,11 @@ def rollout_to_samples(
         mask.extend([1] * len(completion_ids))
         lps.extend(logprobs)
     close()
+    return _cut(samples, max_seq_len)
 
+
+def _cut(samples: list[Sample], max_seq_len: int | None) -> list[Sample]:
+    """Sequences longer than ``max_seq_len`` cut and flagged ``truncated``."""
     if max_seq_len is not None:
         for s in samples:
             if len(s.input_ids) > max_seq_len:
@@ -142,6 +157,55 @@ def rollout_to_samples(
                 s.advantages = s.advantages[:max_seq_len]
                 s.truncated = True
     return samples
+
+
+def trace_samples(
+    trace: Any,
+    *,
+    reward: float = 0.0,
+    example_id: Any = None,
+    max_seq_len: int | None = None,
+    policy_version: int = 0,
+    env: str = "",
+) -> list[Sample]:
+    """One sample per trainable branch of a v1 trace (``verifiers.v1.Trace``) that holds a model reply.
+
+    ``input_ids`` is the branch's ``token_ids``; ``loss_mask`` is 1 exactly on the tokens the model
+    sampled (user, tool and template tokens between turns are 0); ``inference_logprobs`` are the
+    server's logprobs of those tokens. A reply recorded without token ids or logprobs raises
+    :class:`MissingTokenDataError`: its text is never tokenised again.
+    """
+    samples: list[Sample] = []
+    for branch in trace.branches:
+        if not branch.trainable or not any(n.sampled for n in branch.nodes):
+            continue
+        for n in branch.nodes:
+            if len(n.mask) != len(n.token_ids):
+                raise ValueError(f"trace {trace.id}: a node has {len(n.token_ids)} token ids but {len(n.mask)} mask entries")
+            sampled = sum(n.mask)
+            if n.sampled and not sampled:
+                raise MissingTokenDataError(
+                    f"trace {trace.id} (agent {trace.agent.name!r}): a model reply was recorded without token ids; "
+                    f"{NO_TOKENS_HINT}")
+            if len(n.logprobs) != sampled:
+                raise MissingTokenDataError(
+                    f"trace {trace.id} (agent {trace.agent.name!r}): a model reply has {sampled} sampled tokens "
+                    f"but {len(n.logprobs)} logprobs; {NO_TOKENS_HINT}")
+        ids = list(branch.token_ids)
+        samples.append(Sample(ids, [int(m) for m in branch.sampled_mask], list(branch.logprobs), reward=reward,
+                              truncated=bool(trace.is_truncated), policy_version=policy_version, env=env,
+                              example_id=example_id))
+    return _cut(samples, max_seq_len)
+
+
+def episode_samples(episode: Any, **kwargs: Any) -> list[Sample]:
+    """The samples of a v1 episode: those of each trainable agent's trace (:func:`trace_samples`),
+    all with the episode's reward (advantages are per episode, over the group of one task)."""
+    out: list[Sample] = []
+    for trace in episode.traces:
+        if trace.agent.trainable:
+            out.extend(trace_samples(trace, **kwargs))
+    return out
 
 
 def assign_advantage(samples: Sequence[Sample], advantage: float) -> None:

@@ -432,6 +432,45 @@ def resolve(
 # -------------------------------------------------------------------------------------- loading
 def import_factory(source: EnvSource) -> Callable[..., Any]:
     """Import the environment's module and return its ``load_environment`` (or the named attribute)."""
+    return factory_of(source, import_source(source))
+
+
+def factory_of(source: EnvSource, module: Any) -> Callable[..., Any]:
+    """The factory ``source`` names in the imported ``module``: its ``load_environment`` (or the
+    named attribute), or for a v1 package the v1 loader's; EnvironmentNotFoundError if none."""
+    factory = declared_factory(source, module)
+    if is_v1_package(source, module):
+        # a v1 package (a Taskset in __all__, no load_environment; it imported verifiers.v1, so
+        # a classic package never gets here with anything more loaded): the v1 loader builds it
+        from verifiers.v1.env import v1_factory
+
+        factory = v1_factory(module, source.module)
+    if not callable(factory):
+        raise EnvironmentNotFoundError(
+            f"module {source.module!r} ({getattr(module, '__file__', '?')}) has no {source.attr}() function"
+        )
+    return factory
+
+
+def declared_factory(source: EnvSource, module: Any) -> Any:
+    """The attribute ``source`` names in ``module`` (``load_environment`` by default), or None."""
+    factory: Any = module
+    for part in source.attr.split("."):
+        factory = getattr(factory, part, None)
+    return factory
+
+
+def is_v1_package(source: EnvSource, module: Any) -> bool:
+    """Whether ``module`` is meant as a v1 package: it has no classic factory where ``source``
+    looks and it imported ``verifiers.v1`` (whether its ``__all__`` is right is the v1 loader's
+    question, answered with its own message)."""
+    return source.attr == "load_environment" and not callable(declared_factory(source, module)) and (
+        "verifiers.v1" in sys.modules
+    )
+
+
+def import_source(source: EnvSource) -> Any:
+    """Import the module ``source`` names (a file, or a module on the path ``source`` adds)."""
     if source.kind == "file":
         assert source.path is not None
         module = _import_file(source.path, source.module)
@@ -447,20 +486,7 @@ def import_factory(source: EnvSource) -> Callable[..., Any]:
             if exc.name and (source.module == exc.name or source.module.startswith(exc.name + ".") or exc.name == top):
                 raise EnvironmentNotFoundError(f"environment {source.env_id!r}: no module named {source.module!r}") from None
             raise
-    factory: Any = module
-    for part in source.attr.split("."):
-        factory = getattr(factory, part, None)
-    if not callable(factory) and source.attr == "load_environment" and "verifiers.v1" in sys.modules:
-        # a v1 package (a Taskset in __all__, no load_environment; it imported verifiers.v1, so
-        # a classic package never gets here with anything more loaded): the v1 loader builds it
-        from verifiers.v1.env import v1_factory
-
-        factory = v1_factory(module, source.module)
-    if not callable(factory):
-        raise EnvironmentNotFoundError(
-            f"module {source.module!r} ({getattr(module, '__file__', '?')}) has no {source.attr}() function"
-        )
-    return factory
+    return module
 
 
 def _import_file(path: Path, name: str) -> Any:

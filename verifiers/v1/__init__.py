@@ -14,9 +14,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from verifiers.v1.artifacts import collect, restore
     from verifiers.v1.configs import (
         BaseConfig,
         DecoratedFunctionConfig,
+        JudgeConfig,
+        Judges,
         RewardFunctionConfig,
         SelectCLIConfig,
         SelectConfig,
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
         TaskConfig,
         TaskMatchConfig,
         TasksetConfig,
+        judge_config_type,
     )
     from verifiers.v1.decorators import intercept, metric, reward, stop, tool
     from verifiers.v1.episode import (
@@ -57,6 +61,24 @@ if TYPE_CHECKING:
         SemanticEdge,
         SemanticEdgeSet,
     )
+    from verifiers.v1.judge import (
+        Judge,
+        JudgeResponse,
+        JudgeView,
+        extract_boxed_answer,
+        import_judge,
+        load_judge,
+        parse_judge_choice,
+    )
+    from verifiers.v1.judges import (
+        Criterion,
+        DecisionJudge,
+        DecisionJudgeConfig,
+        ReferenceJudge,
+        ReferenceJudgeConfig,
+        RubricJudge,
+        RubricJudgeConfig,
+    )
     from verifiers.v1.loading import (
         EnvConfig,
         import_taskset,
@@ -65,6 +87,7 @@ if TYPE_CHECKING:
         task_type,
         taskset_config_type,
     )
+    from verifiers.v1.mcp import SharedToolsetConfig, Toolset, ToolsetConfig
     from verifiers.v1.state import State, StateT
     from verifiers.v1.task import Artifact, Task, TaskData, TaskResources, TaskTimeout, WireTaskData
     from verifiers.v1.taskset import Taskset
@@ -143,6 +166,9 @@ _LAZY: dict[str, str] = {
     "TaskTimeout": "verifiers.v1.task:TaskTimeout",
     "Artifact": "verifiers.v1.task:Artifact",
     "Taskset": "verifiers.v1.taskset:Taskset",
+    "Toolset": "verifiers.v1.mcp.toolset:Toolset",
+    "ToolsetConfig": "verifiers.v1.mcp.toolset:ToolsetConfig",
+    "SharedToolsetConfig": "verifiers.v1.mcp.toolset:SharedToolsetConfig",
     "MessageNode": "verifiers.v1.graph:MessageNode",
     "ParentLink": "verifiers.v1.graph:ParentLink",
     "SemanticEdge": "verifiers.v1.graph:SemanticEdge",
@@ -235,6 +261,26 @@ _LAZY: dict[str, str] = {
     "ApptainerConfig": "verifiers.v1.runtimes:ApptainerConfig",
     "PrimeConfig": "verifiers.v1.runtimes:PrimeConfig",
     "ARTIFACTS_DIR": "verifiers.v1.runtimes:ARTIFACTS_DIR",
+    "collect": "verifiers.v1.artifacts:collect",
+    "restore": "verifiers.v1.artifacts:restore",
+    # judges
+    "Judge": "verifiers.v1.judge:Judge",
+    "JudgeConfig": "verifiers.v1.configs:JudgeConfig",
+    "Judges": "verifiers.v1.configs:Judges",
+    "JudgeResponse": "verifiers.v1.judge:JudgeResponse",
+    "JudgeView": "verifiers.v1.judge:JudgeView",
+    "import_judge": "verifiers.v1.judge:import_judge",
+    "load_judge": "verifiers.v1.judge:load_judge",
+    "judge_config_type": "verifiers.v1.configs:judge_config_type",
+    "parse_judge_choice": "verifiers.v1.judge:parse_judge_choice",
+    "extract_boxed_answer": "verifiers.v1.judge:extract_boxed_answer",
+    "DecisionJudge": "verifiers.v1.judges.decision:DecisionJudge",
+    "DecisionJudgeConfig": "verifiers.v1.judges.decision:DecisionJudgeConfig",
+    "ReferenceJudge": "verifiers.v1.judges.reference:ReferenceJudge",
+    "ReferenceJudgeConfig": "verifiers.v1.judges.reference:ReferenceJudgeConfig",
+    "RubricJudge": "verifiers.v1.judges.rubric:RubricJudge",
+    "RubricJudgeConfig": "verifiers.v1.judges.rubric:RubricJudgeConfig",
+    "Criterion": "verifiers.v1.judges.rubric:Criterion",
 }
 
 __all__ = [
@@ -254,6 +300,9 @@ __all__ = [
     "BaseConfig",
     "Branch",
     "ContentPart",
+    "Criterion",
+    "DecisionJudge",
+    "DecisionJudgeConfig",
     "DecoratedFunctionConfig",
     "DockerConfig",
     "Env",
@@ -273,6 +322,11 @@ __all__ = [
     "Interaction",
     "InterceptRecord",
     "InterceptionError",
+    "Judge",
+    "JudgeConfig",
+    "JudgeResponse",
+    "JudgeView",
+    "Judges",
     "Message",
     "MessageContent",
     "MessageNode",
@@ -285,11 +339,15 @@ __all__ = [
     "PrimeConfig",
     "ProgramResult",
     "ProviderError",
+    "ReferenceJudge",
+    "ReferenceJudgeConfig",
     "Request",
     "Response",
     "Reward",
     "RewardFunctionConfig",
     "RolloutError",
+    "RubricJudge",
+    "RubricJudgeConfig",
     "RunInfo",
     "Runtime",
     "RuntimeConfig",
@@ -304,6 +362,7 @@ __all__ = [
     "SemanticEdge",
     "SemanticEdgeSet",
     "SharedTasksetConfig",
+    "SharedToolsetConfig",
     "SingleAgentEnv",
     "SingleAgentEnvConfig",
     "State",
@@ -326,6 +385,8 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolMessage",
+    "Toolset",
+    "ToolsetConfig",
     "ToolsetError",
     "Trace",
     "TraceTask",
@@ -340,20 +401,27 @@ __all__ = [
     "WireTaskData",
     "WireTrace",
     "WorkInfo",
+    "collect",
     "default_harness_id",
     "env_config_type",
     "environment_class",
+    "extract_boxed_answer",
     "harness_config_type",
     "import_environment",
     "import_harness",
+    "import_judge",
     "import_taskset",
     "intercept",
+    "judge_config_type",
     "load_environment",
     "load_harness",
+    "load_judge",
     "load_taskset",
     "make_agent",
     "metric",
+    "parse_judge_choice",
     "resolve_env_config",
+    "restore",
     "reward",
     "stop",
     "task_type",

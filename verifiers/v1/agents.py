@@ -24,7 +24,7 @@ from pydantic import Field, SerializeAsAny, field_validator, model_validator
 from typing_extensions import TypeVar
 
 from verifiers.v1.configs import BaseConfig, WireAgentConfig
-from verifiers.v1.errors import HarnessError, RolloutError, SandboxError
+from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, ToolsetError
 from verifiers.v1.harness import Harness, HarnessConfig, chat_loop, last_reply, load_harness, tool_functions
 from verifiers.v1.plugins import narrow_field
 from verifiers.v1.runtimes import RuntimeConfig, SubprocessConfig, make_runtime, resolve_runtime_config
@@ -33,6 +33,7 @@ from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMess
 
 if TYPE_CHECKING:
     from verifiers.v1.interception import CallContext, InterceptionServer
+    from verifiers.v1.mcp.client import SharedToolsets
     from verifiers.v1.runtimes import Runtime
     from verifiers.v1.task import Task
 
@@ -118,6 +119,9 @@ class RunContext:
     gate: asyncio.Semaphore | None = None
     clients: dict[str, Any] = field(default_factory=dict)
     on_trace: Callable[[Trace, Any], None] | None = None
+    toolsets: SharedToolsets | None = None
+    """The taskset's shared toolsets (the run starts and closes them); None: the taskset's
+    ``toolsets()`` are not served."""
 
 
 class Interaction:
@@ -126,6 +130,8 @@ class Interaction:
     def __init__(self, agent: Agent, task: Task, trace: Trace, runtime: Runtime, ctx: CallContext) -> None:
         self.agent, self.task, self._trace, self.runtime, self.ctx = agent, task, trace, runtime, ctx
         self.messages: list[Any] = []
+        self.tools: dict[str, Any] = {}
+        """What the harness offers the model: in-process functions and MCP tools, by name."""
         data = task.data
         if data.system_prompt:
             self.messages.append(SystemMessage(content=data.system_prompt))
@@ -195,32 +201,64 @@ class Agent:
         own = self.config.sampling.model_dump(exclude_none=True) if self.config.sampling is not None else {}
         return {**self.run_ctx.sampling, **own}
 
-    async def run(self, task: Task) -> Trace:
-        """Play ``task`` to its end (the task's prompt is the first message); the trace."""
-        async with self.interaction(task) as it:
+    async def run(self, task: Task, *, runtime: Runtime | None = None, collect_artifacts: bool = False) -> Trace:
+        """Play ``task`` to its end (the task's prompt is the first message); the trace.
+        ``runtime``: a live box to borrow (see ``provision``) instead of a fresh one; it is
+        neither started nor stopped here. ``collect_artifacts``: after the task's finalize,
+        archive its declared artifacts into ``trace.state.artifacts`` (``verifiers.v1.artifacts``)."""
+        async with self.interaction(task, runtime=runtime, collect_artifacts=collect_artifacts) as it:
             await it.turn()
             if not it.trace.is_completed and not it.trace.errors:
                 it.trace.stop("agent_completed")
         return it.trace
 
     @contextlib.asynccontextmanager
-    async def interaction(self, task: Task) -> AsyncIterator[Interaction]:
+    async def provision(self, task: Task | None = None) -> AsyncIterator[Runtime]:
+        """A started box from this role's runtime config, stopped on exit: share it between runs
+        with ``run(task, runtime=box)``."""
+        runtime = make_runtime(self.config.runtime)
+        await runtime.start()
+        try:
+            yield runtime
+        finally:
+            await runtime.stop()
+
+    @contextlib.asynccontextmanager
+    async def interaction(self, task: Task, *, runtime: Runtime | None = None, collect_artifacts: bool = False) -> AsyncIterator[Interaction]:
+        from verifiers.v1.mcp.client import ToolServers, finish
+
+        servers = ToolServers()
+        try:
+            async with self._interaction(task, servers, runtime=runtime, collect_artifacts=collect_artifacts) as it:
+                yield it
+        finally:
+            # the rollout's own tool servers end with it, on every path (a cancel included)
+            await finish(servers.close())
+
+    @contextlib.asynccontextmanager
+    async def _interaction(
+        self, task: Task, servers: Any, *, runtime: Runtime | None, collect_artifacts: bool
+    ) -> AsyncIterator[Interaction]:
         from verifiers.v1.interception import CallContext
 
         trace = Trace.for_task(task, agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
         trace.ok = True
-        runtime = None
+        borrowed = runtime is not None
         timing = trace.timing
         timing.boot.start = time.time()
-        try:
-            runtime = make_runtime(self.config.runtime)
-            trace.agent.runtime = runtime.info
-            await runtime.start()
-            trace.agent.runtime = runtime.info
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise
-        except Exception as exc:
-            trace.record_error(exc if isinstance(exc, SandboxError) else SandboxError(str(exc)))
+        if borrowed:
+            trace.agent.runtime = runtime.info  # type: ignore[union-attr]
+        else:
+            try:
+                runtime = make_runtime(self.config.runtime)
+                trace.agent.runtime = runtime.info
+                await runtime.start()
+                trace.agent.runtime = runtime.info
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise
+            except Exception as exc:
+                runtime = None
+                trace.record_error(exc if isinstance(exc, SandboxError) else SandboxError(str(exc)))
         ctx = CallContext.for_task(
             task, client=self._client(), model=self.model, trace=trace, runtime=runtime,
             sampling=self._sampling(), max_turns=self.config.max_turns, endpoint="chat_completions",
@@ -230,6 +268,8 @@ class Agent:
         if runtime is not None and not trace.is_completed:
             await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
             await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
+        if runtime is not None and not trace.is_completed:
+            await self._open_tools(it, servers, self.config.timeout.setup or task.data.timeout.setup)
         timing.setup.end = timing.agent.start = time.time()
         try:
             limit = self.config.timeout.rollout or task.data.timeout.agent
@@ -246,15 +286,64 @@ class Agent:
             trace.split_agent_time()
             if runtime is not None and not trace.is_timeout:
                 await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
+                if collect_artifacts and task.data.artifacts and not trace.errors:
+                    await self._collect(trace, task, runtime)
             timing.finalize.end = time.time()
             if not trace.is_completed:
                 # the env left the interaction with the run still going (the original's name)
                 trace.stop("user_closed")
             trace.ok = not trace.errors
             if self.run_ctx.on_trace is not None:
-                self.run_ctx.on_trace(trace, (task, runtime))
-            elif runtime is not None:
+                # a borrowed box is its owner's: stopped when the owner's block ends, before the
+                # episode is scored, so scoring gets no runtime for it (score in the block instead)
+                self.run_ctx.on_trace(trace, (task, runtime if not borrowed else None))
+            elif runtime is not None and not borrowed:
                 await runtime.stop()
+
+    async def _collect(self, trace: Trace, task: Task, runtime: Runtime) -> None:
+        from verifiers.v1.artifacts import collect
+
+        try:
+            trace.state.artifacts = await collect(runtime, task.data.artifacts, max_bytes=task.data.artifact_max_bytes)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            trace.record_error(exc if isinstance(exc, SandboxError) else SandboxError(f"collecting artifacts: {exc}"))
+
+    async def _open_tools(self, it: Interaction, servers: Any, limit: float | None) -> None:
+        """The tools of this run: the task's and its plain toolsets' ``@vf.tool`` methods (in this
+        process), the harness's own, and the MCP tools of the task's ``vf.Toolset`` servers
+        (started for this rollout) and of the run's shared ones."""
+        from verifiers.v1.mcp.toolset import Toolset
+
+        task, trace, harness = it.task, it.trace, self.harness
+        try:
+            declared = list(task.toolsets(task.config))
+        except Exception as exc:
+            trace.record_error(ToolsetError(f"Task.toolsets(): {type(exc).__name__}: {exc}"))
+            return
+        own = [t for t in declared if isinstance(t, Toolset)]
+        tools: dict[str, Any] = tool_functions(task, *(t for t in declared if not isinstance(t, Toolset)))
+        if harness.IN_PROCESS:
+            tools.update(harness.extra_tools(it.runtime))  # type: ignore[attr-defined]
+        shared = self.run_ctx.toolsets
+        try:
+            if own or (shared is not None and shared.declared()):
+                if not harness.IN_PROCESS:
+                    raise ToolsetError(f"harness {harness.config.id!r} runs a program; MCP toolsets are offered by the null and bash harnesses here")
+                if not harness.SUPPORTS_MCP:
+                    raise ToolsetError(f"harness {harness.config.id!r} does not take MCP toolsets (SUPPORTS_MCP is False)")
+                async with asyncio.timeout(limit):
+                    connections = await shared.connections() if shared is not None else []
+                    await servers.open(own, connections, runtime=it.runtime, task=task.data, reserved=set(tools))
+                tools.update(servers.tools)
+        except TimeoutError:
+            trace.record_timeout("setup")
+        except ToolsetError as exc:
+            trace.record_error(exc)
+        for name in harness.config.disabled_tools or ():
+            tools.pop(name, None)
+        it.tools = tools
 
     async def _stage(self, trace: Trace, stage: str, fn: Callable[[], Any], limit: float | None) -> None:
         from verifiers.v1.errors import TaskError
@@ -273,12 +362,8 @@ class Agent:
         """One turn of the harness: the in-process loop, or the program through the proxy."""
         harness = self.harness
         if harness.IN_PROCESS:
-            tools = tool_functions(it.task, *it.task.toolsets(it.task.config))
-            tools.update(harness.extra_tools(it.runtime))  # type: ignore[attr-defined]
-            for name in harness.config.disabled_tools or ():
-                tools.pop(name, None)
             available = {"trace": it.trace, "runtime": it.runtime, "state": it.trace.state, "task": it.task.data}
-            return await chat_loop(it.ctx, it.messages, tools, tool_timeout=harness.config.tool_timeout, available=available)
+            return await chat_loop(it.ctx, it.messages, it.tools, tool_timeout=harness.config.tool_timeout, available=available)
         proxy: InterceptionServer | None = await self.run_ctx.proxy() if self.run_ctx.proxy is not None else None
         if proxy is None:
             raise HarnessError(f"harness {harness.config.id!r} runs a program, and this run has no interception proxy")

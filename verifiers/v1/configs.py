@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from verifiers.v1.plugins import narrow_field, registered_ids
-from verifiers.v1.types import ID
+from verifiers.v1.plugins import PluginError, concrete_type, import_plugin, narrow_field, register_resolver
+from verifiers.v1.types import ID, SamplingConfig
 
 
 class BaseConfig(BaseModel):
@@ -46,35 +46,120 @@ class RewardFunctionConfig(DecoratedFunctionConfig):
 
 
 class JudgeConfig(BaseConfig):
-    """A judge plugged into a task's scoring, narrowed by ``id`` (the judges themselves come with
-    the judge layer; until then a plugged judge is refused when scoring starts)."""
+    """A judge: its plugin ``id`` (empty for a judge task code calls itself), its reward key and
+    weight, and the model endpoint it asks (a client config).
 
-    model_config = ConfigDict(extra="allow")
+    The endpoint defaults to the run's: with no ``base_url`` the judge calls the run's own model
+    client, with no ``model`` the run's model. Nothing here points at a hosted service."""
 
-    id: ID
+    id: ID = ""
+    """The judge plugin (``reference``, ``rubric``, ``decision`` or an installed package)."""
+    name: str = ""
+    """The reward key (default: ``id``)."""
     weight: FiniteFloat = 1.0
+    model: str | None = None
+    """None: the run's model."""
+    base_url: str | None = None
+    """An OpenAI-compatible endpoint (ends in ``/v1``); None: the run's model client."""
+    api_key_var: str | None = None
+    """The environment variable holding the endpoint's key (the key itself never sits in a config)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    headers_from_env: dict[str, str] = Field(default_factory=dict)
+    """Header name -> environment variable, read when the judge calls."""
+    timeout: float | None = Field(None, gt=0)
+    """Seconds one judge call may take (None: the scoring stage's limit bounds it). The
+    original's table form (``connect`` / ``read`` / ``write`` / ``pool``) is accepted: the
+    call is bounded by the sum of its values."""
+    sampling: SamplingConfig = SamplingConfig()
+    prompt: Path | None = None
+    """A file whose text replaces the judge's prompt template."""
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout_table(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            unknown = set(value) - {"connect", "read", "write", "pool"}
+            if unknown:
+                raise ValueError(f"timeout: unknown keys {sorted(unknown)} (connect, read, write, pool)")
+            parts = [v for v in value.values() if v is not None]
+            return float(sum(parts)) if parts else None
+        return value
+
+    @property
+    def key(self) -> str:
+        """The reward key this judge records."""
+        return self.name or self.id
+
+
+Judges = list[SerializeAsAny[JudgeConfig]]
+"""A task's plugged judges, each validated into its judge's own config class."""
+
+
+def judge_config_type(judge_id: str) -> type[JudgeConfig]:
+    """The config class of the judge plugin ``judge_id``: the ``JudgeConfig`` its ``Judge``
+    subclass declares (``Judge[float, MyConfig]``), else one its module exports, else
+    ``JudgeConfig``. A missing package is one ``ModuleNotFoundError``."""
+    module = import_plugin(judge_id, "judge")
+    exported = [getattr(module, n, None) for n in getattr(module, "__all__", None) or ()]
+    types = [c for c in exported if isinstance(c, type)]
+    for cls in types:
+        declared = concrete_type(cls, JudgeConfig)
+        if declared is not None and not issubclass(cls, BaseModel):
+            return declared
+    configs = [c for c in types if issubclass(c, JudgeConfig) and c is not JudgeConfig]
+    return configs[0] if len(configs) == 1 else JudgeConfig
+
+
+register_resolver("judge", judge_config_type)  # type: ignore[arg-type]
+
+
+def resolve_judges(entries: Any) -> list[Any]:
+    """Each ``judges`` entry (a table or a config) validated into its judge's config class."""
+    if not isinstance(entries, list | tuple):
+        return entries
+    out = []
+    for i, entry in enumerate(entries):
+        if isinstance(entry, JudgeConfig) and type(entry) is not JudgeConfig:
+            out.append(entry)
+            continue
+        raw = entry.model_dump(exclude_unset=True) | {"id": entry.id} if isinstance(entry, JudgeConfig) else entry
+        if not isinstance(raw, dict):
+            raise ValueError(f"judges[{i}] must be a table with an 'id', not {type(raw).__name__}")
+        if not raw.get("id"):
+            raise ValueError(
+                f"judges[{i}] needs an id (a judge plugin: reference, rubric, decision, or an installed package)"
+            )
+        holder = {i: dict(raw)}
+        try:
+            narrow_field(holder, i, "judge")
+        except ModuleNotFoundError as exc:
+            raise PluginError(f"judges[{i}]: {exc}") from None
+        out.append(holder[i])
+    return out
 
 
 class TaskConfig(BaseConfig):
     """Run-time knobs that task behaviour reads (``[env.taskset.task]``). Every field of a
     subclass needs a default: a task built without a config builds its declared config type."""
 
-    judges: list[SerializeAsAny[JudgeConfig]] = Field(default_factory=list)
+    judges: Judges = Field(default_factory=list)
+    """Judges run after the task's own rewards (``[[env.taskset.task.judges]]``), each recording
+    the reward ``name or id``."""
     stops: dict[str, DecoratedFunctionConfig] = Field(default_factory=dict)
     metrics: dict[str, DecoratedFunctionConfig] = Field(default_factory=dict)
     rewards: dict[str, RewardFunctionConfig] = Field(default_factory=dict)
 
-    @model_validator(mode="before")
+    @field_validator("judges", mode="before")
     @classmethod
-    def _narrow_judges(cls, data: Any) -> Any:
-        # a judge table becomes its judge's config class when that judge is registered
-        if isinstance(data, dict) and isinstance(data.get("judges"), list):
-            holder = dict(enumerate(data["judges"]))
-            for i in holder:
-                if isinstance(holder[i], dict) and holder[i].get("id") in registered_ids("judge"):
-                    narrow_field(holder, i, "judge")
-            data = {**data, "judges": list(holder.values())}
-        return data
+    def _narrow_judges(cls, value: Any) -> Any:
+        return resolve_judges(value)
+
+    @model_validator(mode="after")
+    def _distinct_judges(self) -> TaskConfig:
+        keys = [j.key for j in self.judges]
+        if dupes := sorted({k for k in keys if keys.count(k) > 1}):
+            raise ValueError(f"judges share the reward key {dupes}; give each a distinct name")
+        return self
 
 
 class SharedTasksetConfig(BaseConfig):

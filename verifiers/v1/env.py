@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic
 from typing_extensions import TypeVar
 
 from verifiers.v1.agents import Agent, AgentConfig, Agents, RunContext, agent_config_fields, make_agent
+from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.errors import EnvError
 from verifiers.v1.harness import Harness, load_harness
@@ -121,8 +122,9 @@ class Env(ABC, Generic[ConfigT]):
                           task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash))  # fmt: skip
         try:
             agents = self.agents_for(run_ctx)
-            await self.setup(agents)
-            await self.run(task, agents)
+            with running(run_ctx):
+                await self.setup(agents)
+                await self.run(task, agents)
         except (asyncio.CancelledError, KeyboardInterrupt):
             # a cancelled episode (the rollout's timeout) is never scored: stop what it started
             for _, (_, runtime) in finished:
@@ -186,22 +188,27 @@ def load_environment(config: dict[str, Any] | EnvConfig) -> Env:
     return cls(validated)
 
 
+def env_table(taskset_id: str, env_args: dict[str, Any]) -> dict[str, Any]:
+    """The ``[env]`` table a v1 package's ``env_args`` describe: the table itself (``taskset``,
+    ``id``, roles ...) or, when none of its keys is an env key, the taskset's own knobs."""
+    env_keys = set(environment_class(env_args.get("id") or None, taskset_id).config_type().model_fields)
+    if env_args and set(env_args) <= env_keys:
+        table = dict(env_args)
+        taskset = table.get("taskset")
+        table["taskset"] = {**(taskset if isinstance(taskset, dict) else {}), "id": taskset_id}
+    else:
+        table = {"taskset": {**env_args, "id": taskset_id}}
+    return table
+
+
 def v1_factory(module: ModuleType, taskset_id: str) -> Any:
-    """For the classic loader: a ``load_environment(**env_args)`` for a v1 package, or None for a
-    module that is not one. ``env_args`` are the ``[env]`` table (``taskset``, ``id``, roles ...)
-    or, when none of its keys is an env key, the taskset's own knobs."""
+    """For the classic loader: a ``load_environment(**env_args)`` for a v1 package (``env_args``
+    as :func:`env_table` reads them), or None for a module that is not one."""
     if v1_taskset_class(module) is None:
         return None
 
     def factory(**env_args: Any) -> Any:
-        env_keys = set(environment_class(env_args.get("id") or None, taskset_id).config_type().model_fields)
-        if env_args and set(env_args) <= env_keys:
-            table = dict(env_args)
-            taskset = table.get("taskset")
-            table["taskset"] = {**(taskset if isinstance(taskset, dict) else {}), "id": taskset_id}
-        else:
-            table = {"taskset": {**env_args, "id": taskset_id}}
-        return load_environment(table)
+        return load_environment(env_table(taskset_id, env_args))
 
     return factory
 

@@ -24,7 +24,7 @@ from typing_extensions import TypeVar
 
 from verifiers.v1.configs import BaseConfig
 from verifiers.v1.decorators import discover_decorated
-from verifiers.v1.errors import HarnessError
+from verifiers.v1.errors import HarnessError, ToolsetError
 from verifiers.v1.plugins import (
     PluginError,
     concrete_type,
@@ -145,42 +145,68 @@ def tool_schema(name: str, fn: Callable[..., Any]) -> Tool:
     return Tool(name=name, description=doc, parameters={"type": "object", "properties": props, "required": required})
 
 
-async def call_tool(fn: Callable[..., Any], arguments: str, available: dict[str, Any], timeout: float) -> str:
-    """Run one tool call; whatever goes wrong becomes the tool's text result (the model reads it)."""
+MAX_TOOL_OUTPUT = 100_000
+"""Characters of one tool result the model sees (the rest is cut with a marker)."""
+MAX_TOOL_ERRORS = 100
+"""Failed tool calls kept in ``trace.info["tool_errors"]`` (the model read every one)."""
+
+
+async def call_tool(fn: Callable[..., Any], arguments: str, available: dict[str, Any], timeout: float, name: str = "") -> tuple[str, bool]:
+    """Run one in-process tool call: (its text, whether it failed). A failure is text the model
+    reads; a call past ``timeout`` is a :class:`ToolsetError` (the rollout's recorded error)."""
     try:
         args = json.loads(arguments or "{}")
         if not isinstance(args, dict):
             raise ValueError("the arguments are not a JSON object")
     except ValueError as exc:
-        return f"error: invalid arguments ({exc})"
+        return f"invalid arguments ({exc})", True
     params = inspect.signature(fn).parameters
-    for name in ("trace", "runtime", "state", "task"):
-        if name in params and name in available:
-            args[name] = available[name]
+    for key in ("trace", "runtime", "state", "task"):
+        if key in params and key in available:
+            args[key] = available[key]
     try:
         if inspect.iscoroutinefunction(fn):
             result = await asyncio.wait_for(fn(**args), timeout)
         else:
             result = await asyncio.wait_for(asyncio.to_thread(fn, **args), timeout)
     except TimeoutError:
-        return f"error: the tool did not finish within {timeout:g} s"
+        raise ToolsetError(f"tool {name or fn.__name__!r} did not finish within {timeout:g} s") from None
     except TypeError as exc:
-        return f"error: {exc}"
+        return str(exc), True
     except Exception as exc:
-        return f"error: {type(exc).__name__}: {exc}"
-    return result if isinstance(result, str) else json.dumps(result, default=str)
+        return f"{type(exc).__name__}: {exc}", True
+    return (result if isinstance(result, str) else json.dumps(result, default=str)), False
+
+
+def _note_tool_error(trace: Any, tool: str, message: str) -> None:
+    errors = trace.info.setdefault("tool_errors", [])
+    if isinstance(errors, list) and len(errors) < MAX_TOOL_ERRORS:
+        errors.append({"tool": tool, "message": message[:2000]})
+
+
+def _capped(text: str) -> str:
+    if len(text) <= MAX_TOOL_OUTPUT:
+        return text
+    return text[:MAX_TOOL_OUTPUT] + f"\n[... {len(text) - MAX_TOOL_OUTPUT} more characters cut]"
 
 
 async def chat_loop(
-    ctx: CallContext, messages: list[Message], tools: dict[str, Callable[..., Any]], *, tool_timeout: float,
+    ctx: CallContext, messages: list[Message], tools: dict[str, Any], *, tool_timeout: float,
     available: dict[str, Any],
 ) -> list[Message]:  # fmt: skip
     """The null harness's loop: call the model, run its tool calls, until it answers without any
-    (or a stop ends the rollout). Returns the conversation with the new messages appended."""
-    from verifiers.v1.interception import Stopped, model_call
+    (or a stop ends the rollout). Returns the conversation with the new messages appended.
 
-    schemas = [tool_schema(n, fn) for n, fn in tools.items()] or None
+    ``tools`` maps a name to an in-process function or an MCP tool
+    (:class:`~verifiers.v1.mcp.client.RemoteTool`). A failed call is text the model reads,
+    noted in ``trace.info["tool_errors"]``; a call past ``tool_timeout`` or a tool server that is
+    gone is recorded on the trace as a ``ToolsetError`` and ends the rollout (the run goes on)."""
+    from verifiers.v1.interception import Stopped, model_call
+    from verifiers.v1.mcp.client import RemoteTool
+
+    schemas = [fn.schema if isinstance(fn, RemoteTool) else tool_schema(n, fn) for n, fn in tools.items()] or None
     convo = list(messages)
+    trace = ctx.trace
     while True:
         try:
             response = await model_call(ctx, convo, schemas)
@@ -188,12 +214,25 @@ async def chat_loop(
             return convo
         convo.append(response.message)
         calls = response.message.tool_calls or []
-        if not calls or ctx.trace.is_completed:
+        if not calls or trace.is_completed:
             return convo
         for call in calls:
             fn = tools.get(call.name)
-            text = await call_tool(fn, call.arguments, available, tool_timeout) if fn else f"error: no tool named {call.name!r}"
-            convo.append(ToolMessage(tool_call_id=call.id, content=text, name=call.name))
+            try:
+                if fn is None:
+                    text, failed = f"no tool named {call.name!r}", True
+                elif isinstance(fn, RemoteTool):
+                    text, failed = await fn(call.arguments, trace.state, tool_timeout)
+                else:
+                    text, failed = await call_tool(fn, call.arguments, available, tool_timeout, call.name)
+            except ToolsetError as exc:
+                convo.append(ToolMessage(tool_call_id=call.id, content=f"error: {exc}", name=call.name))
+                trace.record_error(exc)
+                return convo
+            if failed:
+                _note_tool_error(trace, call.name, text)
+                text = f"error: {text}"
+            convo.append(ToolMessage(tool_call_id=call.id, content=_capped(text), name=call.name))
 
 
 def last_reply(messages: list[Message]) -> str:

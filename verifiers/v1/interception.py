@@ -40,6 +40,7 @@ from verifiers.v1.types import (
     ToolCall,
     TurnTokens,
     Usage,
+    messages_to_openai,
 )
 
 if TYPE_CHECKING:
@@ -80,21 +81,6 @@ def _call_from_openai(c: Any) -> dict[str, Any]:
     args = fn.get("arguments", "")
     return {"id": c.get("id") or "", "type": "function", "name": fn.get("name") or "",
             "arguments": args if isinstance(args, str) else json.dumps(args)}  # fmt: skip
-
-
-def messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
-    out = []
-    for m in messages:
-        d = m.model_dump(exclude_none=True)
-        if isinstance(m, AssistantMessage):
-            d.pop("provider_state", None)
-            if m.tool_calls:
-                d["tool_calls"] = [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls
-                ]
-            d.setdefault("content", None)
-        out.append(d)
-    return out
 
 
 def tools_from_openai(raw: Any) -> list[Tool] | None:

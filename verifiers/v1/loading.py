@@ -53,11 +53,19 @@ def _narrowed_config(cls: type[Taskset], data: dict[str, Any]) -> TasksetConfig:
     # taskset's config leaves the field at a less specific class: what the task's author expects
     task_cfg = cls.task_type().config_type()
     declared = config_cls.model_fields["task"].annotation
-    if isinstance(data.get("task"), dict) and task_cfg is not TaskConfig and not _is_subclass(declared, task_cfg):
-        try:
-            data["task"] = task_cfg.model_validate(data["task"])
-        except ValidationError as exc:
-            raise PluginError(validation_message(exc, "task")) from None
+    # (with no `task` table at all, the task's own config class with its defaults: a hook reading
+    # `self.config.bonus` must not meet a plain TaskConfig)
+    if task_cfg is not TaskConfig and not _is_subclass(declared, task_cfg):
+        given = data.get("task")
+        if given is None:
+            given = {}
+        elif isinstance(given, TaskConfig) and not isinstance(given, task_cfg):
+            given = given.model_dump(exclude_unset=True)
+        if isinstance(given, dict):
+            try:
+                data["task"] = task_cfg.model_validate(given)
+            except ValidationError as exc:
+                raise PluginError(validation_message(exc, "task")) from None
     return config_cls.model_validate(data)
 
 

@@ -4,8 +4,12 @@ engine's scoring stage, and each episode is one line of ``traces.jsonl``.
 * :func:`group_plan`: a :class:`~verifiers.engine.GroupPlan` whose rollouts ``play`` the env's
   ``run_episode`` and whose :class:`V1Scorer` scores each trace (``verifiers.v1.scoring``, with
   its runtime still up), runs the env's ``finalize`` and only then stops the runtimes.
+* :class:`EpisodeRunner`: what a run holds around its episodes (the env started, the
+  interception proxy, the roles' own clients, the plan): shared by :func:`run_v1` and training
+  (``verifiers.train.v1_envs``), which runs one group at a time.
 * :func:`run_v1`: tasks x rollouts through :func:`~verifiers.engine.run_groups`, which owns
-  concurrency, timeouts, error records, streaming, resume and the summary.
+  concurrency, timeouts, error records, streaming, resume and the summary. The taskset's shared
+  toolsets (``Taskset.toolsets``) are one server each for the run, closed at its end.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from verifiers.engine import GroupPlan, RolloutPlan, RunConfig, run_groups
 from verifiers.v1.agents import RunContext
+from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
+from verifiers.v1.mcp.client import SharedToolsets, finish
 from verifiers.v1.trace import Error, TraceTask
 
 if TYPE_CHECKING:
@@ -66,31 +72,44 @@ class V1Scorer:
         await asyncio.gather(*(self._score(st) for st in states))
 
     async def _score(self, state: State) -> None:
-        from verifiers.v1.errors import EnvError
-
         episode: Episode | None = state.get("_episode")
         finished = state.pop("_finished", [])
         try:
             if episode is None:
                 return
-            for trace, (task, runtime) in finished:
-                if trace.ok:
-                    trace.timing.scoring.start = time.time()
-                    await task.score(trace, runtime)
-                    trace.timing.scoring.end = time.time()
-                    trace.ok = not trace.errors
-            if not episode.errors:
-                try:
-                    await self.env.finalize(state["_task"], episode)
-                except (asyncio.CancelledError, KeyboardInterrupt):
-                    raise
-                except Exception as exc:
-                    episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"finalize: {exc}"))))
-            episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
+            with running(state.pop("_run_ctx", None)):
+                await self._score_episode(state, episode, finished)
         finally:
             await stop_runtimes(finished)
             if episode is not None:
                 fill_state(state, episode, self.env)
+
+    async def _score_episode(self, state: State, episode: Episode, finished: list[Any]) -> None:
+        for trace, (task, runtime) in finished:
+            if trace.ok:
+                trace.timing.scoring.start = time.time()
+                await task.score(trace, runtime)
+                trace.timing.scoring.end = time.time()
+                trace.ok = not trace.errors
+        await finalize_episode(self.env, state["_task"], episode)
+
+
+FINALIZE_PREFIX = "finalize: "
+
+
+async def finalize_episode(env: Env, task: Task, episode: Episode) -> None:
+    """The env's ``finalize`` over a scored episode (skipped when the episode already failed); a
+    failure is an episode error (``finalize: ...``). Then the episode's standing (``ok``)."""
+    from verifiers.v1.errors import EnvError
+
+    if not episode.errors:
+        try:
+            await env.finalize(task, episode)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"{FINALIZE_PREFIX}{exc}"))))
+    episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
 
 
 async def stop_runtimes(finished: list[Any]) -> None:
@@ -155,9 +174,12 @@ def episode_record(state: State) -> dict[str, Any]:
     return record
 
 
-def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None = None, clients: dict[str, Any] | None = None) -> GroupPlan:
+def group_plan(
+    env: Env, proxy: Any = None, *, max_concurrent_agents: int | None = None, clients: dict[str, Any] | None = None,
+    toolsets: SharedToolsets | None = None,
+) -> GroupPlan:  # fmt: skip
     """``clients``: the run's per-role model clients (a role's own ``client``), shared by every
-    episode and closed by the caller."""
+    episode and closed by the caller; ``toolsets``: the taskset's shared toolsets, likewise."""
     role_clients = clients if clients is not None else {}
 
     def init_state(row: Mapping[str, Any], client: Any, model: str, sampling_args: Mapping[str, Any]) -> State:
@@ -170,9 +192,9 @@ def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None
     async def play(state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
         limit = max_concurrent_agents if max_concurrent_agents is not None else getattr(env.config, "max_concurrent_agents", None)
         run_ctx = RunContext(client=client, model=model, sampling=dict(sampling_args), proxy=proxy,
-                             gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients)  # fmt: skip
+                             gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients, toolsets=toolsets)  # fmt: skip
         episode, finished = await env.run_episode(state["_task"], run_ctx)
-        state["_episode"], state["_finished"] = episode, finished
+        state["_episode"], state["_finished"], state["_run_ctx"] = episode, finished, run_ctx
         state["is_completed"] = True
         fill_state(state, episode, env)
 
@@ -180,6 +202,39 @@ def group_plan(env: Env, proxy: Any = None, *, max_concurrent_agents: int | None
         return RolloutPlan(init_state=init_state, play=play)
 
     return GroupPlan(plan_for=plan_for, scorer=V1Scorer(env))
+
+
+class EpisodeRunner:
+    """The resources a run of ``env``'s episodes holds: the env's own (``start`` / ``stop``), the
+    interception proxy (started on first use), the taskset's shared toolsets (likewise: one server
+    each for the run) and the roles' own model clients, with the group
+    plan that uses them. ``start`` checks the env first; ``close`` releases everything (also after
+    a partial ``start``)."""
+
+    def __init__(self, env: Env, *, max_concurrent_agents: int | None = None) -> None:
+        self.env = env
+        self.proxy = _Proxy()
+        self.clients: dict[str, Any] = {}
+        taskset = env.taskset
+        self.toolsets = SharedToolsets(lambda: taskset.toolsets(taskset.config))
+        self.plan = group_plan(env, self.proxy, max_concurrent_agents=max_concurrent_agents, clients=self.clients,
+                               toolsets=self.toolsets)  # fmt: skip
+
+    async def start(self) -> EpisodeRunner:
+        self.env.check()
+        await self.env.start()
+        return self
+
+    async def close(self) -> None:
+        try:
+            await finish(self.toolsets.close())  # the shared tool servers end with the run
+            await self.proxy.close()
+            for role_client in self.clients.values():
+                with contextlib.suppress(Exception):
+                    await role_client.aclose()
+            self.clients.clear()
+        finally:
+            await self.env.stop()
 
 
 async def run_v1(
@@ -191,7 +246,6 @@ async def run_v1(
     """Every task x ``num_rollouts`` episodes through the engine; with ``folder``, each episode
     is streamed to ``folder/traces.jsonl`` and ``resume`` keeps the complete ones already there."""
     env.check()
-    proxy = _Proxy()
     groups = [
         [{"example_id": task.data.idx if task.data.idx is not None else i, "rollout_index": r, "task": task} for r in range(num_rollouts)]
         for i, task in enumerate(tasks)
@@ -203,13 +257,9 @@ async def run_v1(
         metadata={"env_id": env.env_id, "taskset_id": env.config.taskset.id, "api": "v1", **(metadata or {})},
         record=episode_record, results_file=TRACES_FILE, keep_on_resume=lambda rec: bool(rec.get("complete")),
     )  # fmt: skip
-    clients: dict[str, Any] = {}
+    runner = EpisodeRunner(env)
     await env.start()
     try:
-        return await run_groups(group_plan(env, proxy, clients=clients), groups, client, config)
+        return await run_groups(runner.plan, groups, client, config)
     finally:
-        await proxy.close()
-        for role_client in clients.values():
-            with contextlib.suppress(Exception):
-                await role_client.aclose()
-        await env.stop()
+        await runner.close()

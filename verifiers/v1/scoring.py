@@ -19,11 +19,11 @@ import math
 import os
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Real
 from typing import TYPE_CHECKING, Any, get_origin, get_type_hints
 
 if TYPE_CHECKING:
+    from verifiers.engine.threads import DaemonThreadPool
     from verifiers.v1.task import Task
     from verifiers.v1.trace import Trace
 
@@ -33,17 +33,31 @@ DEFAULT_HOOK_TIMEOUT = 300.0
 # the names a hook may ask for (0.4.0's, plus state/config which tasks reach through self)
 INJECTABLE = ("trace", "task", "runtime", "state", "config", "request", "response")
 
-_pool: ThreadPoolExecutor | None = None
+_pool: DaemonThreadPool | None = None
 _pool_lock = threading.Lock()
 
 
-def hook_pool() -> ThreadPoolExecutor:
-    """The one bounded pool sync hooks run in (created on first use)."""
+def hook_pool() -> DaemonThreadPool:
+    """The one bounded pool sync hooks run in (created on first use). Its threads are daemons: a
+    hook that never returns (its timeout recorded) does not keep the process from exiting, and
+    idle hook threads are no threads left running after a run (``vf check``'s leftovers)."""
+    from verifiers.engine.threads import DaemonThreadPool
+
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="vf-hook")
+            _pool = DaemonThreadPool(max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="vf-hook")
         return _pool
+
+
+def shutdown_hook_pool() -> None:
+    """Let the hook pool's idle threads end (a command calls it when its runs are over, so the
+    interpreter does not wait on them at exit); the next hook makes a new pool."""
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 class HookError(Exception):
@@ -91,10 +105,11 @@ def hook_arguments(fn: Callable[..., Any], available: Mapping[Any, Any]) -> dict
 
 
 async def call_hook(
-    fn: Callable[..., Any], available: Mapping[Any, Any], *, kind: str, timeout: float | None
+    fn: Callable[..., Any], available: Mapping[Any, Any], *, kind: str, timeout: float | None, name: str | None = None
 ) -> Any:
-    """Call one hook with the arguments it names, under ``timeout``; any failure is a ``HookError``."""
-    name = getattr(fn, "__name__", repr(fn))
+    """Call one hook with the arguments it names, under ``timeout``; any failure is a ``HookError``
+    naming the hook (``name``, else the function's name)."""
+    name = name or getattr(fn, "__name__", repr(fn))
     try:
         kwargs = hook_arguments(fn, available)
     except (TypeError, ValueError) as exc:
@@ -174,6 +189,24 @@ def check_score(kind: str, name: str, value: Any) -> dict[str, float] | float:
     return number(name, value)
 
 
+def needs_runtime(fn: Callable[..., Any]) -> bool:
+    """Whether a scoring hook cannot run without the rollout's runtime (a required ``runtime``
+    parameter): offline scoring (``vf replay``) skips it."""
+    p = inspect.signature(fn).parameters.get("runtime")
+    return p is not None and p.default is p.empty
+
+
+SCORING_KINDS = ("metric", "reward", "judge")
+
+
+def is_scoring_error(error: Any) -> bool:
+    """Whether a recorded trace error (``trace.errors[i]``) came from scoring (a metric, reward or
+    judge hook, as :func:`score_task` records them) rather than from the rollout itself."""
+    if getattr(error, "type", None) not in ("HookError", "HookTimeout", "InvalidScore"):
+        return False
+    return str(getattr(error, "message", "")).startswith(tuple(f"{k} " for k in SCORING_KINDS))
+
+
 async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: float | None = None) -> None:
     """Run ``task``'s metrics, then its rewards, on ``trace`` and record them.
 
@@ -188,19 +221,22 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
     if runtime is not None:
         available["runtime"] = runtime
 
-    def wants_runtime(fn: Callable[..., Any]) -> bool:
-        p = inspect.signature(fn).parameters.get("runtime")
-        return p is not None and p.default is p.empty
-
     hooks = [("metric", fn) for fn in task.hooks("metric")] + [("reward", fn) for fn in task.hooks("reward")]
     if runtime is None:
-        hooks = [(k, fn) for k, fn in hooks if not wants_runtime(fn)]
+        hooks = [(k, fn) for k, fn in hooks if not needs_runtime(fn)]
     for kind, fn in hooks:
         (trace.metrics if kind == "metric" else trace.rewards).setdefault(fn.__name__, None)
         (trace.metrics if kind == "metric" else trace.rewards)[fn.__name__] = None
     errors: list[HookError] = []
-    if task.config.judges:
-        errors.append(HookError("judge", task.config.judges[0].id, "judges are not available in this version yet"))
+    judges: list[Any] = []
+    for config in task.config.judges:
+        trace.rewards[config.key] = None
+        try:
+            judges.append(task.plugged_judge(config))
+        except Exception as exc:  # a judge that cannot be built: its reward stays unscored
+            errors.append(HookError("judge", config.key, f"could not be loaded: {type(exc).__name__}: {exc}", cause_type=type(exc).__name__))
+    if runtime is None:
+        judges = [j for j in judges if not needs_runtime(j.score)]
 
     async def one(kind: str, fn: Callable[..., Any]) -> None:
         name = fn.__name__
@@ -230,6 +266,24 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
     # read a metric off the trace (one metric runs the program, the reward reads ``passed``)
     for stage in ("metric", "reward"):
         await asyncio.gather(*(one(kind, fn) for kind, fn in hooks if kind == stage))
+
+    async def judged(judge: Any) -> None:
+        # a plugged judge: after the task's own rewards; its reward is `name or id`, its weight
+        # the config's; a failing, hanging or unparseable judge leaves it unscored, with an error
+        name = judge.reward_name
+        try:
+            value = check_score("judge", name, await call_hook(judge.score, available, kind="judge", timeout=timeout, name=name))
+        except HookError as exc:
+            errors.append(exc)
+            return
+        if isinstance(value, dict):
+            trace.rewards.pop(name, None)
+            for key, v in value.items():
+                trace.record_reward(key, v, judge.config.weight)
+        else:
+            trace.record_reward(name, value, judge.config.weight)
+
+    await asyncio.gather(*(judged(j) for j in judges))
     for exc in errors:
         # a task error (stop condition `task_error`) that keeps the hook's own traceback; its type
         # says what failed (HookTimeout, InvalidScore, HookError)

@@ -186,6 +186,15 @@ class Task(Generic[DataT, StateT, ConfigT]):
 
         return concrete_type(cls, State) or State
 
+    def plugged_judges(self) -> list[Any]:
+        """The judges ``config.judges`` names, built (``verifiers.v1.judge.load_judge``)."""
+        return [self.plugged_judge(config) for config in self.config.judges]
+
+    def plugged_judge(self, config: Any) -> Any:
+        from verifiers.v1.judge import load_judge
+
+        return load_judge(config)
+
     def hooks(self, attr: str) -> list[Callable[..., Any]]:
         """The ``@vf.<kind>`` methods merged with the functions plugged from config: a plugged
         entry replaces the method of its name (an entry without ``fn`` only changes its
@@ -202,7 +211,9 @@ class Task(Generic[DataT, StateT, ConfigT]):
 
     @classmethod
     def toolsets(cls, config: ConfigT) -> list[Any]:
-        """Tool servers started for each rollout of this task type."""
+        """Tool servers started for each rollout of this task type (``vf.Toolset`` instances, one
+        MCP server each, closed when the rollout ends; a plain object's ``@vf.tool`` methods run
+        in this process instead)."""
         return []
 
 

@@ -184,7 +184,8 @@ class Taskset(ABC, Generic[TaskT, TasksetConfigT]):
 
     @classmethod
     def toolsets(cls, config: TasksetConfigT) -> list[Any]:
-        """Tool servers shared by every task of the taskset (one per worker)."""
+        """Tool servers shared by every task of the taskset (``vf.Toolset`` instances: one MCP
+        server each per worker process for the whole run; each call sees its rollout's State)."""
         return []
 
 

@@ -402,6 +402,23 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     def record_reward(self, name: str, value: float, weight: float = 1.0) -> None:
         self.rewards[name] = Reward(score=float(value), weight=float(weight))
 
+    def record_judge_call(self, *, name: str, request: Mapping[str, Any], response: Any) -> None:
+        """One judge exchange (``info["judge_calls"]``) and its billed usage (``extra_usage``),
+        kept apart from the agent's own calls. ``response`` is a ``JudgeResponse``."""
+        record = response.model_dump(mode="json")
+        text = record.pop("text", "")
+        self.info.setdefault("judge_calls", []).append(
+            {"name": name, "request": json_copy(request), "response": {"message": {"role": "assistant", "content": text}, **record}}
+        )
+        if response.usage is not None:
+            self.extra_usage.append(response.usage)
+
+    def record_judge(self, response: Any) -> None:
+        """0.3.0's spelling: the judge's response alone, under ``info["judge"]``."""
+        self.info.setdefault("judge", []).append(response.model_dump(mode="json"))
+        if response.usage is not None:
+            self.extra_usage.append(response.usage)
+
     # --- outcome ----------------------------------------------------------------------------
 
     def stop(self, condition: str, override: bool = False) -> None:
@@ -672,3 +689,10 @@ def _as_message(m: Any) -> Message:
 
 WireTrace = Trace[WireTaskData, State, WireAgentConfig]
 """A trace read without the run's packages: unknown task fields are kept, the agent config is loose."""
+
+
+def json_copy(value: Any) -> Any:
+    """A deep, JSON-shaped copy (a record never aliases the caller's objects)."""
+    import json
+
+    return json.loads(json.dumps(value, default=str))

@@ -223,3 +223,19 @@ class SamplingConfig(BaseModel):
 
 
 Sampling = SamplingConfig
+
+
+def messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
+    """v1 messages as OpenAI chat messages (tool calls nested under ``function``)."""
+    out = []
+    for m in messages:
+        d = m.model_dump(exclude_none=True)
+        if isinstance(m, AssistantMessage):
+            d.pop("provider_state", None)
+            if m.tool_calls:
+                d["tool_calls"] = [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls
+                ]
+            d.setdefault("content", None)
+        out.append(d)
+    return out

@@ -18,6 +18,7 @@ class BashHarnessConfig(HarnessConfig):
 
 class BashHarness(Harness[BashHarnessConfig]):
     APPENDS_SYSTEM_PROMPT = True
+    SUPPORTS_MCP = True
     SUPPORTS_RESUME = True
     EXECUTES_CODE = True
     NEEDS_CONTAINER = False

@@ -9,6 +9,7 @@ class NullHarnessConfig(HarnessConfig):
 
 class NullHarness(Harness[NullHarnessConfig]):
     APPENDS_SYSTEM_PROMPT = True
+    SUPPORTS_MCP = True
     SUPPORTS_RESUME = True
     EXECUTES_CODE = False
     NEEDS_CONTAINER = False

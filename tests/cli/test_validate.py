@@ -1,0 +1,282 @@
+"""``vf validate`` / ``vf-validate`` / ``vf check`` on v1 packages (and classic ones): the verdict a
+person reads and the JSON one the hub reads."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import ECHO_ENV, run_vf, write_env_file
+from verifiers import checking
+from verifiers.check import CHECKS as CLASSIC_CHECKS
+from verifiers.cli import validate_cmd
+from verifiers.v1.check import CHECKS as V1_CHECKS
+
+VERDICT_KEYS = {"ok", "target", "env_id", "checks", "rollouts", "replies"}
+ROLLOUT_KEYS = {"example_id", "rollout_index", "reward", "metrics", "error", "stop_condition"}
+
+GOOD = '''
+import verifiers.v1 as vf
+
+
+class AddData(vf.TaskData):
+    answer: str
+
+
+class AddTask(vf.Task[AddData]):
+    @vf.reward
+    def correct(self, task: AddData, trace: vf.Trace) -> float:
+        return float(task.answer in trace.last_reply)
+
+    @vf.metric
+    def turns(self, trace: vf.Trace) -> float:
+        return float(trace.num_turns)
+VALIDATE
+
+
+class AddConfig(vf.TasksetConfig):
+    n: int = 3
+
+
+class AddTaskset(vf.Taskset[AddTask, AddConfig]):
+    INFINITE = ENDLESS
+
+    def load(self):
+        LOAD
+        i = 0
+        while ENDLESS or i < self.config.n:
+            yield AddTask(AddData(prompt=f"What is {i} + {i}?", answer=str(2 * i), id=f"t{i}"))
+            i += 1
+
+
+__all__ = ALL
+'''
+
+
+def write_v1_package(root: Path, name: str, *, all_: str = '["AddTaskset"]', load: str = "pass",
+                     endless: bool = False, validate: str = "", reward: str | None = None) -> Path:  # fmt: skip
+    """A plain v1 package folder (pyproject without entry points, a module whose ``__all__``
+    names the taskset)."""
+    module = name.replace("-", "_")
+    body = (
+        GOOD.replace("ALL", all_).replace("LOAD", load).replace("ENDLESS", str(endless)).replace("VALIDATE", validate)
+    )
+    if reward is not None:
+        body = body.replace("return float(task.answer in trace.last_reply)", reward)
+    folder = root / name
+    (folder / module).mkdir(parents=True)
+    (folder / module / "__init__.py").write_text(textwrap.dedent(body))
+    (folder / "pyproject.toml").write_text(
+        f'[project]\nname = "{name}"\nversion = "0.2.0"\ndependencies = ["verifiers"]\n'
+        f'[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+    )
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checking, "LEFTOVER_GRACE_S", 2.0)
+
+
+@pytest.fixture(autouse=True)
+def _forget_packages():
+    before = set(sys.modules)
+    path = list(sys.path)
+    yield
+    for name in set(sys.modules) - before:
+        if name.startswith("v1chk_"):
+            del sys.modules[name]
+    sys.path[:] = path
+
+
+def validate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
+    """``vf validate ... --json`` in this process: the exit code and the verdict."""
+    code = validate_cmd.run([*argv, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def by_name(verdict: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in verdict["checks"]}
+
+
+def test_a_v1_package_passes_with_the_verdict_schema_of_vf_check(tmp_path, capsys) -> None:
+    folder = write_v1_package(tmp_path, "v1chk-good")
+    code, verdict = validate(capsys, str(folder), "-n", "2", "-r", "2")
+    assert code == 0, verdict
+    assert set(verdict) == VERDICT_KEYS and verdict["ok"] is True
+    assert [c["name"] for c in verdict["checks"]] == list(V1_CHECKS)
+    assert all(set(c) == {"name", "ok", "detail", "skipped"} for c in verdict["checks"])
+    checks = by_name(verdict)
+    assert all(checks[n]["ok"] and not checks[n]["skipped"] for n in
+               ("load", "taskset", "tasks", "rollouts", "traces", "rewards", "errors", "teardown", "leftovers"))  # fmt: skip
+    assert checks["gold"]["skipped"]  # no task defines validate()
+    assert len(verdict["rollouts"]) == 4 and all(set(r) == ROLLOUT_KEYS for r in verdict["rollouts"])
+    # the scripted model put each task's answer in its reply, so the reward reads it
+    assert [r["reward"] for r in verdict["rollouts"]] == [1.0] * 4
+    assert verdict["env_id"] == "v1chk-good"
+
+
+def test_an_endless_taskset_is_sampled_not_exhausted(tmp_path, capsys) -> None:
+    folder = write_v1_package(tmp_path, "v1chk-endless", endless=True)
+    code, verdict = validate(capsys, str(folder), "-n", "3", "-r", "1")
+    assert code == 0, verdict
+    assert "3 task(s)" in by_name(verdict)["taskset"]["detail"] and "endless" in by_name(verdict)["taskset"]["detail"]
+    assert len(verdict["rollouts"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "check", "reason"),
+    [
+        ({"all_": '["AddTask"]'}, "load", "exports no Taskset subclass in __all__"),
+        ({"all_": "[]"}, "load", "exports no Taskset subclass in __all__"),
+        ({"load": 'raise RuntimeError("the dataset is gone")'}, "taskset", "RuntimeError: the dataset is gone"),
+        ({"reward": 'raise ValueError("cannot score")'}, "errors", "reward 'correct'"),
+    ],
+    ids=["no-taskset-in-all", "empty-all", "load-raises", "reward-raises"],
+)
+def test_a_broken_v1_package_fails_with_a_clear_reason(tmp_path, capsys, kwargs, check, reason) -> None:
+    folder = write_v1_package(tmp_path, f"v1chk-broken-{len(list(tmp_path.iterdir()))}", **kwargs)
+    code, verdict = validate(capsys, str(folder), "-n", "2", "-r", "1")
+    assert code == 1 and verdict["ok"] is False
+    failed = [c for c in verdict["checks"] if not c["ok"] and not c["skipped"]]
+    assert failed[0]["name"] == check, failed
+    assert reason in failed[0]["detail"], failed[0]
+    if check == "errors":
+        assert "cannot score" in failed[0]["detail"]
+        # the reward's None is accepted by the rewards check because its error is on record
+        assert by_name(verdict)["rewards"]["ok"]
+
+
+def test_the_gold_check_runs_validate_and_only_gold_runs_it_alone(tmp_path, capsys) -> None:
+    good = """
+    async def validate(self, runtime) -> bool:
+        await runtime.write("answer.txt", self.data.answer)
+        return (await runtime.read("answer.txt")) == self.data.answer
+    """
+    folder = write_v1_package(tmp_path, "v1chk-gold", validate=textwrap.indent(textwrap.dedent(good), "    "))
+    code, verdict = validate(capsys, str(folder), "-n", "2", "-r", "1")
+    assert code == 0 and by_name(verdict)["gold"] == {"name": "gold", "ok": True, "skipped": False, "detail": "2 task(s) valid"}
+    code, verdict = validate(capsys, str(folder), "-n", "2", "--only-gold")
+    assert code == 0 and verdict["rollouts"] == []
+    assert by_name(verdict)["rollouts"]["skipped"] and not by_name(verdict)["gold"]["skipped"]
+
+    wrong = "\n    async def validate(self, runtime) -> bool:\n        return self.data.answer == '0'\n"
+    folder = write_v1_package(tmp_path, "v1chk-gold-wrong", validate=textwrap.indent(textwrap.dedent(wrong), "    "))
+    code, verdict = validate(capsys, str(folder), "-n", "2", "--only-gold")
+    assert code == 1
+    assert "task 1: validate() returned False" in by_name(verdict)["gold"]["detail"]
+
+
+def test_only_noop_fails_a_task_that_passes_untouched(tmp_path, capsys) -> None:
+    folder = write_v1_package(tmp_path, "v1chk-noop", reward="return 1.0")
+    code, verdict = validate(capsys, str(folder), "-n", "1", "--only-noop")
+    assert code == 1 and "passes untouched (reward 1)" in by_name(verdict)["noop"]["detail"]
+    folder = write_v1_package(tmp_path, "v1chk-noop-ok")
+    code, verdict = validate(capsys, str(folder), "-n", "1", "--only-noop")
+    assert code == 0, verdict
+
+
+def test_taskset_knobs_and_runtime_flags_reach_the_package(tmp_path, capsys) -> None:
+    folder = write_v1_package(tmp_path, "v1chk-knobs")
+    code, verdict = validate(capsys, str(folder), "-n", "5", "-r", "1", "--taskset.n", "1", "--runtime.type", "subprocess")
+    assert code == 0 and len(verdict["rollouts"]) == 1  # n = 1 task, although -n asked for 5
+    code, verdict = validate(capsys, str(folder), "--taskset.no_such_knob", "1")
+    assert code == 1 and "no_such_knob" in by_name(verdict)["load"]["detail"]
+    code, verdict = validate(capsys, str(folder), "--runtime.type", "docker")
+    assert code == 1 and "runtime" in by_name(verdict)["load"]["detail"]
+
+
+def test_classic_environments_still_get_the_classic_check(tmp_path, capsys) -> None:
+    env_file = write_env_file(tmp_path, "v1chk_classic_echo", ECHO_ENV)
+    code, verdict = validate(capsys, str(env_file), "-n", "2", "-r", "1")
+    assert code == 0, verdict
+    assert set(verdict) == VERDICT_KEYS and [c["name"] for c in verdict["checks"]] == list(CLASSIC_CHECKS)
+    # a v1-only option on a classic environment is refused in the verdict, not ignored
+    code, verdict = validate(capsys, str(env_file), "--only-gold")
+    assert code == 1 and "apply to v1 packages" in by_name(verdict)["load"]["detail"]
+
+
+def test_options_are_checked(tmp_path, capsys) -> None:
+    folder = write_v1_package(tmp_path, "v1chk-opts")
+    for argv, message in [
+        ([str(folder), "--only-gold", "--only-noop"], "at most one of"),
+        ([str(folder), "-n", "0"], "select.limit"),
+        ([str(folder), "--frobnicate", "1"], "frobnicate"),
+        ([], "name the environment"),
+    ]:
+        with pytest.raises(Exception, match=message):
+            validate_cmd.run(argv)
+
+
+def test_output_dir_keeps_the_verdict_and_refuses_to_overwrite(tmp_path, capsys) -> None:
+    folder = write_v1_package(tmp_path, "v1chk-out")
+    argv = [str(folder), "-n", "1", "-r", "1", "-o", str(tmp_path / "outputs"), "--run.name", "first"]
+    assert validate(capsys, *argv)[0] == 0
+    summary = json.loads((tmp_path / "outputs" / "first" / "summary.json").read_text())
+    assert summary["ok"] is True and set(summary) == VERDICT_KEYS
+    assert json.loads((tmp_path / "outputs" / "first" / "configs" / "validate.json").read_text())["target"] == str(folder)
+    with pytest.raises(Exception, match="already holds a validation"):
+        validate_cmd.run(argv)
+    assert validate(capsys, *argv, "--resume")[0] == 0
+    assert validate(capsys, *argv, "--clean")[0] == 0
+
+
+def test_the_console_scripts_and_vf_check_dispatch(tmp_path) -> None:
+    folder = write_v1_package(tmp_path, "v1chk-scripts")
+    env_file = write_env_file(tmp_path, "v1chk_classic_echo2", ECHO_ENV)
+    v1 = run_vf("check", str(folder), "-n", "1", "-r", "1", "--json")  # vf check on a v1 package
+    assert v1.returncode == 0, v1.stderr
+    assert [c["name"] for c in json.loads(v1.stdout)["checks"]] == list(V1_CHECKS)
+    script = run_vf(str(folder), "-n", "1", "-r", "1", script="vf-validate")
+    assert script.returncode == 0, script.stderr
+    assert "v1chk-scripts: passed" in script.stdout
+    classic = run_vf("validate", str(env_file), "-n", "1", "-r", "1", "--json")  # vf validate on a classic one
+    assert classic.returncode == 0, classic.stderr
+    assert [c["name"] for c in json.loads(classic.stdout)["checks"]] == list(CLASSIC_CHECKS)
+    broken = run_vf("validate", str(write_v1_package(tmp_path, "v1chk-scripts-broken", all_="[]")), "--json")
+    assert broken.returncode == 1 and json.loads(broken.stdout)["ok"] is False
+
+
+def test_a_hanging_load_fails_and_bad_task_data_is_named(tmp_path, capsys) -> None:
+    folder = write_v1_package(tmp_path, "v1chk-hangs", load="import time; time.sleep(20)")
+    code, verdict = validate(capsys, str(folder), "-n", "1", "--timeout-per-rollout", "1")
+    assert code == 1 and "does it hang?" in by_name(verdict)["taskset"]["detail"]
+    folder = write_v1_package(tmp_path, "v1chk-same-ids")
+    module = folder / "v1chk_same_ids" / "__init__.py"
+    module.write_text(module.read_text().replace('id=f"t{i}"', 'id="same"'))
+    code, verdict = validate(capsys, str(folder), "-n", "2", "-r", "1")
+    assert code == 1 and "task 1 has the id 'same' of task 0" in by_name(verdict)["tasks"]["detail"]
+    folder = write_v1_package(tmp_path, "v1chk-empty-prompt")
+    module = folder / "v1chk_empty_prompt" / "__init__.py"
+    module.write_text(module.read_text().replace('prompt=f"What is {i} + {i}?"', 'prompt="  "'))
+    code, verdict = validate(capsys, str(folder), "-n", "1", "-r", "1")
+    assert code == 1 and "task 0 has an empty prompt" in by_name(verdict)["tasks"]["detail"]
+
+
+def test_a_roles_own_endpoint_is_answered_by_the_scripted_model(tmp_path, capsys) -> None:
+    folder = write_v1_package(tmp_path, "v1chk-own-client")
+    # port 9 (discard) answers nothing: a check that called it would record a model error
+    args = json.dumps({"agent": {"client": {"base_url": "http://127.0.0.1:9/v1"}}})
+    code, verdict = validate(capsys, str(folder), "-n", "1", "-r", "1", "-a", args)
+    assert code == 0, verdict
+    assert "the own client of agent answered by the scripted model" in by_name(verdict)["rollouts"]["detail"]
+
+
+def test_a_judge_with_its_own_endpoint_is_answered_by_the_scripted_model(tmp_path, capsys) -> None:
+    """A judge plugged with its own base_url (port 9 answers nothing) asks the checker's scripted
+    judge instead: the check makes no networked or paid call, and the judge's reward is scored."""
+    folder = write_v1_package(tmp_path, "v1chk-own-judge")
+    module = folder / "v1chk_own_judge" / "__init__.py"  # its tasks take the taskset's task config
+    module.write_text(module.read_text().replace('id=f"t{i}"))', 'id=f"t{i}"), self.config.task)'))
+    judge = {"id": "reference", "base_url": "http://127.0.0.1:9/v1", "model": "paid-judge", "name": "judged"}
+    args = json.dumps({"taskset": {"task": {"judges": [judge]}}})
+    code, verdict = validate(capsys, str(folder), "-n", "1", "-r", "1", "-a", args)
+    assert code == 0, verdict
+    (rollout,) = verdict["rollouts"]
+    # weighted sum: `correct` 1.0 plus the judge's "yes" 1.0 (without the redirect: a recorded error)
+    assert rollout["error"] is None and rollout["reward"] == 2.0, rollout

@@ -1,0 +1,207 @@
+"""``vf init NAME`` (and ``vf-init NAME``): scaffold a v1 environment package (``import verifiers.v1``).
+
+The layout is the original 0.4.0 tool's: ``<path>/<module>/`` holding ``pyproject.toml``,
+``README.md`` and the package ``<module>/`` whose ``__init__.py`` exports the one ``Taskset``
+subclass in ``__all__`` (written in ``<module>/taskset.py``). Unlike the original's stubs, the
+scaffold is a complete small taskset (adding two integers, rewarded when the reply ends with the
+sum), so ``vf eval NAME`` runs on it at once. ``--add-tool`` adds a toolset whose ``@vf.tool``
+methods the model may call. ``vf init --classic`` writes the classic-API package instead
+(``verifiers.cli.init_cmd``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from verifiers.cli.errors import UserError
+from verifiers.cli.init_cmd import check_id, normalise_id, split_owner
+
+
+def class_prefix(module: str) -> str:
+    """``sum_pairs`` -> ``SumPairs`` (the scaffold's class names)."""
+    return "".join(part[:1].upper() + part[1:] for part in module.split("_") if part)
+
+
+def init_v1_environment(name: str, path: Path | None = None, *, force: bool = False, add_tool: bool = False) -> Path:
+    """Write the package under ``path/<module>`` and print what was written and what to run next.
+    Existing files are kept unless ``force``."""
+    parent = path if path is not None else (Path("environments") if Path("environments").is_dir() else Path("."))
+    _, bare = split_owner(name)  # a v1 id's owner names nothing in the package (the loader drops it)
+    env_id, module = check_id(bare, parent / normalise_id(bare).replace("-", "_"))
+    target = parent / module
+    prefix = class_prefix(module)
+    files = {
+        "pyproject.toml": PYPROJECT.format(env_id=env_id, module=module),
+        "README.md": (README_TOOL if add_tool else README).format(env_id=env_id, module=module, prefix=prefix),
+        f"{module}/__init__.py": INIT.format(module=module, prefix=prefix),
+        f"{module}/taskset.py": TASKSET.format(
+            env_id=env_id,
+            prefix=prefix,
+            tool_class=TOOL_CLASS.format(prefix=prefix) if add_tool else "",
+            tool_method=TOOL_METHOD.format(prefix=prefix) if add_tool else "",
+            prompt_hint=" You may use the add tool." if add_tool else "",
+        ),
+    }
+    if target.exists() and not target.is_dir():
+        raise UserError(f"{target} exists and is not a folder")
+    written, kept = [], []
+    for rel, text in files.items():
+        dest = target / rel
+        if dest.exists() and not force:
+            kept.append(rel)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text)
+        written.append(rel)
+    print(f"v1 environment {env_id!r} in {target}")
+    for rel in written:
+        print(f"  wrote {rel}")
+    for rel in kept:
+        print(f"  kept existing {rel} (--force to overwrite)")
+    print("next:")
+    print(f"  pip install -e {target}          # make `vf eval {env_id}` find it")
+    print(f"  vf eval {env_id} -n 5 -r 3        # against a running `vf serve` model (-b BASE_URL for another)")
+    print(f"  vf eval {env_id} --env.taskset.num-tasks 20 --sampling.temperature 0.7")
+    return target
+
+
+PYPROJECT = """\
+[project]
+name = "{env_id}"
+version = "0.1.0"
+description = "Add two integers: a minimal v1 taskset to grow from."
+readme = "README.md"
+requires-python = ">=3.11"
+# verifiers>=0.3.0: the v1 API (`import verifiers.v1 as vf`) this package is written against.
+dependencies = ["verifiers>=0.3.0"]
+keywords = ["example", "v1", "arithmetic"]
+
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[tool.hatch.build.targets.wheel]
+packages = ["{module}"]
+"""
+
+INIT = '''\
+"""The package's one export: the v1 loader takes the Taskset subclass listed in __all__."""
+
+from {module}.taskset import {prefix}Taskset
+
+__all__ = ["{prefix}Taskset"]
+'''
+
+TASKSET = '''\
+"""{env_id}: add two integers (a minimal v1 taskset to grow from)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import verifiers.v1 as vf
+
+SYSTEM_PROMPT = "Reply with the final number only.{prompt_hint}"
+
+
+class {prefix}Data(vf.TaskData):
+    """One task's data: what scoring needs beyond the prompt."""
+
+    answer: int
+
+
+def last_integer(text: str) -> int | None:
+    """The last integer in a text (models often explain before answering)."""
+    found = re.findall(r"-?\\d+", text)
+    return int(found[-1]) if found else None
+{tool_class}
+
+class {prefix}Task(vf.Task[{prefix}Data]):
+    """How one task is scored: each @vf.reward is weighted into the reward, each @vf.metric is recorded."""
+
+    @vf.reward(weight=1.0)
+    def correct(self, task: {prefix}Data, trace: vf.Trace) -> float:
+        """1.0 when the last integer of the model's reply is the sum, else 0.0."""
+        return float(last_integer(trace.last_reply) == task.answer)
+
+    @vf.metric
+    def reply_length(self, trace: vf.Trace) -> float:
+        return float(len(trace.last_reply))
+{tool_method}
+
+class {prefix}Config(vf.TasksetConfig):
+    """The taskset's knobs: `--env.taskset.num-tasks 20` on the command line, or [env.taskset] in a config file."""
+
+    num_tasks: int = 50
+    seed: int = 0
+    max_operand: int = 99
+
+
+class {prefix}Taskset(vf.Taskset[{prefix}Task, {prefix}Config]):
+    def load(self):
+        """The tasks, one at a time (a generator: an endless taskset is allowed too)."""
+        rng = random.Random(self.config.seed)
+        for i in range(self.config.num_tasks):
+            a, b = rng.randint(0, self.config.max_operand), rng.randint(0, self.config.max_operand)
+            data = {prefix}Data(id=f"sum-{{i}}", prompt=f"What is {{a}} + {{b}}?", system_prompt=SYSTEM_PROMPT, answer=a + b)
+            yield {prefix}Task(data, self.config.task)
+'''
+
+TOOL_CLASS = '''
+
+class {prefix}Tools:
+    """A toolset: its @vf.tool methods are offered to the model (the default `null` harness runs them)."""
+
+    @vf.tool
+    def add(self, a: int, b: int) -> str:
+        """Add two integers."""
+        return str(a + b)
+'''
+
+TOOL_METHOD = '''
+    @classmethod
+    def toolsets(cls, config):
+        """The tool servers each rollout of this task gets."""
+        return [{prefix}Tools()]
+'''
+
+README = """\
+# {env_id}
+
+A minimal v1 taskset (`import verifiers.v1 as vf`): the model is asked for the sum of two integers
+and is rewarded when its reply ends with the right number. Replace the data, the prompt and the
+reward with your task.
+
+## Layout
+- `{module}/taskset.py`: `{prefix}Data` (a task's fields), `{prefix}Task` (its `@vf.reward` and
+  `@vf.metric` hooks), `{prefix}Config` (the knobs) and `{prefix}Taskset` (`load()` yields the tasks).
+- `{module}/__init__.py`: exports `{prefix}Taskset` in `__all__`, which is how the loader finds it.
+
+## Reward
+| Hook | Kind | Meaning |
+| --- | --- | --- |
+| `correct` | reward (weight 1.0) | 1.0 when the last integer in the reply equals the sum |
+| `reply_length` | metric | characters in the reply |
+
+## Config (`--env.taskset.KEY VALUE` or `[env.taskset]`)
+| Key | Default | Meaning |
+| --- | --- | --- |
+| `num_tasks` | `50` | tasks generated |
+| `seed` | `0` | seed of the generator |
+| `max_operand` | `99` | largest number in a task |
+
+## Run
+```bash
+pip install -e .
+vf eval {env_id} -n 5 -r 3                 # against a running `vf serve` model, or -b BASE_URL -m MODEL
+vf eval {env_id} --env.taskset.max-operand 9
+vf replay outputs/<run>                    # re-score a saved run after changing the reward
+```
+"""
+
+README_TOOL = README.replace(
+    "- `{module}/__init__.py`",
+    "- `{prefix}Tools` (in `taskset.py`): a toolset; its `@vf.tool` `add` is offered to the model.\n"
+    "- `{module}/__init__.py`",
+)

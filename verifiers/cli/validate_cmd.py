@@ -1,0 +1,207 @@
+"""``vf validate`` / ``vf-validate``: the checker (``vf check``) with the original ``vf-validate``'s
+command line.
+
+``vf validate <v1 taskset id | package folder | classic id> [options] [@ file.toml]``. A v1
+package is checked by :mod:`verifiers.v1.check`, a classic one by :mod:`verifiers.check`, both
+into the same verdict (``--json``: one JSON document on stdout, the schema ``vf check --json``
+prints and the hub reads). Exit status 0 when it passed, 1 otherwise.
+
+The original's options, all accepted: ``--taskset.<knob> VALUE`` (``--taskset.id`` names the
+taskset too), ``--select.*`` (``-n`` = ``--select.limit``, ``-s`` = ``--select.shuffle``),
+``--runtime.*`` (``--runtime.type subprocess``), ``--timeout.setup`` / ``--timeout.total``,
+``--only-setup`` / ``--only-gold`` / ``--only-noop`` (the model-free checks alone), ``-c`` /
+``--max-concurrent``, ``-o`` / ``--output-dir`` with ``--run.name`` / ``--run.dir`` (the run
+folder: ``configs/validate.json`` and ``summary.json``, the verdict), ``--resume`` (check again
+into that folder: a check keeps no partial state to resume), ``--clean`` (empty it first),
+``-v`` / ``--verbose``, ``--rich`` / ``--no-rich`` (this command prints its report instead of a
+live dashboard), ``@ file.toml`` (the same keys as a file; flags win). ``vf check``'s own flags
+work too: ``-a`` / ``--env-args``, ``-r`` / ``--rollouts-per-example``, ``--timeout-per-rollout``,
+``--json``, ``-p`` / ``--env-dir-path``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, ValidationError, model_validator
+
+from verifiers.cli.errors import UserError, guarded
+from verifiers.cli.v1_eval import _merge, _set, _value, read_config_file
+from verifiers.v1.configs import BaseConfig
+
+USAGE = """usage: vf validate <taskset-id | folder | env-id> [--only-setup | --only-gold | --only-noop] [--json]
+                   [-n N] [-r R] [-a JSON] [--taskset.KNOB V] [--select.KEY V] [--runtime.type subprocess]
+                   [--timeout.setup S] [--timeout.total S] [-c N] [-o DIR] [--run.name NAME] [--resume] [--clean]
+                   [@ file.toml]
+Loads the environment, checks its tasks (or rows), runs a few episodes against a scripted model
+and checks traces, rewards and teardown. --only-* run that model-free check alone."""
+
+SHORT = {"-n": "select.limit", "-s": "select.shuffle", "-c": "max_concurrent", "-o": "output_dir", "-v": "verbose",
+         "-a": "env_args", "-r": "rollouts_per_example", "-p": "env_dir_path"}  # fmt: skip
+ALIASES = {"num_examples": "select.limit", "num_rollouts": "rollouts_per_example", "taskset": "taskset.id"}
+FLAGS = {"only_setup", "only_gold", "only_noop", "json", "resume", "clean", "verbose", "rich", "select.shuffle"}
+
+
+class TimeoutSection(BaseConfig):
+    setup: float | None = Field(None, gt=0)
+    total: float | None = Field(None, gt=0)
+
+
+class RunSection(BaseConfig):
+    name: str | None = None
+    dir: str | None = None
+
+
+class ValidateOptions(BaseConfig):
+    """The command line (and ``@ file``) of ``vf validate``; unknown keys are refused."""
+
+    taskset: dict[str, Any] = Field(default_factory=dict)
+    select: dict[str, Any] = Field(default_factory=dict)
+    runtime: dict[str, Any] | None = None
+    timeout: TimeoutSection = TimeoutSection()
+    only_setup: bool = False
+    only_gold: bool = False
+    only_noop: bool = False
+    max_concurrent: int | None = Field(None, ge=1, validation_alias=AliasChoices("max_concurrent", "c"))
+    output_dir: Path | None = Field(None, validation_alias=AliasChoices("output_dir", "o"))
+    run: RunSection = RunSection()
+    resume: bool = False
+    clean: bool = False
+    verbose: bool = Field(False, validation_alias=AliasChoices("verbose", "v"))
+    rich: bool = True
+    json_: bool = Field(False, validation_alias=AliasChoices("json", "json_"))
+    env_args: dict[str, Any] | None = None
+    rollouts_per_example: int = Field(2, ge=1)
+    timeout_per_rollout: float = Field(120.0, gt=0)
+    env_dir_path: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> ValidateOptions:
+        if self.only_setup + self.only_gold + self.only_noop > 1:
+            raise ValueError("pass at most one of --only-setup, --only-gold or --only-noop")
+        limit = self.select.get("limit")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"-n / select.limit must be a number of tasks >= 1, not {limit!r}")
+        return self
+
+    @property
+    def mode(self) -> str:
+        return "setup" if self.only_setup else "gold" if self.only_gold else "noop" if self.only_noop else "all"
+
+
+def parse_argv(argv: list[str]) -> tuple[str | None, dict[str, Any]]:
+    """The target and the option tree ``argv`` describes (``@`` files first, flags over them)."""
+    file_data: dict[str, Any] = {}
+    flags: dict[str, Any] = {}
+    positional: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        i += 1
+        if tok in ("-h", "--help"):
+            print(USAGE)
+            raise SystemExit(0)
+        if tok == "@" or (tok.startswith("@") and len(tok) > 1):
+            path = tok[1:] if tok != "@" else (argv[i] if i < len(argv) else "")
+            if tok == "@":
+                if not path:
+                    raise UserError("`@` needs a config file: vf validate @ validate.toml")
+                i += 1
+            file_data = _merge(file_data, read_config_file(Path(path)))
+            continue
+        if not tok.startswith("-") or tok == "-":
+            positional.append(tok)
+            continue
+        name, eq, value = tok.partition("=")
+        if name in SHORT:
+            key = SHORT[name]
+        elif name.startswith("--"):
+            key = name[2:].replace("-", "_")
+        else:
+            raise UserError(f"unknown flag {name}", hint="vf validate --help")
+        negate = key.startswith("no_") and not eq
+        key = ALIASES.get(key[3:] if negate else key, key[3:] if negate else key)
+        if eq:
+            val: Any = _value(value)
+        elif negate or key in FLAGS:
+            val = not negate
+        else:
+            if i >= len(argv):
+                raise UserError(f"{name} needs a value")
+            val = argv[i] if key in ("env_args",) else _value(argv[i])
+            i += 1
+        if key == "env_args" and isinstance(val, str):
+            from verifiers.cli.errors import parse_json_arg
+
+            val = parse_json_arg(val, "-a/--env-args")
+        _set(flags, key, val)
+    if len(positional) > 1:
+        raise UserError(f"one environment to validate, got {positional}")
+    tree = _merge(file_data, flags)
+    taskset = tree.get("taskset") if isinstance(tree.get("taskset"), dict) else {}
+    target = positional[0] if positional else taskset.get("id")
+    if positional and taskset.get("id") not in (None, positional[0]):
+        raise UserError(f"two tasksets named: {positional[0]!r} and --taskset.id {taskset['id']!r}")
+    return (str(target) if target is not None else None), tree
+
+
+def _run_folder(opts: ValidateOptions, target: str) -> Path | None:
+    if opts.output_dir is None and opts.run.dir is None and opts.run.name is None:
+        return None
+    base = opts.output_dir or Path("outputs")
+    name = opts.run.dir or opts.run.name or f"{Path(target).name.replace('/', '--')}--validate--{uuid.uuid4().hex[:8]}".lower()
+    folder = base / name
+    if opts.clean and folder.exists():
+        if folder.resolve() == base.resolve() or not folder.resolve().is_relative_to(base.resolve()):
+            raise UserError("--clean needs run.dir to name a folder inside output_dir")
+        shutil.rmtree(folder)
+    if (folder / "summary.json").exists() and not opts.resume:
+        raise UserError(f"{folder} already holds a validation", hint="check again into it with --resume, or empty it with --clean")
+    return folder
+
+
+def run(argv: list[str]) -> int:
+    from verifiers.cli.check_cmd import run_check
+    from verifiers.v1.check import V1CheckOptions
+
+    target, tree = parse_argv(argv)
+    if target is None:
+        raise UserError("name the environment to validate", hint="vf validate <taskset-id | folder>  (or --taskset.id, or @ file.toml)")
+    try:
+        opts = ValidateOptions.model_validate(tree)
+    except ValidationError as exc:
+        from verifiers.v1.plugins import validation_message
+
+        raise UserError(f"vf validate: {validation_message(exc)}") from None
+    if opts.verbose:
+        logging.getLogger("verifiers").setLevel(logging.DEBUG)
+    select = dict(opts.select)
+    limit = select.pop("limit", None)
+    v1 = V1CheckOptions(
+        taskset={k: v for k, v in opts.taskset.items() if k != "id"}, select=select, runtime=opts.runtime,
+        mode=opts.mode, setup_timeout=opts.timeout.setup, check_timeout=opts.timeout.total,
+        max_concurrent=opts.max_concurrent,
+    )  # fmt: skip
+    folder = _run_folder(opts, target)
+    if folder is not None:
+        (folder / "configs").mkdir(parents=True, exist_ok=True)
+        saved = opts.model_dump(mode="json", exclude={"resume", "clean"}, by_alias=False)
+        saved["target"] = target
+        (folder / "configs" / "validate.json").write_text(json.dumps(saved, indent=2), encoding="utf-8")
+    return run_check(
+        target, env_args_json=json.dumps(opts.env_args) if opts.env_args is not None else None,
+        num_examples=int(limit) if limit is not None else 2, rollouts_per_example=opts.rollouts_per_example,
+        timeout_per_rollout=opts.timeout_per_rollout, as_json=opts.json_, env_dir_path=opts.env_dir_path,
+        v1_options=v1, summary_path=folder / "summary.json" if folder is not None else None,
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point of ``vf-validate`` (and the body of ``vf validate``)."""
+    raise SystemExit(guarded(run)(list(sys.argv[1:] if argv is None else argv)))
