@@ -58,3 +58,30 @@ async def test_stop_conditions_name_how_the_run_ended() -> None:
     async with ScriptedServer(_programs) as srv:
         out = await _run(env, srv)
     assert [s["_episode"].traces[0].stop_condition for s in out.state] == ["agent_completed"] * 2
+
+
+async def test_an_image_a_tool_returns_reaches_the_tool_message_and_the_model() -> None:
+    import pytest
+
+    pytest.importorskip("mcp")
+    from verifiers.testing.scripted import reply, tool_call, tool_calls
+
+    seen = []
+
+    def script(req):
+        if req.messages[-1]["role"] == "tool":
+            seen.append(req.messages[-1]["content"])
+            return reply("done")
+        return tool_calls(tool_call("camera_shoot", {}, id="c1"))
+
+    env = load_environment({"taskset": {"id": "vf-camera"}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    (trace,) = out.state[0]["_episode"].traces
+    assert trace.errors == [] and trace.rewards["saw_image"].score == 1.0
+    (tool_message,) = trace.tool_messages
+    assert [p.type for p in tool_message.content] == ["text", "image_url"]
+    assert tool_message.content[0].text == "a picture"
+    (sent,) = seen  # the model got the same parts
+    assert [p["type"] for p in sent] == ["text", "image_url"]
+    assert sent[1]["image_url"]["url"].startswith("data:image/png;base64,")
