@@ -85,3 +85,36 @@ async def test_an_image_a_tool_returns_reaches_the_tool_message_and_the_model() 
     (sent,) = seen  # the model got the same parts
     assert [p["type"] for p in sent] == ["text", "image_url"]
     assert sent[1]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+async def test_image_turns_built_with_the_originals_image_helper() -> None:
+    import base64
+    import io
+
+    import pytest
+
+    image = pytest.importorskip("PIL.Image")
+
+    def script(req):
+        # decode every square the conversation holds, the way a vision model reads them
+        letters = []
+        for m in req.messages:
+            for part in m["content"] if isinstance(m["content"], list) else []:
+                if part["type"] == "image_url":
+                    raw = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+                    rgb = image.open(io.BytesIO(raw)).convert("RGB").getpixel((0, 0))
+                    letters.append({(255, 0, 0): "A", (0, 255, 0): "B", (0, 0, 255): "C"}[rgb])
+        return "".join(letters)
+
+    env = load_environment({"taskset": {"id": "vf-squares"}})
+    tasks = list(env.taskset.take(2))
+    async with ScriptedServer(script) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            out = await run_v1(env, tasks, client, model="scripted-model")
+        finally:
+            await client.aclose()
+    traces = [s["_episode"].traces[0] for s in out.state]
+    assert [t.errors for t in traces] == [[], []]
+    assert [t.rewards["exact"].score for t in traces] == [1.0, 1.0]
+    assert [len(t.assistant_messages) for t in traces] == [3, 3]
