@@ -118,3 +118,19 @@ async def test_image_turns_built_with_the_originals_image_helper() -> None:
     assert [t.errors for t in traces] == [[], []]
     assert [t.rewards["exact"].score for t in traces] == [1.0, 1.0]
     assert [len(t.assistant_messages) for t in traces] == [3, 3]
+
+
+def test_loading_by_id_where_the_original_keeps_it() -> None:
+    import verifiers.v1 as vf
+    from verifiers.v1.utils import loaders
+
+    # the original's order: environment_class(taskset_id, env_id="")
+    assert vf.environment_class("vf-seats").__name__ == "SeatsEnv"
+    assert vf.environment_class("vf-seats", "single-agent").__name__ != "SeatsEnv"
+    assert vf.env_config_type("vf-seats").__name__ == "SeatsEnvConfig"
+    assert vf.environment_class("vf-program").__name__ == "SingleAgentEnv"  # a taskset alone
+    assert loaders.environment_class is vf.environment_class
+    assert loaders.taskset_class("vf-seats").__name__ == "SeatsTaskset"
+    assert loaders.taskset_config_type("vf-program") is vf.TasksetConfig
+    assert loaders.harness_class("null") is type(loaders.load_harness("null"))
+    assert loaders.load_taskset({"id": "vf-program"}).config.id == "vf-program"

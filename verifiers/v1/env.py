@@ -151,8 +151,9 @@ def import_environment(env_id: str) -> Any:
     return import_plugin(env_id, "environment")
 
 
-def environment_class(env_id: str | None = None, taskset_id: str | None = None) -> type[Env]:
-    """The env an id names; else the one the taskset package exports; else ``single-agent``."""
+def environment_class(taskset_id: str | None = None, env_id: str | None = None) -> type[Env]:
+    """The env ``env_id`` names; else the one the taskset package exports; else ``single-agent``
+    (the original's argument order: the taskset first)."""
     if env_id:
         return plugin_class(import_environment(env_id), Env, "environment")
     if taskset_id:
@@ -166,8 +167,8 @@ def environment_class(env_id: str | None = None, taskset_id: str | None = None) 
     return plugin_class(import_environment(DEFAULT_ENV), Env, "environment")
 
 
-def env_config_type(env_id: str | None = None, taskset_id: str | None = None) -> type[EnvConfig]:
-    return environment_class(env_id, taskset_id).config_type()
+def env_config_type(taskset_id: str | None = None, env_id: str | None = None) -> type[EnvConfig]:
+    return environment_class(taskset_id, env_id).config_type()
 
 
 def load_environment(config: dict[str, Any] | EnvConfig) -> Env:
@@ -180,7 +181,7 @@ def load_environment(config: dict[str, Any] | EnvConfig) -> Env:
     data = dict(config)
     taskset = data.get("taskset")
     taskset_id = taskset.get("id") if isinstance(taskset, dict) else getattr(taskset, "id", None)
-    cls = environment_class(data.get("id") or None, taskset_id or None)
+    cls = environment_class(taskset_id or None, data.get("id") or None)
     try:
         validated = cls.config_type().model_validate(data)
     except ValidationError as exc:
@@ -191,7 +192,7 @@ def load_environment(config: dict[str, Any] | EnvConfig) -> Env:
 def env_table(taskset_id: str, env_args: dict[str, Any]) -> dict[str, Any]:
     """The ``[env]`` table a v1 package's ``env_args`` describe: the table itself (``taskset``,
     ``id``, roles ...) or, when none of its keys is an env key, the taskset's own knobs."""
-    env_keys = set(environment_class(env_args.get("id") or None, taskset_id).config_type().model_fields)
+    env_keys = set(environment_class(taskset_id, env_args.get("id") or None).config_type().model_fields)
     if env_args and set(env_args) <= env_keys:
         table = dict(env_args)
         taskset = table.get("taskset")
