@@ -134,3 +134,12 @@ def test_loading_by_id_where_the_original_keeps_it() -> None:
     assert loaders.taskset_config_type("vf-program") is vf.TasksetConfig
     assert loaders.harness_class("null") is type(loaders.load_harness("null"))
     assert loaders.load_taskset({"id": "vf-program"}).config.id == "vf-program"
+
+
+async def test_an_episode_names_its_env_as_the_original_does() -> None:
+    # the taskset id; an env id given with it prefixes it
+    async with ScriptedServer("7") as srv:
+        out = await _run(load_environment({"taskset": {"id": "vf-seats"}}), srv)
+        assert out.state[0]["_episode"].env.id == "vf-seats"
+        out = await _run(load_environment({"id": "best-of-n", "taskset": {"id": "vf-program"}}), srv)
+        assert {s["_episode"].env.id for s in out.state} == {"best-of-n+vf-program"}

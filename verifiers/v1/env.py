@@ -54,6 +54,9 @@ class Env(ABC, Generic[ConfigT]):
             raise PluginError(f"{type(self).__name__} needs a taskset: set [env.taskset] id (or `vf eval <taskset-id>`)")
         self.config: ConfigT = config
         self.env_id: str = config.id or DEFAULT_ENV
+        # what an episode records as ``env.id``, by the original's rule: the taskset id, prefixed
+        # by an env id given with it (``best-of-n+gsm8k``)
+        self.episode_env_id: str = f"{config.id}+{config.taskset.id}" if config.id else config.taskset.id
         self.env_args: dict[str, Any] = {}
         self.taskset = load_taskset(config.taskset)
         self._agent_specs = agent_config_fields(config)
@@ -118,7 +121,7 @@ class Env(ABC, Generic[ConfigT]):
         finished: list[tuple[Trace, Any]] = []
         previous = run_ctx.on_trace
         run_ctx.on_trace = lambda trace, extra: finished.append((trace, extra))
-        episode = Episode(env=EnvInfo(id=self.env_id, name=type(self).__name__),
+        episode = Episode(env=EnvInfo(id=self.episode_env_id, name=type(self).__name__),
                           task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash))  # fmt: skip
         try:
             agents = self.agents_for(run_ctx)
