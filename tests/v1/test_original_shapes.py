@@ -143,3 +143,16 @@ async def test_an_episode_names_its_env_as_the_original_does() -> None:
         assert out.state[0]["_episode"].env.id == "vf-seats"
         out = await _run(load_environment({"id": "best-of-n", "taskset": {"id": "vf-program"}}), srv)
         assert {s["_episode"].env.id for s in out.state} == {"best-of-n+vf-program"}
+
+
+def test_verify_boxed_math_answer_scores_math_equality_of_the_last_box() -> None:
+    import verifiers.v1 as vf
+
+    assert vf.verify_boxed_math_answer("so \\boxed{120.0}", "120") == 1.0
+    assert vf.verify_boxed_math_answer("first \\boxed{3}, then \\boxed{\\frac{1}{2}}", "\\boxed{0.5}") == 1.0
+    assert vf.verify_boxed_math_answer("\\boxed{98}", "99") == 0.0
+    assert vf.verify_boxed_math_answer("99", "99") == 0.0  # no box
+    assert vf.verify_boxed_math_answer("<think>\\boxed{99}", "99") == 0.0  # reasoning never closed
+    assert vf.verify_boxed_math_answer("<think>\\boxed{1}</think> \\boxed{99}", "99") == 1.0
+    assert vf.verify_boxed_math_answer(None, "99") == 0.0
+    assert vf.verify_boxed_math_answer("\\boxed{\\frac{", "1") == 0.0  # unbalanced: no box
