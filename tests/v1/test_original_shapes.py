@@ -156,3 +156,20 @@ def test_verify_boxed_math_answer_scores_math_equality_of_the_last_box() -> None
     assert vf.verify_boxed_math_answer("<think>\\boxed{1}</think> \\boxed{99}", "99") == 1.0
     assert vf.verify_boxed_math_answer(None, "99") == 0.0
     assert vf.verify_boxed_math_answer("\\boxed{\\frac{", "1") == 0.0  # unbalanced: no box
+
+
+def test_a_v1_taskset_module_without_all_is_told_to_export_it(tmp_path, monkeypatch) -> None:
+    import pytest
+
+    from verifiers.utils.env_loading import EnvironmentNotFoundError
+
+    (tmp_path / "vf_unlisted.py").write_text(
+        "import verifiers.v1 as vf\n\n\nclass Unlisted(vf.Taskset):\n    def load(self):\n        return []\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import verifiers as vf_classic
+
+    # through the loader every id goes through first (``vf eval <id>``), which tells the API
+    # generations apart: a v1 module that forgot __all__ is told so, not asked for load_environment()
+    with pytest.raises(EnvironmentNotFoundError, match=r"defines the v1 taskset Unlisted but does not export it.*__all__ = \['Unlisted'\]"):
+        vf_classic.load_environment("vf-unlisted")
