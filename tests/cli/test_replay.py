@@ -234,7 +234,7 @@ def test_a_multi_agent_run_rescores_each_trace_then_the_envs_finalize(run, tmp_p
                  env={**env, "RP_REWARD": "right"})  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     new = _lines(tmp_path / "r" / "traces.jsonl")
-    assert [x["env"]["id"] for x in new] == ["best-of-n", "best-of-n"]
+    assert [x["env"]["id"] for x in new] == ["best-of-n+rp-pairs", "best-of-n+rp-pairs"]
     for rec in new:  # the env's finalize saw the new rewards
         assert [t["rewards"]["correct"]["score"] for t in rec["traces"]] == [1.0, 1.0]
         assert all(t["metrics"]["pass_at_n"] == 1.0 and t["metrics"]["best"] == 1.0 for t in rec["traces"])

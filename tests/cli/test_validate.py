@@ -156,7 +156,7 @@ def test_the_gold_check_runs_validate_and_only_gold_runs_it_alone(tmp_path, caps
     good = """
     async def validate(self, runtime) -> bool:
         await runtime.write("answer.txt", self.data.answer)
-        return (await runtime.read("answer.txt")) == self.data.answer
+        return (await runtime.read("answer.txt")).decode() == self.data.answer
     """
     folder = write_v1_package(tmp_path, "v1chk-gold", validate=textwrap.indent(textwrap.dedent(good), "    "))
     code, verdict = validate(capsys, str(folder), "-n", "2", "-r", "1")

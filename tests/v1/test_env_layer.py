@@ -35,7 +35,7 @@ async def test_single_turn_reward_one_episode_a_line(tmp_path) -> None:
     assert len(lines) == 6
     assert out["metadata"]["avg_reward"] == 1.0 and out["metadata"]["num_errors"] == 0
     ep = lines[0]
-    assert ep["ok"] and ep["complete"] and ep["env"]["id"] == "single-agent"
+    assert ep["ok"] and ep["complete"] and ep["env"]["id"] == "vf-sums"
     (trace,) = ep["traces"]
     assert trace["rewards"]["correct"] == {"score": 1.0, "weight": 1.0}
     assert trace["metrics"]["turns"] == 1.0

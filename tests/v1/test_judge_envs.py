@@ -68,7 +68,7 @@ async def test_agentic_judge_rewards_the_solver_from_the_verdict_file(env_id, tm
     assert out["metadata"]["num_errors"] == 0 and out["metadata"]["avg_reward"] == 0.5
     lines = sorted((json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()), key=lambda ln: ln["example_id"])
     for line, expected in zip(lines, (1.0, 0.0), strict=True):
-        assert line["ok"] and line["complete"] and line["env"]["id"] == env_id and line["reward"] == expected
+        assert line["ok"] and line["complete"] and line["env"]["id"] == f"{env_id}+vf-capitals" and line["reward"] == expected
         assert [(t["agent"]["name"], t["agent"]["trainable"]) for t in line["traces"]] == [("solver", True), ("judge", False)]
         solver, judge = line["traces"]
         assert solver["rewards"]["judge"] == {"score": expected, "weight": 1.0}
@@ -138,7 +138,7 @@ async def test_isolated_verifier_scores_in_a_fresh_box_with_the_artifacts() -> N
     async with ScriptedServer(script) as srv:
         out = await _run(env, srv)
     for episode, expected in zip(_episodes(out), (1.0, 0.0), strict=True):
-        assert episode.ok and episode.env.id == "isolated-verifier"
+        assert episode.ok and episode.env.id == "isolated-verifier+vf-capitals"
         (trace,) = episode.traces
         assert trace.rewards["exact"].score == expected
         assert trace.rewards["from_artifact"].score == expected  # read from the restored answer.txt
@@ -259,7 +259,7 @@ name = "ref"
         res = run_vf("eval", "@", str(config), cwd=tmp_path, env={"PYTHONPATH": f"{REPO}{os.pathsep}{PACKAGES}"})
         assert res.returncode == 0, res.stderr
     lines = sorted((json.loads(x) for x in (tmp_path / "out" / "judged" / "traces.jsonl").read_text().splitlines()), key=lambda ln: ln["example_id"])
-    assert [ln["env"]["id"] for ln in lines] == ["shared-agentic-judge"] * 2
+    assert [ln["env"]["id"] for ln in lines] == ["shared-agentic-judge+vf-capitals"] * 2
     for line, expected in zip(lines, (1.0, 0.0), strict=True):
         solver = line["traces"][0]
         assert solver["rewards"]["ref"] == {"score": expected, "weight": 1.0}  # the plugged judge's reply

@@ -27,11 +27,26 @@ from verifiers.v1.runtimes import (
 )
 
 
+async def test_the_originals_run_shape_an_argv_and_a_positional_env(tmp_path) -> None:
+    rt = SubprocessRuntime(SubprocessConfig(workdir=tmp_path))
+    await rt.start()
+    r = await rt.run(["printf", "%s|", "a b", "$X"], {"X": "unused"})  # no shell: nothing expands
+    assert (r.exit_code, r.stdout) == (0, "a b|$X|")
+    r = await rt.run(["sh", "-c", 'printf "%s" "$X"; exit 4'], {"X": "from env"})
+    assert (r.exit_code, r.returncode, r.stdout) == (4, 4, "from env")
+    with pytest.raises(TypeError):
+        await rt.run([])
+    await rt.write("big.bin", b"x" * 100)
+    assert await rt.read("big.bin", max_bytes=100) == b"x" * 100
+    with pytest.raises(SandboxError, match="over the 99 byte limit"):
+        await rt.read("big.bin", max_bytes=99)
+
+
 async def test_run_write_read_and_a_killed_program(tmp_path) -> None:
     rt = SubprocessRuntime(SubprocessConfig(workdir=tmp_path, env={"GREETING": "hi"}))
     await rt.start()
     await rt.write("sub/a.txt", "hello")
-    assert await rt.read("sub/a.txt") == "hello"
+    assert await rt.read("sub/a.txt") == b"hello"
     r = await rt.run("cat sub/a.txt; echo \" $GREETING\"; echo err >&2; exit 3")
     assert (r.returncode, r.stdout, r.stderr) == (3, "hello hi\n", "err\n") and not r.ok
     r = await rt.run_program([sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"], stdin="abc")

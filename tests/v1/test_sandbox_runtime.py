@@ -59,8 +59,8 @@ async def rt():
 
 async def test_run_write_read_round_trip(rt: SandboxRuntime) -> None:
     await rt.write("sub/a.txt", "hello")
-    assert await rt.read("sub/a.txt") == "hello"
-    assert await rt.read("/workspace/sub/a.txt") == "hello"
+    assert await rt.read("sub/a.txt") == b"hello"
+    assert await rt.read("/workspace/sub/a.txt") == b"hello"
     r = await rt.run('cat sub/a.txt; echo " $GREETING"; echo err >&2; exit 3')
     assert (r.returncode, r.stdout, r.stderr) == (3, "hello hi\n", "err\n") and not r.ok
     r = await rt.run_program(["/usr/bin/python3", "-c", "import os, sys; print(os.getcwd(), sys.stdin.read().upper())"],
@@ -68,7 +68,7 @@ async def test_run_write_read_round_trip(rt: SandboxRuntime) -> None:
     assert r.ok and r.stdout.split() == ["/workspace/sub", "ABC"]
     # what the sandbox writes, the host reads back (files persist across calls, processes do not)
     await rt.run("printf 'from inside' > out.txt")
-    assert await rt.read("out.txt") == "from inside"
+    assert await rt.read("out.txt") == b"from inside"
     assert (rt.workdir / "out.txt").read_text() == "from inside"
     assert rt.info["type"] == "sandbox" and rt.info["backend"] == "bwrap"
 

@@ -46,7 +46,7 @@ REASONS: dict[str, str] = {
     **dict.fromkeys(("Client", "BaseClientConfig", "ClientConfig", "EvalClientConfig", "TrainClientConfig", "resolve_client", "ModelContext"), _CLIENT),
     **dict.fromkeys(("ServeConfig", "StaticPoolConfig", "ElasticPoolConfig", "pool_serve_kwargs"), _SERVE),
     **dict.fromkeys(
-        ("compare_stdout_results", "parse_pytest_outcomes", "read_answer_file_or_last_reply", "verify_boxed_math_answer"),
+        ("compare_stdout_results", "parse_pytest_outcomes", "read_answer_file_or_last_reply"),
         _SCORE,
     ),
     **dict.fromkeys(("PATCH_CAP_BYTES", "capture_patch", "resolve_head"), _GIT),

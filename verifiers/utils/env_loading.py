@@ -446,10 +446,30 @@ def factory_of(source: EnvSource, module: Any) -> Callable[..., Any]:
 
         factory = v1_factory(module, source.module)
     if not callable(factory):
+        unexported = _unexported_v1_tasksets(module)
+        if unexported:
+            raise EnvironmentNotFoundError(
+                f"module {source.module!r} defines the v1 taskset {unexported[0]} but does not export it: a v1 "
+                f"taskset package lists its Taskset subclass in __all__ (e.g. __all__ = [{unexported[0]!r}]); a "
+                "classic environment defines load_environment()"
+            )
         raise EnvironmentNotFoundError(
             f"module {source.module!r} ({getattr(module, '__file__', '?')}) has no {source.attr}() function"
         )
     return factory
+
+
+def _unexported_v1_tasksets(module: Any) -> list[str]:
+    """Names of the v1 ``Taskset`` subclasses ``module`` itself defines (when it imported v1 at all)."""
+    taskset_module = sys.modules.get("verifiers.v1.taskset")
+    base = getattr(taskset_module, "Taskset", None)
+    if base is None:
+        return []
+    return [
+        name for name, obj in vars(module).items()
+        if isinstance(obj, type) and issubclass(obj, base) and obj is not base
+        and getattr(obj, "__module__", None) == module.__name__
+    ]  # fmt: skip
 
 
 def declared_factory(source: EnvSource, module: Any) -> Any:

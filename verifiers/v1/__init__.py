@@ -69,6 +69,7 @@ if TYPE_CHECKING:
         import_judge,
         load_judge,
         parse_judge_choice,
+        verify_boxed_math_answer,
     )
     from verifiers.v1.judges import (
         Criterion,
@@ -274,6 +275,7 @@ _LAZY: dict[str, str] = {
     "judge_config_type": "verifiers.v1.configs:judge_config_type",
     "parse_judge_choice": "verifiers.v1.judge:parse_judge_choice",
     "extract_boxed_answer": "verifiers.v1.judge:extract_boxed_answer",
+    "verify_boxed_math_answer": "verifiers.v1.judge:verify_boxed_math_answer",
     "DecisionJudge": "verifiers.v1.judges.decision:DecisionJudge",
     "DecisionJudgeConfig": "verifiers.v1.judges.decision:DecisionJudgeConfig",
     "ReferenceJudge": "verifiers.v1.judges.reference:ReferenceJudge",
@@ -427,6 +429,7 @@ __all__ = [
     "task_type",
     "taskset_config_type",
     "tool",
+    "verify_boxed_math_answer",
 ]
 assert set(_LAZY) == set(__all__), "keep __all__ and the table in step"
 

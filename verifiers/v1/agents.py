@@ -217,6 +217,8 @@ class Agent:
         archive its declared artifacts into ``trace.state.artifacts`` (``verifiers.v1.artifacts``)."""
         async with self.interaction(task, runtime=runtime, collect_artifacts=collect_artifacts) as it:
             await it.turn()
+            if not it.trace.is_completed and not it.trace.errors:
+                it.trace.stop("agent_completed")
         return it.trace
 
     @contextlib.asynccontextmanager
@@ -301,7 +303,8 @@ class Agent:
                     await self._collect(trace, task, runtime)
             timing.finalize.end = time.time()
             if not trace.is_completed:
-                trace.stop("completed")
+                # the env left the interaction with the run still going (the original's name)
+                trace.stop("user_closed")
             trace.ok = not trace.errors
             if self.run_ctx.on_trace is not None:
                 # a borrowed box is its owner's: stopped when the owner's block ends, before the

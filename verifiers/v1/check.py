@@ -164,7 +164,7 @@ def _roles(table: Mapping[str, Any], taskset_id: str) -> list[str]:
     from verifiers.v1.agents import AgentConfig
     from verifiers.v1.env import environment_class
 
-    cls = environment_class(table.get("id") or None, taskset_id).config_type()
+    cls = environment_class(taskset_id, table.get("id") or None).config_type()
     return [
         name for name, f in cls.model_fields.items()
         if isinstance(f.default, AgentConfig) or (isinstance(f.annotation, type) and issubclass(f.annotation, AgentConfig))

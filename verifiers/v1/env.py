@@ -54,6 +54,9 @@ class Env(ABC, Generic[ConfigT]):
             raise PluginError(f"{type(self).__name__} needs a taskset: set [env.taskset] id (or `vf eval <taskset-id>`)")
         self.config: ConfigT = config
         self.env_id: str = config.id or DEFAULT_ENV
+        # what an episode records as ``env.id``, by the original's rule: the taskset id, prefixed
+        # by an env id given with it (``best-of-n+gsm8k``)
+        self.episode_env_id: str = f"{config.id}+{config.taskset.id}" if config.id else config.taskset.id
         self.env_args: dict[str, Any] = {}
         self.taskset = load_taskset(config.taskset)
         self._agent_specs = agent_config_fields(config)
@@ -123,7 +126,7 @@ class Env(ABC, Generic[ConfigT]):
         run_ctx.on_trace = lambda trace, extra: finished.append((trace, extra))
         record = TraceTask.of(task)
         run_ctx.task_record = (task, task.data, record)  # the agents' traces of this task copy it
-        episode = Episode(env=EnvInfo(id=self.env_id, name=type(self).__name__), task=record)
+        episode = Episode(env=EnvInfo(id=self.episode_env_id, name=type(self).__name__), task=record)
         try:
             agents = self.agents_for(run_ctx)
             with running(run_ctx):
@@ -155,8 +158,9 @@ def import_environment(env_id: str) -> Any:
     return import_plugin(env_id, "environment")
 
 
-def environment_class(env_id: str | None = None, taskset_id: str | None = None) -> type[Env]:
-    """The env an id names; else the one the taskset package exports; else ``single-agent``."""
+def environment_class(taskset_id: str | None = None, env_id: str | None = None) -> type[Env]:
+    """The env ``env_id`` names; else the one the taskset package exports; else ``single-agent``
+    (the original's argument order: the taskset first)."""
     if env_id:
         return plugin_class(import_environment(env_id), Env, "environment")
     if taskset_id:
@@ -170,8 +174,8 @@ def environment_class(env_id: str | None = None, taskset_id: str | None = None) 
     return plugin_class(import_environment(DEFAULT_ENV), Env, "environment")
 
 
-def env_config_type(env_id: str | None = None, taskset_id: str | None = None) -> type[EnvConfig]:
-    return environment_class(env_id, taskset_id).config_type()
+def env_config_type(taskset_id: str | None = None, env_id: str | None = None) -> type[EnvConfig]:
+    return environment_class(taskset_id, env_id).config_type()
 
 
 def load_environment(config: dict[str, Any] | EnvConfig) -> Env:
@@ -184,7 +188,7 @@ def load_environment(config: dict[str, Any] | EnvConfig) -> Env:
     data = dict(config)
     taskset = data.get("taskset")
     taskset_id = taskset.get("id") if isinstance(taskset, dict) else getattr(taskset, "id", None)
-    cls = environment_class(data.get("id") or None, taskset_id or None)
+    cls = environment_class(taskset_id or None, data.get("id") or None)
     try:
         validated = cls.config_type().model_validate(data)
     except ValidationError as exc:
@@ -195,7 +199,7 @@ def load_environment(config: dict[str, Any] | EnvConfig) -> Env:
 def env_table(taskset_id: str, env_args: dict[str, Any]) -> dict[str, Any]:
     """The ``[env]`` table a v1 package's ``env_args`` describe: the table itself (``taskset``,
     ``id``, roles ...) or, when none of its keys is an env key, the taskset's own knobs."""
-    env_keys = set(environment_class(env_args.get("id") or None, taskset_id).config_type().model_fields)
+    env_keys = set(environment_class(taskset_id, env_args.get("id") or None).config_type().model_fields)
     if env_args and set(env_args) <= env_keys:
         table = dict(env_args)
         taskset = table.get("taskset")

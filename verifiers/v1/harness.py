@@ -33,7 +33,15 @@ from verifiers.v1.plugins import (
     register_config,
     register_resolver,
 )
-from verifiers.v1.types import AssistantMessage, Message, Tool, ToolMessage
+from verifiers.v1.types import (
+    AssistantMessage,
+    Message,
+    MessageContent,
+    TextContentPart,
+    Tool,
+    ToolMessage,
+    content_text,
+)
 
 if TYPE_CHECKING:
     from verifiers.v1.interception import CallContext
@@ -184,7 +192,9 @@ def _note_tool_error(trace: Any, tool: str, message: str) -> None:
         errors.append({"tool": tool, "message": message[:2000]})
 
 
-def _capped(text: str) -> str:
+def _capped(text: MessageContent) -> MessageContent:
+    if not isinstance(text, str):  # text and image parts (an MCP tool's image): cap each text
+        return [p.model_copy(update={"text": _capped(p.text)}) if isinstance(p, TextContentPart) else p for p in text]
     if len(text) <= MAX_TOOL_OUTPUT:
         return text
     return text[:MAX_TOOL_OUTPUT] + f"\n[... {len(text) - MAX_TOOL_OUTPUT} more characters cut]"
@@ -230,6 +240,7 @@ async def chat_loop(
                 trace.record_error(exc)
                 return convo
             if failed:
+                text = content_text(text)
                 _note_tool_error(trace, call.name, text)
                 text = f"error: {text}"
             convo.append(ToolMessage(tool_call_id=call.id, content=_capped(text), name=call.name))

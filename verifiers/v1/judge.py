@@ -78,6 +78,25 @@ def extract_boxed_answer(text: str, strict: bool = False) -> str:
     return "" if strict else text
 
 
+def verify_boxed_math_answer(response: str | None, answer: str, *, timeout_seconds: int = 5) -> float:
+    """1.0 when the reply's last ``\\boxed{}`` is mathematically equal to ``answer`` (itself boxed
+    or plain), by math-verify; else 0.0. Reasoning is skipped (only the text after the last
+    ``</think>`` counts; a ``<think>`` that never closes scores 0), as is an answer that cannot be
+    parsed. ``timeout_seconds`` is the original's knob; the scoring hook's timeout bounds the call."""
+    if not response or ("<think>" in response and "</think>" not in response):
+        return 0.0
+    prediction = extract_boxed_answer(response.rsplit("</think>", 1)[-1], strict=True).strip()
+    gold = (extract_boxed_answer(answer, strict=True) or answer).strip()
+    if not prediction or not gold:
+        return 0.0
+    from verifiers.rubrics.math_rubric import verify_math
+
+    try:
+        return float(verify_math(f"\\boxed{{{prediction}}}", f"\\boxed{{{gold}}}"))
+    except Exception:  # a malformed expression scores 0, as a wrong one does
+        return 0.0
+
+
 _LABEL = r"(?:FINAL\s+(?:JUDGMENT|ANSWER|VERDICT)|JUDGMENT|VERDICT|ANSWER)"
 
 

@@ -189,7 +189,7 @@ def group_plan(
     def init_state(row: Mapping[str, Any], client: Any, model: str, sampling_args: Mapping[str, Any]) -> State:
         return {
             "example_id": row["example_id"], "rollout_index": row.get("rollout_index", 0), "_task": row["task"],
-            "_env_id": env.env_id, "prompt": None, "completion": None, "is_completed": False,
+            "_env_id": env.episode_env_id, "prompt": None, "completion": None, "is_completed": False,
             "timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0},
         }  # fmt: skip
 

@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -169,6 +170,22 @@ class ProgramResult:
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out
 
+    @property
+    def exit_code(self) -> int:
+        """The original's name for ``returncode`` (tasksets written for 0.3/0.4 read this one)."""
+        return self.returncode
+
+
+def command_argv(command: str | Sequence[str], shell: str) -> list[str]:
+    """``Runtime.run``'s command as an argv: a str is one shell command line (``shell -c``); a
+    list is the argv itself, run without a shell (the original 0.3/0.4 call shape)."""
+    if isinstance(command, str):
+        return [shell, "-c", command]
+    argv = list(command)
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise TypeError("Runtime.run takes a command line (str) or a non-empty argv (list of str)")
+    return argv
+
 
 class Runtime:
     """The box one rollout's programs run in."""
@@ -267,9 +284,11 @@ class SubprocessRuntime(Runtime):
             return ProgramResult(proc.returncode if proc.returncode is not None else -9, out.decode(errors="replace"), err.decode(errors="replace"), timed_out=True)
         return ProgramResult(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
 
-    async def run(self, command: str, *, env: dict[str, str] | None = None, timeout: float | None = None) -> ProgramResult:
-        """Run a shell command line (``bash -c``)."""
-        return await self.run_program(["bash", "-c", command], env=env, timeout=timeout)
+    async def run(
+        self, command: str | Sequence[str], env: dict[str, str] | None = None, *, timeout: float | None = None
+    ) -> ProgramResult:
+        """Run a shell command line (``bash -c``), or an argv list without a shell."""
+        return await self.run_program(command_argv(command, "bash"), env=env, timeout=timeout)
 
     async def write(self, path: str, content: str | bytes) -> None:
         target = self._path(path)
@@ -277,8 +296,16 @@ class SubprocessRuntime(Runtime):
         data = content.encode() if isinstance(content, str) else content
         await asyncio.to_thread(target.write_bytes, data)
 
-    async def read(self, path: str) -> str:
-        return await asyncio.to_thread(self._path(path).read_text, errors="replace")
+    async def read(self, path: str, max_bytes: int | None = None) -> bytes:
+        """The file's bytes (``max_bytes``: refuse a larger file rather than load it)."""
+        target = self._path(path)
+        if max_bytes is not None:
+            if max_bytes < 0:
+                raise ValueError("max_bytes must be non-negative")
+            size = (await asyncio.to_thread(target.stat)).st_size
+            if size > max_bytes:
+                raise SandboxError(f"read {path!r}: {size} bytes, over the {max_bytes} byte limit")
+        return await asyncio.to_thread(target.read_bytes)
 
     async def prepare_uv_script(self, script: str | os.PathLike[str], *, timeout: float | None = 600.0) -> ProgramResult:
         """Resolve and install a PEP 723 script's dependencies into uv's cache (``uv sync
@@ -497,18 +524,22 @@ class SandboxRuntime(Runtime):
             stderr += f"\n[sandbox] stopped at its {r.kill_reason} limit\n"
         return ProgramResult(r.exit_code, r.stdout, stderr, timed_out=r.kill_reason == "timeout")
 
-    async def run(self, command: str, *, env: dict[str, str] | None = None, timeout: float | None = None) -> ProgramResult:
-        """Run a shell command line (``bash -c``) in the work folder."""
-        return await self._exec(["/bin/bash", "-c", command], env=env, timeout=timeout)
+    async def run(
+        self, command: str | Sequence[str], env: dict[str, str] | None = None, *, timeout: float | None = None
+    ) -> ProgramResult:
+        """Run a shell command line (``bash -c``), or an argv list without a shell, in the work folder."""
+        return await self._exec(command_argv(command, "/bin/bash"), env=env, timeout=timeout)
 
     async def write(self, path: str, content: str | bytes) -> None:
         """Write a file of the work folder (relative, or under ``/workspace``; links are not followed)."""
         await self._live().write_files({path: content})
 
-    async def read(self, path: str) -> str:
+    async def read(self, path: str, max_bytes: int | None = None) -> bytes:
         """Read a file of the work folder (relative, or under ``/workspace``; links are refused)."""
         data = await self._live().read_file(path)
-        return data.decode(errors="replace")
+        if max_bytes is not None and len(data) > max_bytes:
+            raise SandboxError(f"read {path!r}: {len(data)} bytes, over the {max_bytes} byte limit")
+        return data
 
     def _allowed(self) -> set[tuple[str, int]]:
         from verifiers.sandbox.egress import hosts_of

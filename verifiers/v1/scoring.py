@@ -249,7 +249,7 @@ def is_scoring_error(error: Any) -> bool:
 
 
 async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: float | None = None) -> None:
-    """Run ``task``'s metrics and rewards on ``trace`` and record them (all concurrently).
+    """Run ``task``'s metrics, then its rewards, on ``trace`` and record them.
 
     Every expected key is first set to None (unscored), so a trace shows what should have run
     even when a hook fails. A hook that needs ``runtime`` is skipped (left None, no error) when
@@ -303,7 +303,10 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
             else:
                 trace.record_reward(name, value, weight)
 
-    await asyncio.gather(*(one(kind, fn) for kind, fn in hooks))
+    # metrics first, then rewards (each stage concurrently), as the original does: a reward may
+    # read a metric off the trace (one metric runs the program, the reward reads ``passed``)
+    for stage in ("metric", "reward"):
+        await asyncio.gather(*(one(kind, fn) for kind, fn in hooks if kind == stage))
 
     async def judged(judge: Any) -> None:
         # a plugged judge: after the task's own rewards; its reward is `name or id`, its weight

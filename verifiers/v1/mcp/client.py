@@ -38,7 +38,7 @@ from verifiers.v1.mcp.toolset import (
     class_ref,
 )
 from verifiers.v1.state import State
-from verifiers.v1.types import Tool
+from verifiers.v1.types import ImageUrlContentPart, ImageUrlSource, MessageContent, TextContentPart, Tool
 
 if TYPE_CHECKING:
     from verifiers.v1.task import TaskData
@@ -150,9 +150,9 @@ class Connection:
         finally:
             self._session = None
 
-    async def call(self, tool: str, arguments: dict[str, Any], *, state: State | None, timeout: float) -> tuple[str, bool]:
-        """Call ``tool``; (its text, whether the server reported it failed). A call past
-        ``timeout`` or a server that is gone is a :class:`ToolsetError`."""
+    async def call(self, tool: str, arguments: dict[str, Any], *, state: State | None, timeout: float) -> tuple[MessageContent, bool]:
+        """Call ``tool``; (its content: text, or text and image parts; whether the server reported
+        it failed). A call past ``timeout`` or a server that is gone is a :class:`ToolsetError`."""
         from mcp.shared.exceptions import McpError
         from mcp.types import CONNECTION_CLOSED
 
@@ -177,7 +177,7 @@ class Connection:
             raise self._failure(f"failed during {tool!r} ({_describe(exc)})") from None
         if self.stateful and state is not None and result.meta:
             _apply_state(state, result.meta.get(STATE_META_KEY), self.name)
-        return content_text(result.content), bool(result.isError)
+        return tool_content(result.content), bool(result.isError)
 
     def qualified(self, tool: str) -> str:
         return f"{self.name}_{tool}" if self.name else tool
@@ -235,8 +235,26 @@ def _apply_state(state: State, returned: Any, server: str) -> None:
         setattr(state, name, getattr(fresh, name))
 
 
+MAX_TOOL_IMAGE_CHARS = 32 * 2**20
+"""Base64 characters of one image a tool result may carry to the model (a larger one is a marker)."""
+
+
+def tool_content(blocks: list[Any]) -> MessageContent:
+    """An MCP result's content as a tool message's: its text, or, when the result holds an image,
+    text and ``image_url`` parts (a ``data:`` URL) in the result's order, as the original does."""
+    if not any(getattr(b, "type", None) == "image" and len(b.data) <= MAX_TOOL_IMAGE_CHARS for b in blocks):
+        return content_text(blocks)
+    parts: list[Any] = []
+    for block in blocks:
+        if getattr(block, "type", None) == "image" and len(block.data) <= MAX_TOOL_IMAGE_CHARS:
+            parts.append(ImageUrlContentPart(image_url=ImageUrlSource(url=f"data:{block.mimeType};base64,{block.data}")))
+        elif text := content_text([block]):
+            parts.append(TextContentPart(text=text))
+    return parts
+
+
 def content_text(blocks: list[Any]) -> str:
-    """An MCP result's content as the text a chat tool message carries."""
+    """An MCP result's content as text (an image or audio block is a marker of its type and size)."""
     parts = []
     for block in blocks:
         kind = getattr(block, "type", None)
@@ -349,7 +367,7 @@ class RemoteTool:
     name: str
     schema: Tool
 
-    async def __call__(self, arguments: str, state: State | None, timeout: float) -> tuple[str, bool]:
+    async def __call__(self, arguments: str, state: State | None, timeout: float) -> tuple[MessageContent, bool]:
         try:
             args = json.loads(arguments or "{}")
         except ValueError as exc:

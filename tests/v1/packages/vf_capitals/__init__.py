@@ -24,7 +24,7 @@ class CapitalTask(vf.Task[CapitalData]):
 
     @vf.reward
     async def from_artifact(self, task: CapitalData, runtime) -> float:
-        return float((await runtime.read("answer.txt")).strip().lower() == task.capital.lower())
+        return float((await runtime.read("answer.txt")).decode().strip().lower() == task.capital.lower())
 
     @vf.metric
     async def clean_box(self, runtime) -> float:

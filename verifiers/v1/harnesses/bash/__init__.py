@@ -42,7 +42,7 @@ class BashHarness(Harness[BashHarnessConfig]):
                 if not old:
                     await runtime.write(path, new)
                     return f"wrote {path}"
-                text = await runtime.read(path)
+                text = (await runtime.read(path)).decode(errors="replace")
                 n = text.count(old)
                 if n != 1:
                     return f"error: `old` occurs {n} times in {path}; it must occur exactly once"
