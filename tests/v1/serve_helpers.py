@@ -18,11 +18,17 @@ ROOT = Path(__file__).resolve().parents[2]
 ECHO = {"taskset": {"id": "vf-serve-echo"}}
 
 
+_seen: set[str] = set()
+
+
 def echo_script(request):
-    """Repeat the prompt's word; a prompt asking for ``slow`` is answered after 30 s."""
+    """Repeat the prompt's word; a word starting ``slow`` is answered after 30 s, one starting
+    ``once`` only the first time it is asked."""
     text = request.messages[-1]["content"] or ""
     word = text.split(": ", 1)[-1]
-    return reply(word, delay=30.0 if word.startswith("slow") else 0.0)
+    slow = word.startswith("slow") or (word.startswith("once") and word not in _seen)
+    _seen.add(word)
+    return reply(word, delay=30.0 if slow else 0.0)
 
 
 def task_data(word: str, idx: int = 0) -> dict:
