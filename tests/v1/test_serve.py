@@ -119,9 +119,12 @@ async def test_cancel_a_running_run(pool: Served, model: ScriptedServer) -> None
             await asyncio.wait_for(run, 30)
         await _until(client, lambda s: s["running"] == 0)
         assert await client.cancel("run-c") is False  # finished: nothing to cancel
+        # the trace streams while the episode runs: it opened before the model answered
+        seen: list[dict] = []
+        gave_up = asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data("slow-d"), on_delta=seen.append))
+        await _until(client, lambda s: s["running"] == 1 and any("open" in d for d in seen))
+        assert not gave_up.done() and [d["open"]["task"]["data"]["word"] for d in seen if "open" in d] == ["slow-d"]
         # a caller giving up cancels the server's episode too
-        gave_up = asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data("slow-d")))
-        await _until(client, lambda s: s["running"] == 1)
         gave_up.cancel()
         await _until(client, lambda s: s["running"] == 0)
 

@@ -118,6 +118,8 @@ class RunContext:
     gate: asyncio.Semaphore | None = None
     clients: dict[str, Any] = field(default_factory=dict)
     on_trace: Callable[[Trace, Any], None] | None = None
+    on_open: Callable[[Trace], None] | None = None
+    """Called with each trace as it is minted (an env server streams it from there on)."""
 
 
 class Interaction:
@@ -207,6 +209,8 @@ class Agent:
 
         trace = Trace.for_task(task, agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
         trace.ok = True
+        if self.run_ctx.on_open is not None:
+            self.run_ctx.on_open(trace)
         runtime = None
         timing = trace.timing
         timing.boot.start = time.time()

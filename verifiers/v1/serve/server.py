@@ -3,8 +3,9 @@
 The client owns the taskset: a ``run`` carries the task's dumped data, which is validated into
 the taskset's own task type here (the server never loads the taskset's data), then played as one
 engine rollout through the env's run path (agents, harness, interception, the task's hooks,
-scoring, ``finalize``), against the client config the request names. The finished traces go back
-as deltas (:class:`verifiers.v1.wire.DeltaStreamer`), then the reply with the episode's head.
+scoring, ``finalize``), against the client config the request names. Each trace streams back as
+deltas from when it is minted (:class:`verifiers.v1.wire.DeltaStreamer`: every turn, its scores
+once scored), then the reply with the episode's head.
 
 A failed request is an error reply, never a crash: a frame that is not ``[request_id, method,
 payload]``, an unknown method, a payload that is not msgpack, task data that does not validate,
@@ -134,23 +135,29 @@ class EnvServer:
         task = self._task(request.task_data)
         client = self._model_client(request.client)
         sampling = request.sampling.model_dump(exclude_none=True)
-        row = {"example_id": task.data.idx if task.data.idx is not None else 0, "rollout_index": 0, "task": task}
-        async with self._gate or contextlib.nullcontext():
-            (state,) = await run_group(self.runner.plan, [row], client, request.model, sampling)
-        episode = state.get("_episode")
-        if episode is None:
-            from verifiers.v1.episode import EnvInfo, Episode
-            from verifiers.v1.trace import TraceTask
+        live: list[Any] = []
+        # each trace streams from when it is minted; the last flush (after scoring) sends the rest
+        async with DeltaStreamer(lambda: live, send_delta) as streamer:
 
-            episode = Episode(env=EnvInfo(id=self.env.env_id, name=type(self.env).__name__),
-                              task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash))  # fmt: skip
-        err = state.get("error")
-        if err and not episode.errors:
-            episode.errors.append(Error(type=str(err.get("type") or "Error"), message=str(err.get("message") or "")))
-            episode.ok = False
-        async with DeltaStreamer(lambda: episode.traces, send_delta) as streamer:
-            for trace in episode.traces:
+            def opened(trace: Any) -> None:
+                live.append(trace)
                 streamer.watch(trace)
+
+            row = {"example_id": task.data.idx if task.data.idx is not None else 0, "rollout_index": 0, "task": task, "on_open": opened}
+            async with self._gate or contextlib.nullcontext():
+                (state,) = await run_group(self.runner.plan, [row], client, request.model, sampling)
+            episode = state.get("_episode")
+            if episode is None:
+                from verifiers.v1.episode import EnvInfo, Episode
+                from verifiers.v1.trace import TraceTask
+
+                episode = Episode(env=EnvInfo(id=self.env.env_id, name=type(self.env).__name__),
+                                  task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash))  # fmt: skip
+            err = state.get("error")
+            if err and not episode.errors:
+                episode.errors.append(Error(type=str(err.get("type") or "Error"), message=str(err.get("message") or "")))
+                episode.ok = False
+            live[:] = episode.traces  # the episode's own: a trace it did not keep is discarded on the client
         return RunResponse(
             head=dump(episode, exclude={"traces"}),
             traces=[TraceSummary(id=t.id, nodes=len(t.nodes), calls=len(t.calls)) for t in episode.traces],
