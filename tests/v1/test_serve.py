@@ -185,3 +185,26 @@ async def test_bad_input_gets_error_replies_and_the_pool_keeps_serving(pool: Ser
         status = await client.status()
         assert status["restarts"] >= 0 and all(w["alive"] for w in status["workers"])
         assert (await client.run(model.base_url, "scripted-model", {}, task_data("still"))).ok
+
+
+async def test_a_hung_worker_is_replaced_after_its_heartbeat_timeout(model: ScriptedServer) -> None:
+    served = Served(workers=1, reschedule=0, health_interval=0.2, health_timeout=2.0)
+    try:
+        before = await _ready(served.address)
+        async with EnvClient(served.address) as client:
+            run = asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data("slow-hung")))
+            await _until(client, lambda s: s["running"] == 1)
+            (worker,) = before["workers"]
+            os.kill(worker["pid"], signal.SIGSTOP)  # alive, but answers nothing
+            episode = await asyncio.wait_for(run, 60)
+            (err,) = episode.errors
+            assert err.type == "InfraError" and "did not answer its heartbeat" in err.message
+            after = await _until(client, lambda s: s["workers"][0]["ready"])
+            assert after["restarts"] == 1 and after["workers"][0]["pid"] != worker["pid"]
+            assert (await client.run(model.base_url, "scripted-model", {}, task_data("revived"))).ok
+        with pytest.raises(ProcessLookupError):  # the hung one was killed, not left stopped
+            for _ in range(100):
+                os.kill(worker["pid"], 0)
+                await asyncio.sleep(0.05)
+    finally:
+        served.close()

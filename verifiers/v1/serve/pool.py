@@ -185,7 +185,7 @@ class EnvServerPool:
             worker.pipe.close()
         if worker.process.is_alive():
             (worker.process.kill if kill else worker.process.terminate)()
-        worker.process.join(timeout=0 if kill else 10)
+        worker.process.join(timeout=2 if kill else 10)
         if worker.process.is_alive():
             worker.process.kill()
             worker.process.join(timeout=5)
@@ -383,15 +383,19 @@ def serve_env(
     max_queued: int = 1024,
     reschedule: int = 1,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    health_interval: float = 2.0,
+    health_timeout: float = 30.0,
     on_ready: Any = None,
 ) -> None:
     """Serve the env ``config`` (an ``[env]`` table) until SIGTERM/SIGINT: a pool of ``workers``
     processes behind ``address`` (loopback by default). ``on_ready(address)`` is called with the
-    bound address (a ``:0`` port resolved)."""
+    bound address (a ``:0`` port resolved). A worker is pinged every ``health_interval`` seconds
+    and replaced when it has been silent for ``health_timeout``."""
 
     async def main() -> None:
         pool = EnvServerPool(config, workers=workers, address=address, max_concurrent=max_concurrent, max_queued=max_queued,
-                             reschedule=reschedule, max_message_bytes=max_message_bytes)  # fmt: skip
+                             reschedule=reschedule, max_message_bytes=max_message_bytes, health_interval=health_interval,
+                             health_timeout=health_timeout)  # fmt: skip
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
