@@ -1,5 +1,5 @@
 """Env-server pools in real processes: episodes over the wire, a killed worker, cancel, bad input,
-backpressure. One pool (2 workers, 2 runs each, 2 queued, one reschedule, 1 MiB messages) on an
+backpressure. One pool (2 workers, 2 runs each, 2 queued in 4000 bytes, one reschedule, 1 MiB messages) on an
 ipc socket serves the module; the model is the scripted server on loopback."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from verifiers.testing.scripted import ScriptedServer
 from verifiers.v1.serve import EnvClient, EnvServerError
 from verifiers.v1.wire import pack, unpack
 
-LIMITS = {"workers": 2, "max_concurrent": 2, "max_queued": 2, "reschedule": 1, "max_message_bytes": 1 << 20}
+LIMITS = {"workers": 2, "max_concurrent": 2, "max_queued": 2, "max_queued_bytes": 4000, "reschedule": 1, "max_message_bytes": 1 << 20}
 
 
 async def _ready(address: str, timeout: float = 180.0) -> dict:
@@ -131,14 +131,21 @@ async def test_cancel_a_running_run(pool: Served, model: ScriptedServer) -> None
 
 async def test_backpressure_queues_then_refuses(pool: Served, model: ScriptedServer) -> None:
     async with EnvClient(pool.address) as client:
-        # 2 workers x 2 runs are taken, 2 wait in the queue, the 7th is refused at once
-        runs = [asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data(f"slow-b{i}", i))) for i in range(6)]
-        await _until(client, lambda s: s["running"] == 4 and s["queued"] == 2)
+        # 2 workers x 2 runs are taken, then runs wait in the queue
+        runs = [asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data(f"slow-b{i}", i))) for i in range(5)]
+        status = await _until(client, lambda s: s["running"] == 4 and s["queued"] == 1)
+        assert 0 < status["queued_bytes"] < 2000
+        # a run that would take the queue past its bytes is refused, however few runs wait
+        with pytest.raises(EnvServerError, match=r"ServerBusy.*4000 bytes"):
+            await client.run(model.base_url, "scripted-model", {}, {**task_data("slow-big"), "pad": "x" * 4000})
+        runs.append(asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data("slow-b5", 5))))
+        await _until(client, lambda s: s["queued"] == 2)
+        # and with 2 waiting, the next is refused at once
         with pytest.raises(EnvServerError, match="ServerBusy"):
             await client.run(model.base_url, "scripted-model", {}, task_data("slow-refused"))
         for run in runs:
             run.cancel()
-        await _until(client, lambda s: s["running"] == 0 and s["queued"] == 0)
+        await _until(client, lambda s: s["running"] == 0 and s["queued"] == 0 and s["queued_bytes"] == 0)
         # and it serves again
         assert (await client.run(model.base_url, "scripted-model", {}, task_data("after"))).ok
 

@@ -4,7 +4,8 @@
 ``[env]`` table (as ``vf eval`` reads it) and the original's ``[serve]`` block: ``address``,
 ``max_concurrent`` (runs per worker), ``[serve.pool]`` (``type = "static"``, ``num_workers``; an
 ``elastic`` pool starts ``max_workers`` workers: scaling with load is not implemented). Our
-additions under ``[serve]``: ``max_queued``, ``reschedule``, ``max_message_bytes``. Flags
+additions under ``[serve]``: ``max_queued``, ``max_queued_bytes``, ``reschedule``,
+``max_message_bytes``. Flags
 override the file.
 """
 
@@ -65,6 +66,7 @@ def serve_settings(target: str, *, workers: int | None = None, address: str | No
         "max_queued": int(max_queued if max_queued is not None else serve.get("max_queued", 1024)),
         "reschedule": int(reschedule if reschedule is not None else serve.get("reschedule", 1)),
         "max_message_bytes": int(serve.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES)),
+        "max_queued_bytes": int(serve.get("max_queued_bytes", 1 << 30)),
     }
     if kwargs["workers"] < 1:
         raise UserError("--workers must be at least 1")

@@ -7,8 +7,9 @@ by request id. ``health`` is answered by the broker itself, with every worker's 
 runs in flight.
 
 * **Backpressure.** A worker takes at most ``max_concurrent`` runs; runs beyond what the live
-  workers take wait in the broker's queue, and a run arriving with ``max_queued`` already waiting
-  is refused at once with a ``ServerBusy`` error reply (the client sees an ``EnvServerError``).
+  workers take wait in the broker's queue, and a run arriving with ``max_queued`` runs (or
+  ``max_queued_bytes`` of payloads) already waiting is refused at once with a ``ServerBusy``
+  error reply (the client sees an ``EnvServerError``).
 * **Dead workers.** A worker that exits, or stops answering its heartbeat for
   ``health_timeout`` seconds, is killed and started again. Each of its runs in flight is sent
   again to another worker while it has ``reschedule`` attempts left, else answered as an episode
@@ -124,6 +125,7 @@ class EnvServerPool:
         health_interval: float = 2.0,
         health_timeout: float = 30.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_queued_bytes: int = 1 << 30,
     ) -> None:
         import zmq
         import zmq.asyncio
@@ -138,11 +140,13 @@ class EnvServerPool:
         self.health_interval = health_interval
         self.health_timeout = health_timeout
         self.max_message_bytes = max_message_bytes
+        self.max_queued_bytes = max_queued_bytes
         self._mp = mp.get_context("spawn")
         self._dir = tempfile.mkdtemp(prefix="vf-serve-")
         self.workers: list[_Worker] = []
         self.runs: dict[bytes, _Run] = {}
         self.queue: collections.OrderedDict[bytes, _Run] = collections.OrderedDict()
+        self._queued_bytes = 0
         self._forwarded: dict[bytes, tuple[bytes, _Worker]] = {}  # cancel request id -> (client, worker)
         self._info: dict[str, Any] = {}
         self.restarts = 0
@@ -206,8 +210,7 @@ class EnvServerPool:
             run = self.runs[rid]
             run.worker = None
             if run.attempts <= self.reschedule:
-                self.queue[rid] = run
-                self.queue.move_to_end(rid, last=False)
+                self._enqueue(rid, run, front=True)
             else:
                 self.runs.pop(rid)
                 await self._send(run.client_id, rid, self._infra_reply(run, f"env worker {worker.index} (pid {worker.pid}) {why} during this run"))
@@ -256,6 +259,7 @@ class EnvServerPool:
             if not live:
                 return
             rid, run = self.queue.popitem(last=False)
+            self._queued_bytes -= len(run.payload)
             worker = min(live, key=lambda w: len(w.runs))
             run.worker, run.attempts = worker, run.attempts + 1
             worker.runs.add(rid)
@@ -265,7 +269,7 @@ class EnvServerPool:
         workers = [{"index": w.index, "pid": w.pid, "ready": w.ready, "alive": w.process.is_alive(),
                     "running": len(w.runs)} for w in self.workers]  # fmt: skip
         return pack({"success": True, "error": None, "workers": workers, "running": sum(len(w.runs) for w in self.workers),
-                     "queued": len(self.queue), "restarts": self.restarts})  # fmt: skip
+                     "queued": len(self.queue), "queued_bytes": self._queued_bytes, "restarts": self.restarts})  # fmt: skip
 
     async def _from_client(self, frames: list[bytes]) -> None:
         checked = check_request(frames, self.max_message_bytes)
@@ -289,7 +293,7 @@ class EnvServerPool:
             if run is None:
                 await self._send(client_id, rid, pack(CancelResponse(cancelled=False).model_dump()))
             elif run.worker is None:  # still queued: it never starts
-                self.queue.pop(target, None)
+                self._queued_bytes -= len(self.queue.pop(target).payload)
                 self.runs.pop(target)
                 await self._send(run.client_id, target, error_reply("Cancelled: the run was cancelled before it started"))
                 await self._send(client_id, rid, pack(CancelResponse(cancelled=True).model_dump()))
@@ -297,13 +301,23 @@ class EnvServerPool:
                 self._forwarded[rid] = (client_id, run.worker)
                 await run.worker.dealer.send_multipart([rid, method, payload])
             return
-        if len(self.queue) >= self.max_queued and not any(w.ready and len(w.runs) < self.max_concurrent for w in self.workers):
+        free = any(w.ready and len(w.runs) < self.max_concurrent for w in self.workers)
+        queued_bytes = self._queued_bytes
+        if not free and (len(self.queue) >= self.max_queued or queued_bytes + len(payload) > self.max_queued_bytes):
             await self._send(client_id, rid, error_reply(
                 f"{BUSY}: {sum(len(w.runs) for w in self.workers)} runs in flight and {len(self.queue)} queued "
-                f"(the pool queues at most {self.max_queued}); send again later"))  # fmt: skip
+                f"({queued_bytes} bytes; the pool queues at most {self.max_queued} runs, {self.max_queued_bytes} bytes); "
+                "send again later"))  # fmt: skip
             return
-        self.runs[rid] = self.queue[rid] = _Run(client_id, method, payload)
+        self.runs[rid] = run = _Run(client_id, method, payload)
+        self._enqueue(rid, run)
         await self._dispatch()
+
+    def _enqueue(self, rid: bytes, run: _Run, *, front: bool = False) -> None:
+        self.queue[rid] = run
+        self._queued_bytes += len(run.payload)
+        if front:
+            self.queue.move_to_end(rid, last=False)
 
     async def _from_worker(self, worker: _Worker) -> None:
         rid, kind, data = (await worker.dealer.recv_multipart(copy=False))[:3]
@@ -385,6 +399,7 @@ def serve_env(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     health_interval: float = 2.0,
     health_timeout: float = 30.0,
+    max_queued_bytes: int = 1 << 30,
     on_ready: Any = None,
 ) -> None:
     """Serve the env ``config`` (an ``[env]`` table) until SIGTERM/SIGINT: a pool of ``workers``
@@ -395,7 +410,7 @@ def serve_env(
     async def main() -> None:
         pool = EnvServerPool(config, workers=workers, address=address, max_concurrent=max_concurrent, max_queued=max_queued,
                              reschedule=reschedule, max_message_bytes=max_message_bytes, health_interval=health_interval,
-                             health_timeout=health_timeout)  # fmt: skip
+                             health_timeout=health_timeout, max_queued_bytes=max_queued_bytes)  # fmt: skip
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
