@@ -9,9 +9,9 @@ it streams, as the original's interception needs). The driver is our ``EnvClient
 process, so the figures compare the servers. Every episode is checked (ok, reward 1.0). The
 original runs from the venv the compat tests install from the package index (cached).
 
-What dominates the original's figure: its default in-process harness (``null``) still runs each
-episode's agent as a program through ``uv run`` and its interception proxy, so an episode costs a
-process start and a uv resolution there; ours plays the ``null`` harness's loop in the worker.
+What likely dominates the original's figure (not profiled): its ``null`` harness prepares a uv
+script in each episode's harness setup and talks to the model through its interception proxy,
+while ours plays the ``null`` harness's loop in the worker.
 One run on this 2-core machine (100 episodes, 16 in flight, 2 workers): ours 239 episodes/s, the
 original 1.0 episodes/s.
 """
