@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -139,6 +140,7 @@ def main() -> None:
                     raise
                 finally:
                     _stop(server)
+                    shutil.rmtree(folder, ignore_errors=True)
                 print(f"[{time.strftime('%H:%M:%S')}] {name}, {workers} workers: {figures[name][0]:.1f} episodes/s", file=sys.stderr)
             ours, theirs = figures["ours"], figures["original 0.4.0"]
             rows.append((workers, ours[0], theirs[0], ours[0] / theirs[0], ours[1] * 1e3, theirs[1] * 1e3))
