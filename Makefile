@@ -41,6 +41,7 @@ bench: venv
 	$(BIN)/python benchmarks/vllm_server.py
 	$(BIN)/python benchmarks/resume_memory.py
 	$(BIN)/python benchmarks/hub_limits.py
+	$(BIN)/python benchmarks/serve.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache outputs

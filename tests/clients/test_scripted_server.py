@@ -150,10 +150,23 @@ def test_models_endpoint_and_records():
         assert srv.requests == []
 
 
-def test_stream_requests_are_refused_clearly():
-    with ScriptedServer("x") as srv:
-        status, _, body = chat(srv, USER, stream=True)
-    assert status == 400 and "stream" in body["error"]["message"]
+def test_chat_streams_as_server_sent_events():
+    with ScriptedServer("streamed", token_ids=True) as srv:
+        request = urllib.request.Request(
+            srv.base_url + "/chat/completions", method="POST", headers={"Content-Type": "application/json"},
+            data=json.dumps({"model": "m", "messages": USER, "stream": True, "stream_options": {"include_usage": True}}).encode(),
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            assert resp.headers["Content-Type"].startswith("text/event-stream")
+            events = [line.removeprefix(b"data: ") for line in resp.read().split(b"\n\n") if line]
+        status, _, refused = chat(srv, USER, stream=True, n=2)
+    assert events[-1] == b"[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == "streamed"
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]] == [None, "stop"]
+    assert chunks[0]["choices"][0]["token_ids"] and chunks[0]["prompt_token_ids"]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == len(chunks[0]["choices"][0]["token_ids"])
+    assert status == 400 and "stream" in refused["error"]["message"]
 
 
 async def test_async_context_manager():

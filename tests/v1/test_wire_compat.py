@@ -1,8 +1,8 @@
 """Our traces and episodes on the original 0.4.0 wire, both ways.
 
-The original ``verifiers==0.4.0`` is installed from the package index into a throwaway venv
-(cached under ``~/.cache/verifiers-tests``) with the packages its trace and episode modules
-import. Its package ``__init__`` files would import its whole stack (MCP, sandboxes, agents), so
+The original ``verifiers==0.4.0`` is installed from the package index, with its dependencies, into
+a throwaway venv (cached under ``~/.cache/verifiers-tests``; the env-server compat tests,
+``test_serve_compat.py``, run its server and client from the same venv). Its package ``__init__`` files would import its whole stack (MCP, sandboxes, agents), so
 the child process registers those packages by path and imports the record modules
 themselves: ``verifiers.v1.episode``, ``verifiers.v1.trace`` and ``verifiers.v1.serve.delta``
 are the original code, unmodified. Frames are msgpack, as on the env-server wire.
@@ -25,8 +25,6 @@ from tests.v1.test_trace import _reply, build_trace
 from verifiers.v1.wire import DeltaStreamer, RunResponse, TraceSummary, dump, pack, unpack
 
 RELEASE = "0.4.0"
-# what the original's record modules import (its package __init__ files are not run)
-RECORD_DEPS = ("pydantic>=2.12.3", "numpy", "msgpack", "prime-pydantic-config[toml]", "renderers", "httpx", "anthropic", "prime-sandboxes")
 
 CHILD = r'''
 import pathlib, sys, types
@@ -86,7 +84,7 @@ def _uv() -> list[str] | None:
 
 
 def _original_python() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verifiers-tests" / f"v1-wire-{RELEASE}"
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verifiers-tests" / f"v1-{RELEASE}"
     python = cache / "venv" / "bin" / "python"
     if not (cache / "installed").exists():
         cache.parent.mkdir(parents=True, exist_ok=True)
@@ -99,9 +97,8 @@ def _original_python() -> Path:
         else:
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
             pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-        for args in (["--no-deps", f"verifiers=={RELEASE}"], list(RECORD_DEPS)):
-            proc = subprocess.run([*pip, *args], capture_output=True, text=True, timeout=900)
-            assert proc.returncode == 0, f"installing {args} from the package index failed:\n{proc.stderr[-3000:]}"
+        proc = subprocess.run([*pip, f"verifiers=={RELEASE}"], capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, f"installing verifiers=={RELEASE} from the package index failed:\n{proc.stderr[-3000:]}"
         (staging / "installed").write_text(RELEASE)
         shutil.rmtree(cache, ignore_errors=True)
         try:

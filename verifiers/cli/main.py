@@ -420,6 +420,26 @@ def serve_command(
     )
 
 
+@app.command("serve-env")
+@guarded
+def serve_env_command(
+    target: Annotated[str, typer.Argument(metavar="ID|@CONFIG", help="A v1 taskset id, or @config.toml with [env] and [serve].")],
+    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Worker processes (default: [serve.pool], else 1).")] = None,
+    address: Annotated[
+        str | None,
+        typer.Option("--address", help="ZMQ address to bind (default tcp://127.0.0.1:5000; another host exposes the env to the network)."),
+    ] = None,
+    max_concurrent: Annotated[int | None, typer.Option("--max-concurrent", "-c", help="Runs in flight per worker (default 64).")] = None,
+    max_queued: Annotated[int | None, typer.Option("--max-queued", help="Runs waiting beyond that before new ones are refused (default 1024).")] = None,
+    reschedule: Annotated[int | None, typer.Option("--reschedule", help="Times a run whose worker died is played again (default 1).")] = None,
+) -> None:
+    """Serve a v1 environment to env-server clients (e.g. prime-rl's orchestrator) from a pool of workers."""
+    from verifiers.v1.serve.cli import main as serve_env_main
+
+    raise typer.Exit(serve_env_main(target, workers=workers, address=address, max_concurrent=max_concurrent,
+                                    max_queued=max_queued, reschedule=reschedule))  # fmt: skip
+
+
 # ------------------------------------------------------------------------------ lazy sub-apps
 def _run_lazy_app(name: str, ctx: typer.Context) -> None:
     module_name, attr, _ = LAZY_APPS[name]

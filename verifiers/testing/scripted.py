@@ -444,8 +444,9 @@ class ScriptedServer:
                 query=dict(request.query),
             )
             self.requests.append(req)
-            if body.get("stream"):
-                return _error_response(400, "ScriptedServer does not stream")
+            stream = bool(body.get("stream"))
+            if stream and (body.get("n", 1) != 1 or not request.path.endswith("/chat/completions")):
+                return _error_response(400, "ScriptedServer streams only single-choice chat completions")
             n = body.get("n", 1)
             if not isinstance(n, int) or isinstance(n, bool) or n < 1:
                 return _error_response(400, "n must be a positive integer")
@@ -474,6 +475,8 @@ class ScriptedServer:
                 return _error_response(rep.status, rep.error or f"scripted error {rep.status}", headers)
             make = self._chat_body if request.path.endswith("/chat/completions") else self._completion_body
             payload = make(req, rep)
+            if stream:
+                return await self._stream(request, req, payload, headers)
             if extra:
                 usage = payload["usage"] = dict(payload["usage"])  # never the script's own dict
             for i, more in enumerate(extra, start=1):
@@ -486,6 +489,38 @@ class ScriptedServer:
         finally:
             with self._lock:
                 self.in_flight -= 1
+
+    async def _stream(self, request: Any, req: ScriptRequest, payload: dict[str, Any], headers: dict[str, str]) -> Any:
+        """``payload`` (a chat completion) as server-sent events, the way OpenAI-compatible
+        servers stream it: the message in one delta, then the finish reason, then the usage when
+        ``stream_options.include_usage`` asks for it, then ``[DONE]``."""
+        from aiohttp import web
+
+        choice = payload["choices"][0]
+        message = choice["message"]
+        delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        for key in ("reasoning_content",):
+            if key in message:
+                delta[key] = message[key]
+        if message.get("tool_calls"):
+            delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(message["tool_calls"])]
+        base = {k: payload[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        first: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": None, "logprobs": choice.get("logprobs")}
+        if "token_ids" in choice:
+            first["token_ids"] = choice["token_ids"]
+        chunks = [base | {"choices": [first]}]
+        if "prompt_token_ids" in payload:
+            chunks[0]["prompt_token_ids"] = payload["prompt_token_ids"]
+        chunks.append(base | {"choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"], "logprobs": None}]})
+        if (req.body.get("stream_options") or {}).get("include_usage"):
+            chunks.append(base | {"choices": [], "usage": payload["usage"]})
+        response = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for chunk in chunks:
+            await response.write(f"data: {_dumps(chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
     def _want(self, forced: bool | None, body: dict[str, Any], key: str) -> bool:
         if forced is not None:

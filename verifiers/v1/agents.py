@@ -131,6 +131,8 @@ class RunContext:
         if rec is not None and rec[0] is task and rec[1] is task.data:
             return rec[2].model_copy()
         return None
+    on_open: Callable[[Trace], None] | None = None
+    """Called with each trace as it is minted (an env server streams it from there on)."""
 
 
 class Interaction:
@@ -252,6 +254,8 @@ class Agent:
 
         trace = Trace.for_task(task, record=self.run_ctx.record_of(task), agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
         trace.ok = True
+        if self.run_ctx.on_open is not None:
+            self.run_ctx.on_open(trace)
         borrowed = runtime is not None
         timing = trace.timing
         timing.boot.start = time.time()

@@ -190,13 +190,14 @@ def group_plan(
         return {
             "example_id": row["example_id"], "rollout_index": row.get("rollout_index", 0), "_task": row["task"],
             "_env_id": env.episode_env_id, "prompt": None, "completion": None, "is_completed": False,
-            "timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0},
+            "timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0}, "_on_open": row.get("on_open"),
         }  # fmt: skip
 
     async def play(state: State, client: Any, model: str, sampling_args: Mapping[str, Any]) -> None:
         limit = max_concurrent_agents if max_concurrent_agents is not None else getattr(env.config, "max_concurrent_agents", None)
         run_ctx = RunContext(client=client, model=model, sampling=dict(sampling_args), proxy=proxy,
-                             gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients, toolsets=toolsets)  # fmt: skip
+                             gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients, toolsets=toolsets,
+                             on_open=state.get("_on_open"))  # fmt: skip
         episode, finished = await env.run_episode(state["_task"], run_ctx)
         state["_episode"], state["_finished"], state["_run_ctx"] = episode, finished, run_ctx
         state["is_completed"] = True

@@ -35,6 +35,26 @@ SCALAR_FIELDS = (
 )  # fmt: skip
 
 
+# runtime types whose config the original 0.4.0 reads with no extra keys: what of ours it knows
+_ORIGINAL_RUNTIME_KEYS = {"subprocess": ("type",)}
+_RUNTIME_INFO_KEYS = ("id", "borrowed")
+
+
+def wire_agent(agent: dict[str, Any]) -> dict[str, Any]:
+    """A trace's dumped ``agent`` as the original reads it: a runtime config (and the runtime's
+    info) of a type it knows keeps only the keys it knows (our subprocess runtime's ``workdir``,
+    a folder on the server, and its ``env`` stay home)."""
+    config = agent.get("config") or {}
+    runtime, info = config.get("runtime"), agent.get("runtime")
+    if isinstance(runtime, dict) and runtime.get("type") in _ORIGINAL_RUNTIME_KEYS:
+        config = {**config, "runtime": {k: runtime[k] for k in _ORIGINAL_RUNTIME_KEYS[runtime["type"]] if k in runtime}}
+        agent = {**agent, "config": config}
+    if isinstance(info, dict) and info.get("type") in _ORIGINAL_RUNTIME_KEYS:
+        keys = (*_ORIGINAL_RUNTIME_KEYS[info["type"]], *_RUNTIME_INFO_KEYS)
+        agent = {**agent, "runtime": {k: info[k] for k in keys if k in info}}
+    return agent
+
+
 def _default(obj: Any) -> Any:
     # called only for what msgpack cannot pack itself (it walks lists and dicts in C)
     if isinstance(obj, BaseModel):
@@ -162,6 +182,8 @@ def trace_deltas(traces: Iterable[Trace], cursors: dict[str, _Cursor]) -> list[t
                     cursor.links.extend(len(node.semantic_parents) for node in items[n:])
         changed = {}
         for field, value in dump(trace, include=set(SCALAR_FIELDS)).items():
+            if field == "agent":
+                value = wire_agent(value)
             packed = pack(value)
             if cursor.scalars.get(field) != packed:
                 cursor.scalars[field] = packed

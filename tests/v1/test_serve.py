@@ -1,0 +1,217 @@
+"""Env-server pools in real processes: episodes over the wire, a killed worker, cancel, bad input,
+backpressure. One pool (2 workers, 2 runs each, 2 queued in 4000 bytes, one reschedule, 1 MiB messages) on an
+ipc socket serves the module; the model is the scripted server on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+
+from tests.v1.serve_helpers import Served, echo_script, task_data
+from verifiers.errors import error_kind
+from verifiers.testing.scripted import ScriptedServer
+from verifiers.v1.serve import EnvClient, EnvServerError
+from verifiers.v1.wire import pack, unpack
+
+LIMITS = {"workers": 2, "max_concurrent": 2, "max_queued": 2, "max_queued_bytes": 4000, "reschedule": 1, "max_message_bytes": 1 << 20}
+
+
+async def _ready(address: str, timeout: float = 180.0) -> dict:
+    async with EnvClient(address) as client:
+        await client.wait_for_server_startup(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = await client.status()
+            if all(w["ready"] for w in status["workers"]):
+                return status
+            await asyncio.sleep(0.1)
+    raise TimeoutError("the pool's workers did not come up")
+
+
+async def _until(client: EnvClient, check, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = await client.status()
+        if check(status):
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the pool never reached the state: last {status}")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    served = Served(**LIMITS)
+    try:
+        asyncio.run(_ready(served.address))
+        yield served
+    finally:
+        served.close()
+
+
+@pytest.fixture
+async def model():
+    async with ScriptedServer(echo_script, token_ids=True, logprobs=True) as srv:
+        yield srv
+
+
+async def test_episodes_over_the_wire(pool: Served, model: ScriptedServer) -> None:
+    deltas: list[dict] = []
+    async with EnvClient(pool.address) as client:
+        episodes = await asyncio.gather(*(client.run(model.base_url, "scripted-model", {"max_tokens": 50}, task_data(f"w{i}", i),
+                                                     on_delta=deltas.append) for i in range(5)))  # fmt: skip
+        status = await client.status()
+    for i, ep in enumerate(episodes):
+        assert ep.ok and not ep.errors and ep.env.id == "vf-serve-echo"  # the taskset id (the original's rule)
+        (trace,) = ep.traces
+        assert trace.last_reply == f"w{i}" and trace.reward == 1.0 and trace.metrics == {"length": float(len(f"w{i}"))}
+        assert trace.task.data.model_extra["word"] == f"w{i}" and trace.task.type == "EchoTask"
+        (branch,) = trace.branches
+        assert branch.token_ids and [n.sampled for n in trace.nodes] == [False, True]
+        assert trace.calls[0].sampling.max_tokens == 50
+    assert {d["trace"] for d in deltas if "open" in d} == {ep.traces[0].id for ep in episodes}
+    assert status["running"] == status["queued"] == 0  # nothing is left in flight
+    assert [q.body["max_tokens"] for q in model.requests] == [50] * 5
+
+
+async def test_a_killed_worker_is_restarted_and_its_runs_fail_as_infra(pool: Served, model: ScriptedServer) -> None:
+    async with EnvClient(pool.address) as client:
+        before = await _ready(pool.address)
+        restarts = before["restarts"]
+        # rescheduled once: killed on its first worker, the run plays again elsewhere and succeeds
+        once = asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data("once-a")))
+        status = await _until(client, lambda s: s["running"] == 1)
+        (busy,) = [w for w in status["workers"] if w["running"]]
+        os.kill(busy["pid"], signal.SIGKILL)
+        episode = await asyncio.wait_for(once, 60)
+        assert episode.ok and episode.traces[0].last_reply == "once-a" and episode.traces[0].reward == 1.0
+        # killed on every attempt: the run comes back as an episode failed by the infrastructure
+        doomed = asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data("slow-doomed", 7)))
+        pids = set()
+        for _ in range(2):
+            status = await _until(client, lambda s: s["running"] == 1 and all(w["ready"] for w in s["workers"]))
+            (busy,) = [w for w in status["workers"] if w["running"]]
+            pids.add(busy["pid"])
+            os.kill(busy["pid"], signal.SIGKILL)
+            await _until(client, lambda s, pid=busy["pid"]: pid not in [w["pid"] for w in s["workers"]])
+        episode = await asyncio.wait_for(doomed, 60)
+        assert len(pids) == 2
+        assert not episode.ok and episode.traces == [] and episode.task.data.model_extra["word"] == "slow-doomed"
+        (err,) = episode.errors
+        assert err.type == "InfraError" and "exited with code -9 during this run" in err.message
+        assert error_kind(err.model_dump()) == "infra"
+        # the pool is whole again and serves
+        after = await _until(client, lambda s: all(w["ready"] and w["alive"] for w in s["workers"]))
+        assert after["restarts"] == restarts + 3 and len(after["workers"]) == 2
+        ok = await client.run(model.base_url, "scripted-model", {}, task_data("again"))
+        assert ok.ok and ok.traces[0].reward == 1.0
+
+
+async def test_cancel_a_running_run(pool: Served, model: ScriptedServer) -> None:
+    async with EnvClient(pool.address) as client:
+        run = asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data("slow-c"), request_id="run-c"))
+        await _until(client, lambda s: s["running"] == 1)
+        assert await client.cancel("run-c") is True
+        with pytest.raises(EnvServerError, match="Cancelled"):
+            await asyncio.wait_for(run, 30)
+        await _until(client, lambda s: s["running"] == 0)
+        assert await client.cancel("run-c") is False  # finished: nothing to cancel
+        # the trace streams while the episode runs: it opened before the model answered
+        seen: list[dict] = []
+        gave_up = asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data("slow-d"), on_delta=seen.append))
+        await _until(client, lambda s: s["running"] == 1 and any("open" in d for d in seen))
+        assert not gave_up.done() and [d["open"]["task"]["data"]["word"] for d in seen if "open" in d] == ["slow-d"]
+        # a caller giving up cancels the server's episode too
+        gave_up.cancel()
+        await _until(client, lambda s: s["running"] == 0)
+
+
+async def test_backpressure_queues_then_refuses(pool: Served, model: ScriptedServer) -> None:
+    async with EnvClient(pool.address) as client:
+        # 2 workers x 2 runs are taken, then runs wait in the queue
+        runs = [asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data(f"slow-b{i}", i))) for i in range(5)]
+        status = await _until(client, lambda s: s["running"] == 4 and s["queued"] == 1)
+        assert 0 < status["queued_bytes"] < 2000
+        # a run that would take the queue past its bytes is refused, however few runs wait
+        with pytest.raises(EnvServerError, match=r"ServerBusy.*4000 bytes"):
+            await client.run(model.base_url, "scripted-model", {}, {**task_data("slow-big"), "pad": "x" * 4000})
+        runs.append(asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data("slow-b5", 5))))
+        await _until(client, lambda s: s["queued"] == 2)
+        # and with 2 waiting, the next is refused at once
+        with pytest.raises(EnvServerError, match="ServerBusy"):
+            await client.run(model.base_url, "scripted-model", {}, task_data("slow-refused"))
+        for run in runs:
+            run.cancel()
+        await _until(client, lambda s: s["running"] == 0 and s["queued"] == 0 and s["queued_bytes"] == 0)
+        # and it serves again
+        assert (await client.run(model.base_url, "scripted-model", {}, task_data("after"))).ok
+
+
+async def test_bad_input_gets_error_replies_and_the_pool_keeps_serving(pool: Served, model: ScriptedServer) -> None:
+    import zmq
+    import zmq.asyncio
+
+    ctx = zmq.asyncio.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(pool.address)
+    run = {"task_data": task_data("x"), "client": {"base_url": model.base_url}, "model": "m", "sampling": {}}
+
+    async def ask(*frames: bytes) -> dict:
+        await sock.send_multipart(list(frames))
+        rid, kind, data = await asyncio.wait_for(sock.recv_multipart(), 30)
+        assert kind == b"reply"
+        return {"rid": rid, **unpack(data)}
+
+    try:
+        short = await ask(b"lonely")
+        assert short["rid"] == b"lonely" and not short["success"] and "malformed" in short["error"]
+        long = await ask(b"r1", b"run", b"x", b"extra")
+        assert not long["success"] and "malformed" in long["error"]
+        unknown = await ask(b"r2", b"shutdown", pack({}))
+        assert not unknown["success"] and "unknown method 'shutdown'" in unknown["error"]
+        garbage = await ask(b"r3", b"run", b"\xc1\xff not msgpack")
+        assert not garbage["success"] and garbage["rid"] == b"r3"
+        not_a_map = await ask(b"r4", b"run", pack([1, 2]))
+        assert not not_a_map["success"] and "map" in not_a_map["error"]
+        invalid = await ask(b"r5", b"run", pack({**run, "task_data": {"prompt": "Repeat: x", "word": {"no": 1}}}))
+        assert not invalid["success"] and "EchoData" in invalid["error"] and "word" in invalid["error"]
+        missing = await ask(b"r6", b"run", pack({"task_data": task_data("x")}))
+        assert not missing["success"] and "client" in missing["error"]
+        huge = await ask(b"r7", b"run", pack({**run, "task_data": {**task_data("x"), "pad": "x" * (2 << 20)}}))
+        assert not huge["success"] and "too large" in huge["error"]
+        bad_cancel = await ask(b"r8", b"cancel", pack({"nope": 1}))
+        assert bad_cancel["success"] and bad_cancel["cancelled"] is False
+    finally:
+        sock.close(0)
+        ctx.term()
+    async with EnvClient(pool.address) as client:
+        status = await client.status()
+        assert status["restarts"] >= 0 and all(w["alive"] for w in status["workers"])
+        assert (await client.run(model.base_url, "scripted-model", {}, task_data("still"))).ok
+
+
+async def test_a_hung_worker_is_replaced_after_its_heartbeat_timeout(model: ScriptedServer) -> None:
+    served = Served(workers=1, reschedule=0, health_interval=0.2, health_timeout=2.0)
+    try:
+        before = await _ready(served.address)
+        async with EnvClient(served.address) as client:
+            run = asyncio.ensure_future(client.run(model.base_url, "scripted-model", {}, task_data("slow-hung")))
+            await _until(client, lambda s: s["running"] == 1)
+            (worker,) = before["workers"]
+            os.kill(worker["pid"], signal.SIGSTOP)  # alive, but answers nothing
+            episode = await asyncio.wait_for(run, 60)
+            (err,) = episode.errors
+            assert err.type == "InfraError" and "did not answer its heartbeat" in err.message
+            after = await _until(client, lambda s: s["workers"][0]["ready"])
+            assert after["restarts"] == 1 and after["workers"][0]["pid"] != worker["pid"]
+            assert (await client.run(model.base_url, "scripted-model", {}, task_data("revived"))).ok
+        with pytest.raises(ProcessLookupError):  # the hung one was killed, not left stopped
+            for _ in range(100):
+                os.kill(worker["pid"], 0)
+                await asyncio.sleep(0.05)
+    finally:
+        served.close()

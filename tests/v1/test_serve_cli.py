@@ -1,0 +1,111 @@
+"""``vf serve-env``: a pool from a config file, served until SIGTERM, with nothing left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.v1.serve_helpers import PACKAGES, ROOT, echo_script, task_data
+from verifiers.testing.scripted import ScriptedServer
+from verifiers.v1.serve import EnvClient
+from verifiers.v1.serve.cli import is_loopback, serve_settings
+
+
+def _vf(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(PACKAGES)])}
+    return subprocess.Popen([sys.executable, "-m", "verifiers.cli", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_serve_env_from_a_config_file_and_stop() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="vfs-cli-", dir="/tmp"))
+    address = f"ipc://{folder}/env"
+    (folder / "serve.toml").write_text(
+        f'[env.taskset]\nid = "vf-serve-echo"\n\n[serve]\naddress = "{address}"\nmax_concurrent = 4\n\n'
+        '[serve.pool]\ntype = "static"\nnum_workers = 2\n'
+    )
+    proc = await asyncio.to_thread(_vf, "serve-env", f"@{folder / 'serve.toml'}")
+    try:
+        async with ScriptedServer(echo_script) as srv, EnvClient(address) as client:
+            await client.wait_for_server_startup(timeout=120)
+            episode = await client.run(srv.base_url, "scripted-model", {}, task_data("cli"))
+            status = await client.status()
+        assert episode.ok and episode.traces[0].last_reply == "cli" and episode.traces[0].reward == 1.0
+        assert len(status["workers"]) == 2
+        workers = [w["pid"] for w in status["workers"] if w["pid"]]
+        proc.send_signal(signal.SIGTERM)
+        out, err = await asyncio.to_thread(proc.communicate, timeout=60)
+        assert proc.returncode == 0, err[-3000:]
+        assert f"serving vf-serve-echo on {address} (2 workers)" in out
+        assert workers and not any(_alive(pid) for pid in workers)  # no worker outlives the pool
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def test_workers_stop_when_the_pool_is_killed() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="vfs-kill-", dir="/tmp"))
+    address = f"ipc://{folder}/env"
+    proc = await asyncio.to_thread(_vf, "serve-env", "vf-serve-echo", "--workers", "2", "--address", address)
+    try:
+        async with EnvClient(address) as client:
+            await client.wait_for_server_startup(timeout=120)
+            for _ in range(600):
+                status = await client.status()
+                if all(w["ready"] for w in status["workers"]):
+                    break
+                await asyncio.sleep(0.1)
+        workers = [w["pid"] for w in status["workers"]]
+        proc.kill()  # SIGKILL: no clean-up runs in the pool's process
+        await asyncio.to_thread(proc.wait)
+        for _ in range(300):
+            if not any(_alive(pid) for pid in workers):
+                break
+            await asyncio.sleep(0.1)
+        assert len(workers) == 2 and not any(_alive(pid) for pid in workers)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_serve_env_refuses_an_unknown_taskset_in_one_line() -> None:
+    proc = _vf("serve-env", "no-such-taskset-here")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "no-such-taskset-here" in err and "Traceback" not in err
+
+
+def test_settings_and_what_counts_as_exposed(tmp_path: Path) -> None:
+    env, kwargs = serve_settings("vf-serve-echo", workers=3)
+    assert env == {"taskset": {"id": "vf-serve-echo"}}
+    assert kwargs["workers"] == 3 and kwargs["address"] == "tcp://127.0.0.1:5000"
+    (tmp_path / "c.toml").write_text('[env.taskset]\nid = "x"\n[serve]\nmax_concurrent = 8\n[serve.pool]\ntype = "elastic"\nmax_workers = 5\n')
+    env, kwargs = serve_settings(f"@{tmp_path / 'c.toml'}", address="tcp://127.0.0.1:0")
+    assert env == {"taskset": {"id": "x"}} and kwargs["workers"] == 5 and kwargs["max_concurrent"] == 8
+    assert kwargs["address"] == "tcp://127.0.0.1:0"
+    (tmp_path / "bad.toml").write_text("[serve]\naddress = 'tcp://127.0.0.1:1'\n")
+    with pytest.raises(Exception, match=r"no \[env\] table"):
+        serve_settings(f"@{tmp_path / 'bad.toml'}")
+    for address in ("tcp://127.0.0.1:5000", "tcp://localhost:1", "tcp://[::1]:5", "ipc:///tmp/x"):
+        assert is_loopback(address), address
+    for address in ("tcp://0.0.0.0:5000", "tcp://*:5000", "tcp://10.1.2.3:5000", "tcp://eth0:1"):
+        assert not is_loopback(address), address

@@ -1,0 +1,422 @@
+"""A pool of env-server worker processes behind one ROUTER (the same wire as one server).
+
+The broker binds the client-facing address and starts ``workers`` processes, each an
+:class:`~verifiers.v1.serve.server.EnvServer` on its own ipc socket in a private temporary
+folder; it sends each ``run`` to the least busy live worker and relays its deltas and reply back
+by request id. ``health`` is answered by the broker itself, with every worker's pid, state and
+runs in flight.
+
+* **Backpressure.** A worker takes at most ``max_concurrent`` runs; runs beyond what the live
+  workers take wait in the broker's queue, and a run arriving with ``max_queued`` runs (or
+  ``max_queued_bytes`` of payloads) already waiting is refused at once with a ``ServerBusy``
+  error reply (the client sees an ``EnvServerError``).
+* **Dead workers.** A worker that exits, or stops answering its heartbeat for
+  ``health_timeout`` seconds, is killed and started again. Each of its runs in flight is sent
+  again to another worker while it has ``reschedule`` attempts left, else answered as an episode
+  failed with an ``InfraError`` (``error_kind`` infra: not scored, retried by ``--resume``).
+* **Cancel.** A cancel of a queued run drops it; of a running one goes to its worker.
+* **Bad input** gets an error reply (``protocol.check_request``; task data that does not validate
+  is refused by the worker), and both keep serving.
+* Workers watch a pipe from the broker and stop when it closes, so none outlives a killed broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from verifiers.v1.serve.protocol import (
+    BUSY,
+    DEFAULT_ADDRESS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    INFRA,
+    REPLY,
+    check_request,
+    error_reply,
+)
+from verifiers.v1.wire import CancelResponse, RunResponse, pack, unpack
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT = b"__heartbeat__"
+
+
+def _watch_parent(pipe: Any) -> None:
+    def watch() -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                pipe.recv()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True, name="vf-serve-parent").start()
+
+
+def run_server(config: dict[str, Any], address: str, max_concurrent: int | None = None,
+               max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, pipe: Any = None) -> None:  # fmt: skip
+    """A worker process (or a lone server): serve until SIGTERM/SIGINT or the parent's pipe closes."""
+    from verifiers.v1.serve.server import EnvServer
+
+    async def main() -> None:
+        server = EnvServer(config, address, max_concurrent=max_concurrent, max_message_bytes=max_message_bytes)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        serving = asyncio.ensure_future(server.serve(stop))
+        await asyncio.sleep(0)
+        if pipe is not None:
+            pipe.send({"pid": os.getpid(), "address": server.address, "env": server.env.env_id,
+                       "task_type": server.task_cls.__name__})  # fmt: skip
+            _watch_parent(pipe)
+        await serving
+
+    asyncio.run(main())
+
+
+@dataclass
+class _Worker:
+    index: int
+    address: str
+    process: Any
+    pipe: Any
+    dealer: Any
+    pid: int | None = None
+    ready: bool = False
+    runs: set[bytes] = field(default_factory=set)
+    last_seen: float = field(default_factory=time.monotonic)
+    last_ping: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+    restarts: int = 0
+
+
+@dataclass
+class _Run:
+    client_id: bytes
+    method: bytes
+    payload: bytes
+    worker: _Worker | None = None
+    attempts: int = 0
+
+
+class EnvServerPool:
+    """``workers`` env-server processes for the env ``config`` behind ``address``."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        *,
+        workers: int = 2,
+        address: str = DEFAULT_ADDRESS,
+        max_concurrent: int = 64,
+        max_queued: int = 1024,
+        reschedule: int = 1,
+        health_interval: float = 2.0,
+        health_timeout: float = 30.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_queued_bytes: int = 1 << 30,
+    ) -> None:
+        import zmq
+        import zmq.asyncio
+
+        if workers < 1:
+            raise ValueError("an env server pool needs at least one worker")
+        self.config = dict(config)
+        self.num_workers = workers
+        self.max_concurrent = max_concurrent
+        self.max_queued = max_queued
+        self.reschedule = reschedule
+        self.health_interval = health_interval
+        self.health_timeout = health_timeout
+        self.max_message_bytes = max_message_bytes
+        self.max_queued_bytes = max_queued_bytes
+        self._mp = mp.get_context("spawn")
+        self._dir = tempfile.mkdtemp(prefix="vf-serve-")
+        self.workers: list[_Worker] = []
+        self.runs: dict[bytes, _Run] = {}
+        self.queue: collections.OrderedDict[bytes, _Run] = collections.OrderedDict()
+        self._queued_bytes = 0
+        self._forwarded: dict[bytes, tuple[bytes, _Worker]] = {}  # cancel request id -> (client, worker)
+        self._info: dict[str, Any] = {}
+        self.restarts = 0
+        self.ctx = zmq.asyncio.Context()
+        self.frontend = self.ctx.socket(zmq.ROUTER)
+        for opt, value in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0),
+                           (zmq.MAXMSGSIZE, 4 * max_message_bytes)):  # fmt: skip
+            self.frontend.setsockopt(opt, value)
+        self.frontend.bind(address)
+        self.address = self.frontend.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._poller = zmq.asyncio.Poller()
+        self._poller.register(self.frontend, zmq.POLLIN)
+
+    # --- workers -----------------------------------------------------------------------------
+
+    def _start_worker(self, index: int, restarts: int = 0) -> _Worker:
+        import zmq
+
+        address = f"ipc://{self._dir}/w{index}-{restarts}"
+        parent, child = self._mp.Pipe()
+        process = self._mp.Process(
+            target=run_server, name=f"vf-env-worker-{index}",
+            args=(self.config, address, self.max_concurrent, self.max_message_bytes, child),
+        )  # fmt: skip
+        process.start()
+        child.close()
+        dealer = self.ctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.setsockopt(zmq.SNDHWM, 0)
+        dealer.setsockopt(zmq.RCVHWM, 0)
+        dealer.connect(address)
+        self._poller.register(dealer, zmq.POLLIN)
+        return _Worker(index=index, address=address, process=process, pipe=parent, dealer=dealer, restarts=restarts)
+
+    def _stop_worker(self, worker: _Worker, *, kill: bool = False) -> None:
+        with contextlib.suppress(Exception):
+            self._poller.unregister(worker.dealer)
+        worker.dealer.close(0)
+        with contextlib.suppress(Exception):
+            worker.pipe.close()
+        if worker.process.is_alive():
+            (worker.process.kill if kill else worker.process.terminate)()
+        worker.process.join(timeout=2 if kill else 10)
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join(timeout=5)
+        with contextlib.suppress(OSError):
+            os.unlink(worker.address.removeprefix("ipc://"))
+
+    async def _lost(self, worker: _Worker, why: str) -> None:
+        """``worker`` is gone: start its replacement and settle its runs (again elsewhere, or infra)."""
+        logger.warning("env worker %d (pid %s) %s; starting it again", worker.index, worker.pid, why)
+        self._stop_worker(worker, kill=True)
+        replacement = self._start_worker(worker.index, worker.restarts + 1)
+        self.workers[self.workers.index(worker)] = replacement
+        self.restarts += 1
+        for rid in [r for r, (_, w) in self._forwarded.items() if w is worker]:
+            client_id, _ = self._forwarded.pop(rid)
+            await self._send(client_id, rid, pack(CancelResponse(cancelled=True).model_dump()))
+        for rid in sorted(worker.runs):
+            run = self.runs[rid]
+            run.worker = None
+            if run.attempts <= self.reschedule:
+                self._enqueue(rid, run, front=True)
+            else:
+                self.runs.pop(rid)
+                await self._send(run.client_id, rid, self._infra_reply(run, f"env worker {worker.index} (pid {worker.pid}) {why} during this run"))
+        worker.runs.clear()
+
+    def _infra_reply(self, run: _Run, message: str) -> bytes:
+        try:
+            task_data = unpack(run.payload).get("task_data") or {}
+        except Exception:
+            task_data = {}
+        head = {
+            "id": uuid.uuid4().hex, "env": {"id": self._info.get("env", ""), "name": None},
+            "task": {"type": self._info.get("task_type", ""), "data": task_data}, "ok": False,
+            "is_timeout": False, "errors": [{"type": INFRA, "message": message}],
+        }  # fmt: skip
+        return pack(RunResponse(head=head, traces=[]).model_dump(mode="python"))
+
+    async def _maintain(self) -> None:
+        now = time.monotonic()
+        for worker in list(self.workers):
+            if not worker.ready and worker.pipe.poll():
+                with contextlib.suppress(EOFError, OSError):
+                    hello = worker.pipe.recv()
+                    worker.pid, worker.ready, worker.last_seen = hello["pid"], True, now
+                    self._info = hello
+            if worker.process.exitcode is not None:
+                await self._lost(worker, f"exited with code {worker.process.exitcode}")
+                continue
+            if worker.ready and now - worker.last_seen > self.health_timeout:
+                await self._lost(worker, f"did not answer its heartbeat for {self.health_timeout:.0f}s")
+                continue
+            if worker.ready and now - worker.last_ping >= self.health_interval:
+                worker.last_ping = now
+                await worker.dealer.send_multipart([HEARTBEAT, b"health", pack({})])
+        await self._dispatch()
+
+    # --- routing -----------------------------------------------------------------------------
+
+    async def _send(self, client_id: bytes, rid: bytes, data: bytes, kind: bytes = REPLY) -> None:
+        with contextlib.suppress(Exception):
+            await self.frontend.send_multipart([client_id, rid, kind, data], copy=False)
+
+    async def _dispatch(self) -> None:
+        while self.queue:
+            live = [w for w in self.workers if w.ready and len(w.runs) < self.max_concurrent]
+            if not live:
+                return
+            rid, run = self.queue.popitem(last=False)
+            self._queued_bytes -= len(run.payload)
+            worker = min(live, key=lambda w: len(w.runs))
+            run.worker, run.attempts = worker, run.attempts + 1
+            worker.runs.add(rid)
+            await worker.dealer.send_multipart([rid, run.method, run.payload])
+
+    def _status(self) -> bytes:
+        workers = [{"index": w.index, "pid": w.pid, "ready": w.ready, "alive": w.process.is_alive(),
+                    "running": len(w.runs)} for w in self.workers]  # fmt: skip
+        return pack({"success": True, "error": None, "workers": workers, "running": sum(len(w.runs) for w in self.workers),
+                     "queued": len(self.queue), "queued_bytes": self._queued_bytes, "restarts": self.restarts})  # fmt: skip
+
+    async def _from_client(self, frames: list[bytes]) -> None:
+        checked = check_request(frames, self.max_message_bytes)
+        if len(checked) == 3:
+            await self._send(checked[0], checked[1], checked[2])
+            return
+        client_id, rid, method, payload = checked
+        if method == b"health":
+            await self._send(client_id, rid, self._status())
+            return
+        if rid in self.runs or rid in self._forwarded or rid == HEARTBEAT:
+            await self._send(client_id, rid, error_reply("malformed request: request_id already in flight"))
+            return
+        if method == b"cancel":
+            try:
+                target = str(unpack(payload).get("request_id", "")).encode()
+            except Exception as exc:
+                await self._send(client_id, rid, error_reply(f"{type(exc).__name__}: cancel payload: {exc}"))
+                return
+            run = self.runs.get(target)
+            if run is None:
+                await self._send(client_id, rid, pack(CancelResponse(cancelled=False).model_dump()))
+            elif run.worker is None:  # still queued: it never starts
+                self._queued_bytes -= len(self.queue.pop(target).payload)
+                self.runs.pop(target)
+                await self._send(run.client_id, target, error_reply("Cancelled: the run was cancelled before it started"))
+                await self._send(client_id, rid, pack(CancelResponse(cancelled=True).model_dump()))
+            else:
+                self._forwarded[rid] = (client_id, run.worker)
+                await run.worker.dealer.send_multipart([rid, method, payload])
+            return
+        free = any(w.ready and len(w.runs) < self.max_concurrent for w in self.workers)
+        queued_bytes = self._queued_bytes
+        if not free and (len(self.queue) >= self.max_queued or queued_bytes + len(payload) > self.max_queued_bytes):
+            await self._send(client_id, rid, error_reply(
+                f"{BUSY}: {sum(len(w.runs) for w in self.workers)} runs in flight and {len(self.queue)} queued "
+                f"({queued_bytes} bytes; the pool queues at most {self.max_queued} runs, {self.max_queued_bytes} bytes); "
+                "send again later"))  # fmt: skip
+            return
+        self.runs[rid] = run = _Run(client_id, method, payload)
+        self._enqueue(rid, run)
+        await self._dispatch()
+
+    def _enqueue(self, rid: bytes, run: _Run, *, front: bool = False) -> None:
+        self.queue[rid] = run
+        self._queued_bytes += len(run.payload)
+        if front:
+            self.queue.move_to_end(rid, last=False)
+
+    async def _from_worker(self, worker: _Worker) -> None:
+        rid, kind, data = (await worker.dealer.recv_multipart(copy=False))[:3]
+        worker.last_seen = time.monotonic()
+        rid_b = rid.bytes
+        if rid_b == HEARTBEAT:
+            return
+        if rid_b in self._forwarded:
+            client_id, _ = self._forwarded.pop(rid_b)
+            await self._send(client_id, rid_b, data)
+            return
+        run = self.runs.get(rid_b)
+        if run is None or run.worker is not worker:
+            return  # a run already settled (its worker was replaced)
+        if kind.bytes == REPLY:
+            self.runs.pop(rid_b)
+            worker.runs.discard(rid_b)
+        await self._send(run.client_id, rid_b, data, kind.bytes)
+        if kind.bytes == REPLY:
+            await self._dispatch()
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    async def serve(self, stop: asyncio.Event | None = None, *, startup_timeout: float = 300.0) -> None:
+        """Start the workers and route until ``stop`` is set; stops every worker on exit. A first
+        worker that exits before it is ready (an env that does not load) fails the start."""
+        stop = stop or asyncio.Event()
+        self.workers = [self._start_worker(i) for i in range(self.num_workers)]
+        try:
+            deadline = time.monotonic() + startup_timeout
+            while not any(w.ready for w in self.workers):
+                for w in self.workers:
+                    if w.pipe.poll():
+                        await self._maintain()
+                    elif w.process.exitcode is not None:
+                        raise RuntimeError(f"env worker {w.index} exited with code {w.process.exitcode} before serving "
+                                           "(its env did not load: see its log above)")  # fmt: skip
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no env worker was ready within {startup_timeout}s")
+                await asyncio.sleep(0.05)
+            logger.info("env server pool on %s: %d workers", self.address, self.num_workers)
+            next_check = 0.0
+            while not stop.is_set():
+                events = dict(await self._poller.poll(timeout=100))
+                if self.frontend in events:
+                    for _ in range(256):  # drain a burst, then look at the workers
+                        try:
+                            frames = await self.frontend.recv_multipart(flags=1)  # NOBLOCK
+                        except Exception:
+                            break
+                        await self._from_client(frames)
+                for worker in list(self.workers):
+                    if worker.dealer in events and worker in self.workers:
+                        await self._from_worker(worker)
+                if time.monotonic() >= next_check:
+                    next_check = time.monotonic() + 0.1
+                    await self._maintain()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for worker in self.workers:
+            with contextlib.suppress(Exception):
+                self._stop_worker(worker)
+        self.workers = []
+        self.frontend.close(0)
+        self.ctx.term()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def serve_env(
+    config: dict[str, Any],
+    *,
+    workers: int = 1,
+    address: str = DEFAULT_ADDRESS,
+    max_concurrent: int = 64,
+    max_queued: int = 1024,
+    reschedule: int = 1,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    health_interval: float = 2.0,
+    health_timeout: float = 30.0,
+    max_queued_bytes: int = 1 << 30,
+    on_ready: Any = None,
+) -> None:
+    """Serve the env ``config`` (an ``[env]`` table) until SIGTERM/SIGINT: a pool of ``workers``
+    processes behind ``address`` (loopback by default). ``on_ready(address)`` is called with the
+    bound address (a ``:0`` port resolved). A worker is pinged every ``health_interval`` seconds
+    and replaced when it has been silent for ``health_timeout``."""
+
+    async def main() -> None:
+        pool = EnvServerPool(config, workers=workers, address=address, max_concurrent=max_concurrent, max_queued=max_queued,
+                             reschedule=reschedule, max_message_bytes=max_message_bytes, health_interval=health_interval,
+                             health_timeout=health_timeout, max_queued_bytes=max_queued_bytes)  # fmt: skip
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        if on_ready is not None:
+            on_ready(pool.address)
+        await pool.serve(stop)
+
+    asyncio.run(main())

@@ -1,0 +1,235 @@
+"""One env server: a ZMQ ROUTER running a v1 env's episodes for whoever sends ``run``.
+
+The client owns the taskset: a ``run`` carries the task's dumped data, which is validated into
+the taskset's own task type here (the server never loads the taskset's data), then played as one
+engine rollout through the env's run path (agents, harness, interception, the task's hooks,
+scoring, ``finalize``), against the client config the request names. Each trace streams back as
+deltas from when it is minted (:class:`verifiers.v1.wire.DeltaStreamer`: every turn, its scores
+once scored), then the reply with the episode's head.
+
+A failed request is an error reply, never a crash: a frame that is not ``[request_id, method,
+payload]``, an unknown method, a payload that is not msgpack, task data that does not validate,
+an oversized message. ``max_concurrent`` bounds the episodes this server plays at once (the
+others wait their turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from typing import Any
+
+from verifiers.v1.serve.protocol import (
+    DEFAULT_ADDRESS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DELTA,
+    REPLY,
+    check_request,
+    error_reply,
+)
+from verifiers.v1.wire import (
+    CancelRequest,
+    CancelResponse,
+    DeltaStreamer,
+    HealthResponse,
+    RunRequest,
+    RunResponse,
+    TraceSummary,
+    dump,
+    pack,
+    unpack,
+)
+
+logger = logging.getLogger(__name__)
+MAX_CLIENTS = 64
+
+
+def model_client_fields(client: dict[str, Any]) -> dict[str, Any]:
+    """Our ``ClientConfig`` fields from the client config a request carries (the original's
+    shape: ``base_url``, ``api_key_var``, ``headers``, ``headers_from_env``, ``timeout`` by
+    phase). Keys travel by variable name only: the server reads them from its own environment."""
+    if not isinstance(client, dict):
+        raise ValueError("client must be a map of client config fields")
+    fields: dict[str, Any] = {}
+    if client.get("base_url"):
+        fields["base_url"] = str(client["base_url"])
+    if client.get("api_key_var"):
+        fields["api_key_var"] = str(client["api_key_var"])
+    headers = {str(k): str(v) for k, v in (client.get("headers") or {}).items()}
+    for name, var in (client.get("headers_from_env") or {}).items():
+        if os.environ.get(str(var)) is not None:
+            headers[str(name)] = os.environ[str(var)]
+    if headers:
+        fields["headers"] = headers
+    timeout = client.get("timeout")
+    if isinstance(timeout, int | float) and not isinstance(timeout, bool):
+        fields["timeout"] = float(timeout)
+    elif isinstance(timeout, dict) and isinstance(timeout.get("read"), int | float):
+        fields["timeout"] = float(timeout["read"])
+    return fields
+
+
+class EnvServer:
+    """Serves one v1 env (``config``: its ``[env]`` table) on ``address`` (loopback by default)."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        address: str = DEFAULT_ADDRESS,
+        max_concurrent: int | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        import zmq
+        import zmq.asyncio
+
+        from verifiers.v1.env import load_environment
+        from verifiers.v1.rollout import EpisodeRunner
+
+        self.env = load_environment(config)
+        self.task_cls = type(self.env.taskset).task_type()
+        self.data_cls = self.task_cls.data_type()
+        self.runner = EpisodeRunner(self.env)
+        self.max_message_bytes = max_message_bytes
+        self._gate = asyncio.Semaphore(max_concurrent) if max_concurrent else None
+        self._running: dict[bytes, asyncio.Task[None]] = {}
+        self._clients: dict[str, Any] = {}
+        self.ctx = zmq.asyncio.Context()
+        self.socket = self.ctx.socket(zmq.ROUTER)
+        for opt, value in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0),
+                           (zmq.MAXMSGSIZE, 4 * max_message_bytes)):  # fmt: skip
+            self.socket.setsockopt(opt, value)
+        self.socket.bind(address)
+        self.address = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+
+    # --- one request ------------------------------------------------------------------------
+
+    def _task(self, data: dict[str, Any]) -> Any:
+        from pydantic import ValidationError
+
+        from verifiers.v1.plugins import validation_message
+
+        try:
+            validated = self.data_cls.model_validate(data)
+        except ValidationError as exc:
+            raise ValueError(f"task data does not validate as {self.data_cls.__name__}: {validation_message(exc)}") from None
+        task_config = getattr(self.env.taskset.config, "task", None)
+        return self.task_cls(validated, task_config if isinstance(task_config, self.task_cls.config_type()) else None)
+
+    def _model_client(self, client: dict[str, Any]) -> Any:
+        from verifiers.clients import ModelClient
+
+        fields = model_client_fields(client)
+        key = repr(sorted(fields.items()))
+        if key not in self._clients:
+            if len(self._clients) >= MAX_CLIENTS:  # a stream of distinct endpoints opens no unbounded sessions
+                raise ValueError(f"this server already holds {MAX_CLIENTS} model clients (one per distinct client config)")
+            self._clients[key] = ModelClient.from_any(fields)
+        return self._clients[key]
+
+    async def _run(self, request: RunRequest, send_delta: Any) -> RunResponse:
+        from verifiers.engine.group import run_group
+        from verifiers.v1.trace import Error
+
+        task = self._task(request.task_data)
+        client = self._model_client(request.client)
+        sampling = request.sampling.model_dump(exclude_none=True)
+        live: list[Any] = []
+        # each trace streams from when it is minted; the last flush (after scoring) sends the rest
+        async with DeltaStreamer(lambda: live, send_delta) as streamer:
+
+            def opened(trace: Any) -> None:
+                live.append(trace)
+                streamer.watch(trace)
+
+            row = {"example_id": task.data.idx if task.data.idx is not None else 0, "rollout_index": 0, "task": task, "on_open": opened}
+            async with self._gate or contextlib.nullcontext():
+                (state,) = await run_group(self.runner.plan, [row], client, request.model, sampling)
+            episode = state.get("_episode")
+            if episode is None:
+                from verifiers.v1.episode import EnvInfo, Episode
+                from verifiers.v1.trace import TraceTask
+
+                episode = Episode(env=EnvInfo(id=self.env.env_id, name=type(self.env).__name__),
+                                  task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash))  # fmt: skip
+            err = state.get("error")
+            if err and not episode.errors:
+                episode.errors.append(Error(type=str(err.get("type") or "Error"), message=str(err.get("message") or "")))
+                episode.ok = False
+            live[:] = episode.traces  # the episode's own: a trace it did not keep is discarded on the client
+        return RunResponse(
+            head=dump(episode, exclude={"traces"}),
+            traces=[TraceSummary(id=t.id, nodes=len(t.nodes), calls=len(t.calls)) for t in episode.traces],
+        )
+
+    async def _handle(self, client_id: bytes, request_id: bytes, method: bytes, payload: bytes) -> None:
+        async def send(kind: bytes, data: bytes) -> None:
+            await self.socket.send_multipart([client_id, request_id, kind, data], copy=False)
+
+        try:
+            raw = unpack(payload)
+            if not isinstance(raw, dict):
+                raise ValueError("payload must be a msgpack map")
+            if method == b"health":
+                data = pack(HealthResponse().model_dump(mode="python") | {"pid": os.getpid(), "running": len(self._running)})
+            elif method == b"cancel":
+                target = CancelRequest.model_validate(raw).request_id.encode()
+                running = self._running.get(target)
+                if running is not None:
+                    running.cancel()
+                data = pack(CancelResponse(cancelled=running is not None).model_dump(mode="python"))
+            else:
+                request = RunRequest.model_validate(raw)
+                response = await self._run(request, lambda delta: send(DELTA, pack(delta)))
+                data = pack(response.model_dump(mode="python"))
+        except asyncio.CancelledError:
+            data = error_reply("Cancelled: the run was cancelled")
+        except Exception as exc:  # a failed request is an answer, the server keeps serving
+            logger.info("request %s failed: %s", request_id[:32], exc)
+            data = error_reply(f"{type(exc).__name__}: {exc}")
+        finally:
+            if method == b"run":
+                self._running.pop(request_id, None)
+        with contextlib.suppress(Exception):
+            await send(REPLY, data)
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    async def serve(self, stop: asyncio.Event | None = None) -> None:
+        """Serve until ``stop`` is set (or the task is cancelled); releases everything on exit."""
+        stop = stop or asyncio.Event()
+        tasks: set[asyncio.Task[None]] = set()
+        await self.runner.start()
+        logger.info("env server %s (taskset %s) on %s", self.env.env_id, self.env.config.taskset.id, self.address)
+        waiter = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                receiving = asyncio.ensure_future(self.socket.recv_multipart())
+                done, _ = await asyncio.wait({receiving, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                if receiving not in done:
+                    receiving.cancel()
+                    break
+                checked = check_request(receiving.result(), self.max_message_bytes)
+                if len(checked) == 3:
+                    with contextlib.suppress(Exception):
+                        await self.socket.send_multipart([checked[0], checked[1], REPLY, checked[2]])
+                    continue
+                client_id, request_id, method, payload = checked
+                task = asyncio.ensure_future(self._handle(client_id, request_id, method, payload))
+                if method == b"run":  # registered before it runs: a cancel right behind it finds it
+                    self._running[request_id] = task
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        finally:
+            waiter.cancel()
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for client in self._clients.values():
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+            self._clients.clear()
+            await self.runner.close()
+            self.socket.close(0)
+            self.ctx.term()
