@@ -12,10 +12,12 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import errno
 import functools
 import json
 import os
 import shutil
+import stat
 import struct
 import tempfile
 import time
@@ -339,7 +341,13 @@ def _open_beneath(root: Path, rel: PurePosixPath, flags: int, owner: tuple[int, 
                     os.fchown(next_fd, *owner)
             os.close(dir_fd)
             dir_fd = next_fd
-        fd = os.open(rel.parts[-1], flags | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+        # O_NONBLOCK: a FIFO planted by the sandbox must not hold this open() (and the event loop)
+        # waiting for a writer or reader; only regular files are read or written
+        fd = os.open(rel.parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644, dir_fd=dir_fd)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file (the sandbox put something else there)", str(rel))
+        os.set_blocking(fd, True)
         if creating and owner is not None:
             os.fchown(fd, *owner)
         return fd
