@@ -48,6 +48,26 @@ def test_parse_judge_choice_on_a_huge_hostile_reply() -> None:
     assert vf.parse_judge_choice(("no " * 100_000) + "\nFINAL ANSWER: yes", ("yes", "no")) == "yes"
 
 
+def test_parse_judge_choice_on_blanks_after_a_final_label() -> None:
+    # a final-verdict label then a run of blanks naming no choice (the judge's reply, or an agentic
+    # judge's 1 MiB verdict file): parsing must finish, not backtrack for hours on the worker's loop.
+    # Run in a child with a generous limit so the old behaviour fails the test instead of hanging it.
+    import subprocess
+    import sys
+
+    program = (
+        "import verifiers.v1 as vf\n"
+        "for label in ('FINAL VERDICT', 'FINAL ANSWER IS', 'FINAL JUDGMENT -'):\n"
+        "    assert vf.parse_judge_choice(label + ' \\t' * 250_000 + 'x', ('yes', 'no')) is None\n"
+        "    assert vf.parse_judge_choice((label + ' ' * 200 + 'x\\n') * 2_000 + label + ': no', ('yes', 'no')) == 'no'\n"
+        "print('done')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "done", r.stderr[-2000:]
+    for text, expected in (("FINAL VERDICTIS yes", "yes"), ("  FINAL   ANSWER  IS  :  no", "no"), ("FINAL VERDICT-no", "no")):
+        assert vf.parse_judge_choice(text, ("yes", "no")) == expected
+
+
 def test_extract_boxed_answer() -> None:
     assert vf.extract_boxed_answer("x \\boxed{1} y \\boxed{\\frac{1}{2}} z") == "\\frac{1}{2}"
     assert vf.extract_boxed_answer("open \\boxed{1", strict=True) == ""
