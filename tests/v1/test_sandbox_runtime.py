@@ -144,6 +144,19 @@ async def test_a_planted_fifo_neither_blocks_the_host_read_nor_write(rt: Sandbox
         await rt.read("adir")
 
 
+async def test_a_very_deep_folder_left_by_a_program_is_removed_at_stop() -> None:
+    # folders nested deeper than the host's recursion limit: stop() must still remove the work
+    # folder (a recursive rmtree raised RecursionError and left it, and the stop, behind)
+    runtime = SandboxRuntime(SandboxConfig(timeout=20))
+    await runtime.start()
+    folder = runtime.workdir
+    r = await runtime.run_program(["/usr/bin/python3", "-c", "import os\nfor _ in range(3000):\n    os.mkdir('d'); os.chdir('d')"])
+    assert r.ok, r.stderr
+    assert (folder / "d" / "d" / "d").is_dir()
+    await runtime.stop()
+    assert not folder.exists()
+
+
 async def test_a_hostile_program_cannot_open_a_network_connection(rt: SandboxRuntime) -> None:
     server = socket.create_server(("127.0.0.1", 0))  # a host service on loopback
     server.settimeout(0.2)
