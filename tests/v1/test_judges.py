@@ -419,3 +419,43 @@ async def test_a_task_config_can_pre_plug_judges_and_scoring_uses_the_current_ru
     fresh.commit_turn([vf.UserMessage(content="Capital of France?")], answer)
     await task.score(fresh)
     assert fresh.rewards["ref"] is None and "has no endpoint" in fresh.errors[-1].message
+
+
+async def test_a_decision_service_grading_with_a_non_number_is_a_judge_error() -> None:
+    # a hostile (or broken) decision service: a boolean, a string, or an integer too big for a
+    # float is no grade score; each is the trace's judge error, never a score
+    from aiohttp import web
+
+    grades = iter([True, "1", 10**400, 1])
+
+    async def evaluations(request):
+        body = '{"result": {"answers": {"grade": {"score": SCORE}}}}'.replace("SCORE", json.dumps(next(grades)))
+        return web.Response(text=body, content_type="application/json")
+
+    async def chat(request):
+        body = await request.json()
+        return web.json_response({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                  "choices": [{"index": 0, "message": {"role": "assistant", "content": "Paris"}, "finish_reason": "stop"}],
+                                  "usage": {"prompt_tokens": 3, "completion_tokens": 1}})  # fmt: skip
+
+    app = web.Application()
+    app.router.add_post("/v1/evaluations", evaluations)
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        env = _env([{"id": "decision", "answer_field": "capital"}], n=4)
+        client = ModelClient.from_any(f"http://127.0.0.1:{port}/v1")
+        try:
+            out = await run_v1(env, list(env.taskset), client, model="policy-model", max_concurrent=1)
+        finally:
+            await client.aclose()
+    finally:
+        await runner.cleanup()
+    traces = [s["_episode"].traces[0] for s in sorted(out.state, key=lambda s: s["example_id"])]
+    assert [t.rewards["decision"] is None for t in traces] == [True, True, True, False]
+    for t in traces[:3]:
+        assert "no grade score" in t.errors[-1].message, t.errors[-1].message
