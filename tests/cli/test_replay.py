@@ -212,6 +212,23 @@ def test_hostile_lines_and_refusals(run, tmp_path) -> None:
     assert res.returncode == 1 and "no-such-taskset" in res.stderr and "Traceback" not in res.stderr
 
 
+def test_a_file_of_many_bad_lines_keeps_counts_not_every_message() -> None:
+    # millions of unreadable lines (or failed traces) are counted; the summary holds the first
+    # hundred messages, not one per line for the whole file
+    from verifiers.cli.replay_cmd import Outcome, Summary
+
+    s = Summary(source="t", output="o", taskset="x", env="e")
+    n = 20_000
+    for i in range(n):
+        s.add(Outcome(line=i, problem="JSONDecodeError: Expecting value"))
+        s.add(Outcome(line=i, record={}, skipped=["the episode failed"], scoring_errors=["reward exploded"]))
+    out = s.as_json()
+    assert (out["num_unreadable"], out["num_skipped"], out["num_scoring_errors"]) == (n, n, n)
+    assert out["unreadable"][0] == "line 0: JSONDecodeError: Expecting value" and len(out["unreadable"]) == 100
+    for kept in (s.unreadable, s.skipped, s.scoring_errors):
+        assert len(list(kept)) == 100 and len(kept) == n
+
+
 def test_vf_replay_console_script(run, tmp_path) -> None:
     folder, env = run
     copy = tmp_path / "run"

@@ -48,6 +48,26 @@ def test_parse_judge_choice_on_a_huge_hostile_reply() -> None:
     assert vf.parse_judge_choice(("no " * 100_000) + "\nFINAL ANSWER: yes", ("yes", "no")) == "yes"
 
 
+def test_parse_judge_choice_on_blanks_after_a_final_label() -> None:
+    # a final-verdict label then a run of blanks naming no choice (the judge's reply, or an agentic
+    # judge's 1 MiB verdict file): parsing must finish, not backtrack for hours on the worker's loop.
+    # Run in a child with a generous limit so the old behaviour fails the test instead of hanging it.
+    import subprocess
+    import sys
+
+    program = (
+        "import verifiers.v1 as vf\n"
+        "for label in ('FINAL VERDICT', 'FINAL ANSWER IS', 'FINAL JUDGMENT -'):\n"
+        "    assert vf.parse_judge_choice(label + ' \\t' * 250_000 + 'x', ('yes', 'no')) is None\n"
+        "    assert vf.parse_judge_choice((label + ' ' * 200 + 'x\\n') * 2_000 + label + ': no', ('yes', 'no')) == 'no'\n"
+        "print('done')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "done", r.stderr[-2000:]
+    for text, expected in (("FINAL VERDICTIS yes", "yes"), ("  FINAL   ANSWER  IS  :  no", "no"), ("FINAL VERDICT-no", "no")):
+        assert vf.parse_judge_choice(text, ("yes", "no")) == expected
+
+
 def test_extract_boxed_answer() -> None:
     assert vf.extract_boxed_answer("x \\boxed{1} y \\boxed{\\frac{1}{2}} z") == "\\frac{1}{2}"
     assert vf.extract_boxed_answer("open \\boxed{1", strict=True) == ""
@@ -399,3 +419,43 @@ async def test_a_task_config_can_pre_plug_judges_and_scoring_uses_the_current_ru
     fresh.commit_turn([vf.UserMessage(content="Capital of France?")], answer)
     await task.score(fresh)
     assert fresh.rewards["ref"] is None and "has no endpoint" in fresh.errors[-1].message
+
+
+async def test_a_decision_service_grading_with_a_non_number_is_a_judge_error() -> None:
+    # a hostile (or broken) decision service: a boolean, a string, or an integer too big for a
+    # float is no grade score; each is the trace's judge error, never a score
+    from aiohttp import web
+
+    grades = iter([True, "1", 10**400, 1])
+
+    async def evaluations(request):
+        body = '{"result": {"answers": {"grade": {"score": SCORE}}}}'.replace("SCORE", json.dumps(next(grades)))
+        return web.Response(text=body, content_type="application/json")
+
+    async def chat(request):
+        body = await request.json()
+        return web.json_response({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                  "choices": [{"index": 0, "message": {"role": "assistant", "content": "Paris"}, "finish_reason": "stop"}],
+                                  "usage": {"prompt_tokens": 3, "completion_tokens": 1}})  # fmt: skip
+
+    app = web.Application()
+    app.router.add_post("/v1/evaluations", evaluations)
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        env = _env([{"id": "decision", "answer_field": "capital"}], n=4)
+        client = ModelClient.from_any(f"http://127.0.0.1:{port}/v1")
+        try:
+            out = await run_v1(env, list(env.taskset), client, model="policy-model", max_concurrent=1)
+        finally:
+            await client.aclose()
+    finally:
+        await runner.cleanup()
+    traces = [s["_episode"].traces[0] for s in sorted(out.state, key=lambda s: s["example_id"])]
+    assert [t.rewards["decision"] is None for t in traces] == [True, True, True, False]
+    for t in traces[:3]:
+        assert "no grade score" in t.errors[-1].message, t.errors[-1].message

@@ -66,6 +66,19 @@ async def test_a_fresh_workdir_per_runtime_is_removed_at_stop() -> None:
     assert not folder.exists()
 
 
+async def test_a_very_deep_folder_a_program_left_is_removed_at_stop() -> None:
+    # a model-written program nests folders past Python's recursion limit: stop() still removes
+    # the rollout's fresh folder (a recursive rmtree raised RecursionError and left it behind)
+    rt = SubprocessRuntime()
+    await rt.start()
+    await rt.write("x", "1")
+    folder = rt.workdir
+    r = await rt.run_program([sys.executable, "-c", "import os\nfor _ in range(3000):\n    os.mkdir('d'); os.chdir('d')"])
+    assert r.ok, r.stderr
+    await rt.stop()
+    assert not folder.exists()
+
+
 def _wheel(folder: Path) -> Path:
     """A one-module wheel built by hand (no build backend, no network)."""
     name = "vfprobe-1.0-py3-none-any.whl"

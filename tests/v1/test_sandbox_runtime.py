@@ -110,6 +110,53 @@ async def test_a_hostile_program_cannot_read_host_files(rt: SandboxRuntime) -> N
     assert r.returncode != 0 and r.stdout == ""
 
 
+def _unblock_fifo_later(path: Path, seconds: float) -> None:
+    """A watchdog for the old behaviour: a host open() stuck on a FIFO is released after
+    ``seconds`` (a writer appears and closes), so the test fails instead of hanging."""
+    import threading
+    import time
+
+    def release() -> None:
+        deadline = time.monotonic() + seconds + 10
+        time.sleep(seconds)
+        while time.monotonic() < deadline:
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # only succeeds with a reader
+                return
+            except OSError:
+                time.sleep(0.05)
+
+    threading.Thread(target=release, daemon=True).start()
+
+
+async def test_a_planted_fifo_neither_blocks_the_host_read_nor_write(rt: SandboxRuntime) -> None:
+    # the sandbox leaves a named pipe where the host will read its answer: opening it on the host
+    # must not block the event loop (every rollout of the worker) waiting for a writer
+    r = await rt.run("mkfifo answer.txt out.txt")
+    assert r.ok, r.stderr
+    _unblock_fifo_later(rt.workdir / "answer.txt", 3)
+    with pytest.raises(OSError, match="not a regular file"):
+        await rt.read("answer.txt")
+    with pytest.raises(OSError):
+        await rt.write("out.txt", "x")  # no reader: refused at once, never a wait
+    r = await rt.run("mkdir adir")
+    with pytest.raises(OSError):
+        await rt.read("adir")
+
+
+async def test_a_very_deep_folder_left_by_a_program_is_removed_at_stop() -> None:
+    # folders nested deeper than the host's recursion limit: stop() must still remove the work
+    # folder (a recursive rmtree raised RecursionError and left it, and the stop, behind)
+    runtime = SandboxRuntime(SandboxConfig(timeout=20))
+    await runtime.start()
+    folder = runtime.workdir
+    r = await runtime.run_program(["/usr/bin/python3", "-c", "import os\nfor _ in range(3000):\n    os.mkdir('d'); os.chdir('d')"])
+    assert r.ok, r.stderr
+    assert (folder / "d" / "d" / "d").is_dir()
+    await runtime.stop()
+    assert not folder.exists()
+
+
 async def test_a_hostile_program_cannot_open_a_network_connection(rt: SandboxRuntime) -> None:
     server = socket.create_server(("127.0.0.1", 0))  # a host service on loopback
     server.settimeout(0.2)

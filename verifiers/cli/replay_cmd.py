@@ -270,6 +270,37 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
+#: Messages of one kind (unreadable lines, skipped traces, scoring errors) a summary keeps.
+KEEP_MESSAGES = 100
+
+
+class Messages:
+    """Every message counted, only the first `KEEP_MESSAGES` kept: a hostile file of millions of
+    bad lines must not hold millions of messages in memory. ``len`` is the count."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.kept: list[str] = []
+
+    def append(self, message: str) -> None:
+        self.count += 1
+        if len(self.kept) < KEEP_MESSAGES:
+            self.kept.append(message)
+
+    def extend(self, messages: Any) -> None:
+        for m in messages:
+            self.append(m)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.kept)
+
+    def __getitem__(self, index: slice) -> list[str]:
+        return self.kept[index]
+
+
 @dataclass
 class Summary:
     source: str
@@ -277,11 +308,11 @@ class Summary:
     taskset: str
     env: str
     episodes: int = 0
-    unreadable: list[str] = field(default_factory=list)
+    unreadable: Messages = field(default_factory=Messages)
     traces: int = 0
     rescored: int = 0
-    skipped: list[str] = field(default_factory=list)
-    scoring_errors: list[str] = field(default_factory=list)
+    skipped: Messages = field(default_factory=Messages)
+    scoring_errors: Messages = field(default_factory=Messages)
     not_rerun: set[str] = field(default_factory=set)
     type_mismatches: set[str] = field(default_factory=set)
     old_rewards: list[float] = field(default_factory=list)
@@ -314,9 +345,9 @@ class Summary:
         return {
             "source": self.source, "output": self.output, "taskset": self.taskset, "env": self.env,
             "num_episodes": self.episodes, "num_traces": self.traces, "num_rescored": self.rescored,
-            "num_skipped": len(self.skipped), "skipped": self.skipped[:100],
-            "num_unreadable": len(self.unreadable), "unreadable": self.unreadable[:100],
-            "num_scoring_errors": len(self.scoring_errors), "scoring_errors": self.scoring_errors[:100],
+            "num_skipped": len(self.skipped), "skipped": self.skipped[:KEEP_MESSAGES],
+            "num_unreadable": len(self.unreadable), "unreadable": self.unreadable[:KEEP_MESSAGES],
+            "num_scoring_errors": len(self.scoring_errors), "scoring_errors": self.scoring_errors[:KEEP_MESSAGES],
             "not_rerun": sorted(self.not_rerun), "task_type_mismatches": sorted(self.type_mismatches),
             "old_avg_reward": _mean(self.old_rewards), "new_avg_reward": _mean(self.new_rewards),
             "num_changed": self.changed,

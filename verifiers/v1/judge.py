@@ -117,7 +117,9 @@ def parse_judge_choice(content: str | None, choices: Sequence[str] = ("A", "B", 
     by_upper = {c.upper(): c for c in choices}
     word = r"(?<!\w)(" + "|".join(re.escape(c) for c in sorted(by_upper, key=len, reverse=True)) + r")(?!\w)"
     upper = text.upper()
-    final = re.findall(r"^[ \t]*FINAL[ \t]+(?:JUDGMENT|ANSWER|VERDICT)[ \t]*(?:IS[ \t]*)?[:\-]?[ \t]*" + word, upper, re.MULTILINE)
+    # each run of blanks has one quantifier that can take it (adjacent ``[ \t]*`` around optional
+    # parts backtrack quadratically: a reply of blanks after the label took minutes)
+    final = re.findall(r"^[ \t]*FINAL[ \t]+(?:JUDGMENT|ANSWER|VERDICT)(?:[ \t]*IS)?(?:[ \t]*[:\-])?[ \t]*" + word, upper, re.MULTILINE)
     if final:
         return by_upper[final[-1]]
     boxed = extract_boxed_answer(text, strict=True).strip()

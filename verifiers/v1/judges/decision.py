@@ -78,8 +78,11 @@ class DecisionJudge(Judge[float, DecisionJudgeConfig]):
                         completion_tokens=int(usage.get("outputTokens", usage.get("output_tokens", 0)) or 0),
                         cost=usage.get("cost"),
                     )
-                value = float(result["answers"]["grade"]["score"]) / (len(self.config.levels) - 1)  # type: ignore[index]
-            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                score = result["answers"]["grade"]["score"]  # type: ignore[index]
+                if isinstance(score, bool) or not isinstance(score, int | float):
+                    raise TypeError(f"a {type(score).__name__}, not a number")  # true or "1" is no grade
+                value = float(score) / (len(self.config.levels) - 1)
+            except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
                 raise JudgeError(f"judge {self.reward_name!r} answered no grade score: {response.text[:300]!r}") from exc
             if not math.isfinite(value) or not 0.0 <= value <= 1.0:
                 raise JudgeError(f"judge {self.reward_name!r} graded {value!r}, outside [0, 1]")
