@@ -242,7 +242,7 @@ def worker(
     setup_timeout: Annotated[float, typer.Option(help="Wall-clock seconds to install a check's dependencies")] = 300.0,
     memory_mb: Annotated[int, typer.Option(help="Address-space limit of the check, MiB")] = 4096,
     processes: Annotated[int, typer.Option(help="Process/thread limit of the check")] = 256,
-    disk_mb: Annotated[int, typer.Option(help="Work-folder disk limit of the check, MiB")] = 1024,
+    disk_mb: Annotated[int, typer.Option(help="Work-folder disk limit of the check, MiB")] = 4096,
     poll_interval: Annotated[float, typer.Option(help="Seconds between claims when the queue is empty")] = 2.0,
     max_jobs: Annotated[int | None, typer.Option(help="Exit after this many jobs")] = None,
     exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,

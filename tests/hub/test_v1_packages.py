@@ -58,12 +58,13 @@ CASES = {  # name: (reward body, __all__, verdict, what the reason says)
     "v1-reward-raises": ('raise ZeroDivisionError("the reward divides by zero")', '["DoubleTaskset"]', "failed",
                          "ZeroDivisionError: the reward divides by zero"),
     "v1-no-taskset": (GOOD_REWARD, '["DoubleTask"]', "failed", "exports no Taskset subclass in __all__"),
-    # a dependency from the real public index (PyPI), fetched in the sandbox's setup phase through
-    # the egress proxy: the host's CA store must reach pip there (a TLS-inspecting proxy's CA)
-    "v1-public-dep": ("import six\n        return float(task.answer in trace.last_reply and six.PY3)",
+    # dependencies from the real public index (PyPI), fetched in the sandbox's setup phase through
+    # the egress proxy (the host's CA store must reach pip there: a TLS-inspecting proxy's CA): a
+    # wheel (six) and an sdist-only one (sgmllib3k), built in the sandbox
+    "v1-public-dep": ("import six, sgmllib\n        return float(task.answer in trace.last_reply and six.PY3)",
                       '["DoubleTaskset"]', "passed", None),
 }  # fmt: skip
-PUBLIC_DEPS = {"v1-public-dep": ["six>=1.16"]}
+PUBLIC_DEPS = {"v1-public-dep": ["six>=1.16", "sgmllib3k==1.0.0"]}
 
 
 def write_v1_project(root: Path, name: str, version: str, reward: str, all_: str, deps: tuple[str, ...] = ()) -> Path:
@@ -199,11 +200,11 @@ def test_pip_installs_it_from_the_index_and_it_validates_there(v1hub: Hub, pushe
 def test_the_check_worker_gives_the_verdict(v1hub: Hub, verdicts: dict[str, dict], name: str) -> None:
     _reward, _all, status, why = CASES[name]
     run = verdicts[name]
-    assert run["status"] == status, run
-    if why:
-        assert why in (run["reason"] or ""), run
     with v1hub.client() as c:
         detail = c.get(f"/api/v1/environments/admin/{name}/versions/0.1.0/checks").json()[0]
+    assert run["status"] == status, (run, (detail.get("log_tail") or "")[-3000:])
+    if why:
+        assert why in (run["reason"] or ""), run
     checks = {ch["name"]: ch for ch in detail["report"]["checks"]}
     if status == "passed":
         from verifiers.v1.check import CHECKS

@@ -10,7 +10,8 @@ job, heartbeat its lease while it runs, report the verdict. For each job it
    work dir, runs two phases:
 
    * **setup**: creates a fresh virtual environment and has pip install those wheels, resolving
-     every other dependency **as a wheel** from the public index (``--index-url``, PyPI by default).
+     every other dependency from the public index (``--index-url``, PyPI by default): wheels where
+     there are, else a dependency's sdist built there (its build runs in the sandbox like the check).
      This phase's only network is an allow-listed proxy (:mod:`verifiers.sandbox.egress`) to that
      index's hosts; the hub, the host's loopback and everything else stay out of reach. pip runs
      ``--isolated`` with no cache (nothing carries over from one job to the next);
@@ -146,10 +147,14 @@ printf 'Metadata-Version: 2.1\nName: verifiers\nVersion: %s\n' "$VF_CHECK_VERIFI
 echo "verifiers==$VF_CHECK_VERIFIERS" > constraints.txt
 "$VF_CHECK_PYTHON" -I relay.py /workspace/.egress.sock $VF_CHECK_RELAY_PORT > relay.log 2>&1 &
 for _ in $(seq 100); do grep -q ready relay.log 2>/dev/null && break; sleep 0.05; done
-echo "== installing $(cd wheels && ls | tr '\n' ' ')with their dependencies (wheels only)" >&2
+echo "== installing $(cd wheels && ls | tr '\n' ' ')with their dependencies" >&2
 cert=""
-if [ -f ca.pem ]; then cert="--cert /workspace/ca.pem"; fi
-if ! "$VF_CHECK_PYTHON" -m pip --python /workspace/venv/bin/python install --isolated --no-input      --disable-pip-version-check --no-cache-dir --no-compile --only-binary=:all: --progress-bar off      --index-url "$VF_CHECK_INDEX_URL" --proxy "http://127.0.0.1:$VF_CHECK_RELAY_PORT" $cert      -c constraints.txt wheels/*.whl >&2; then
+unset SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE PIP_CERT
+# the host's CA store, for pip and for the pip that installs an sdist's build requirements
+if [ -f ca.pem ]; then cert="--cert /workspace/ca.pem"; export SSL_CERT_FILE=/workspace/ca.pem PIP_CERT=/workspace/ca.pem; fi
+# ... and the relay, which that inner pip does not get from our --proxy
+export PIP_PROXY="http://127.0.0.1:$VF_CHECK_RELAY_PORT" HTTPS_PROXY="http://127.0.0.1:$VF_CHECK_RELAY_PORT" HTTP_PROXY="http://127.0.0.1:$VF_CHECK_RELAY_PORT"
+if ! "$VF_CHECK_PYTHON" -m pip --python /workspace/venv/bin/python install --isolated --no-input      --disable-pip-version-check --no-cache-dir --no-compile --prefer-binary --progress-bar off      --index-url "$VF_CHECK_INDEX_URL" --proxy "http://127.0.0.1:$VF_CHECK_RELAY_PORT" $cert      -c constraints.txt wheels/*.whl >&2; then
   echo "VF-CHECK-INSTALL-FAILED" >&2; exit 3
 fi
 """
@@ -176,7 +181,7 @@ class WorkerConfig:
     timeout_s: float = 300.0  # wall clock of the sandboxed check
     memory_mb: int = 4096
     processes: int = 256
-    disk_mb: int = 1024
+    disk_mb: int = 4096  # a venv with datasets, pyarrow, pandas and a model stack passes 1 GiB
     num_examples: int = 2
     rollouts_per_example: int = 2
     timeout_per_rollout: float = 60.0
@@ -586,7 +591,7 @@ def _setup_failure(setup: Any, denied: list[str], cfg: WorkerConfig) -> str | No
     if "No matching distribution" in stderr or "Could not find a version" in stderr:
         line = next((ln for ln in stderr.splitlines() if "No matching distribution" in ln
                      or "Could not find a version" in ln), "")  # fmt: skip
-        return f"dependencies with no installable wheel: {line.strip()[:300]}"
+        return f"dependencies not on the index: {line.strip()[:300]}"
     if "VF-CHECK-INSTALL-FAILED" in stderr:
         err = next((ln for ln in stderr.splitlines() if ln.startswith("ERROR")), "")
         return "the wheel did not install into a fresh virtual environment" + (f": {err[:300]}" if err else "")
