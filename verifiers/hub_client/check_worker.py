@@ -135,6 +135,9 @@ if bad:
 _SETUP = r"""
 set -e
 cd /workspace
+# pip downloads and unpacks (a 55 MB pyarrow wheel) in the work dir, capped by disk_mb; the
+# sandbox's own /tmp is a small tmpfs
+mkdir -p /workspace/.tmp && export TMPDIR=/workspace/.tmp
 echo "== checking the wheels' metadata" >&2
 "$VF_CHECK_PYTHON" -I direct_refs.py wheels/*.whl
 echo "== creating a fresh virtual environment" >&2
