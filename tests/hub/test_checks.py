@@ -125,7 +125,7 @@ def secrets_():
     raise PermissionError("nothing to read")
 
 def write_outside():
-    for d in ("/work", "/root", "/home", "/var/tmp", "/opt/python-packages"):
+    for d in ("/work", "/root", "/home", "/var/tmp", "/opt/python/site-packages"):
         try:
             with open(os.path.join(d, "vf-hostile-" + MARK), "w") as fh:
                 fh.write("x")

@@ -43,3 +43,16 @@ async def test_numpy_from_the_host_is_importable_read_only(backend: str) -> None
     )
     assert result.ok, result
     assert result.stdout.split() == ["10", "read-only", "False"]
+
+
+async def test_mounted_packages_count_as_installed_libraries(backend: str) -> None:
+    """Tools that tell installed libraries from user code by path (dill, whose by-value module
+    pickling made datasets' fingerprinting fail on pyarrow in the hub's check) see the mounted
+    packages as installed, as on the host."""
+    sandbox = Sandbox(backend, python_packages=["dill", "numpy"])
+    result = await sandbox.run(
+        python="import dill._dill as d, numpy\nprint(d._is_builtin_module(numpy), d._is_builtin_module(d))\n",
+        timeout=60,
+    )
+    assert result.ok, result
+    assert result.stdout.split() == ["True", "True"]

@@ -164,7 +164,7 @@ fi
 
 _SCRIPT = r"""
 echo "== running the checker" >&2
-exec /workspace/venv/bin/python -I -c "import sys; sys.path[:0] = ['/opt/python-packages']; exec(open('/workspace/driver.py').read())" "$@"
+exec /workspace/venv/bin/python -I -c "import sys; sys.path[:0] = ['/opt/python/site-packages']; exec(open('/workspace/driver.py').read())" "$@"
 """
 
 
@@ -194,7 +194,7 @@ class WorkerConfig:
 
 def verifiers_binds() -> dict[str, str]:
     """Read-only mounts that make this worker's own ``verifiers`` (with its requirements, and their
-    distribution metadata) importable in the sandbox under ``/opt/python-packages``."""
+    distribution metadata) importable in the sandbox under ``/opt/python/site-packages``."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 

@@ -1,7 +1,7 @@
 """Make host-installed Python packages importable inside the sandbox, read-only.
 
 The sandbox has no network, so ``pip install`` cannot run in it. Instead, packages already installed
-for the host interpreter (numpy, sympy, ...) are mounted read-only under ``/opt/python-packages``
+for the host interpreter (numpy, sympy, ...) are mounted read-only under ``/opt/python/site-packages``
 and put on ``PYTHONPATH``. Only the packages named (and what they require) are mounted, not the
 environment they live in. The sandbox interpreter must have the same ``major.minor`` version as the
 host one for compiled extensions to load.
@@ -20,7 +20,9 @@ from pathlib import Path
 
 __all__ = ["PACKAGES_DIR", "host_package_binds", "missing_in_sandbox_python"]
 
-PACKAGES_DIR = "/opt/python-packages"
+# "site-packages" in the path: tools that tell installed libraries from user code by it (dill, so
+# datasets' fingerprinting) treat the mounted packages as what they are on the host
+PACKAGES_DIR = "/opt/python/site-packages"
 logger = logging.getLogger(__name__)
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
