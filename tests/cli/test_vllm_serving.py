@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -97,19 +98,21 @@ def test_vf_serve_runs_vllm_and_stops_cleanly_on_sigint(tiny_model_dir, tmp_path
          "--served-model-name", "tiny-served", "--log-file", str(log)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
     )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
     try:
         base = f"http://127.0.0.1:{port}"
+        # ready is when vf serve says so (a Ctrl-C while it still waits for vLLM is an interrupted
+        # start, exit 130), not merely when vLLM's /health first answers
         deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=5) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                time.sleep(1)
-        else:
-            pytest.fail("vf serve did not become healthy")
+        while not any("vLLM ready" in line for line in lines):
+            assert proc.poll() is None or any("vLLM ready" in line for line in lines), "".join(lines)
+            if time.monotonic() > deadline:
+                pytest.fail("vf serve did not say it was ready")
+            time.sleep(0.5)
+        with urllib.request.urlopen(f"{base}/health", timeout=5) as resp:
+            assert resp.status == 200
         reply = _chat(f"{base}/v1", "tiny-served", "Hi", logprobs=True, return_token_ids=True)
         choice = reply["choices"][0]
         assert len(choice["token_ids"]) == len(choice["logprobs"]["content"]) >= 1
@@ -125,7 +128,9 @@ def test_vf_serve_runs_vllm_and_stops_cleanly_on_sigint(tiny_model_dir, tmp_path
         with urllib.request.urlopen(rpc, timeout=120) as resp:
             assert resp.status == 200
         proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=120)
+        proc.wait(timeout=120)
+        reader.join(timeout=30)
+        output = "".join(lines)
         assert proc.returncode == 0, output
         assert "vLLM ready" in output and "vLLM stopped" in output
         assert "Traceback" not in output
