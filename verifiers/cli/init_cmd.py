@@ -67,6 +67,27 @@ def check_id(name: str, target: Path | None = None) -> tuple[str, str]:
     return env_id, module
 
 
+def write_scaffold(target: Path, files: dict[str, str], what: str, *, force: bool, rewrite: tuple[str, ...] = ()) -> None:
+    """Write a scaffold's ``files`` (relative path -> text) under ``target``, keeping files that
+    exist unless ``force`` (or listed in ``rewrite``), and say what was written and kept."""
+    if target.exists() and not target.is_dir():
+        raise UserError(f"{target} exists and is not a folder")
+    written, kept = [], []
+    for rel, text in files.items():
+        dest = target / rel
+        if dest.exists() and not force and rel not in rewrite:
+            kept.append(rel)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text)
+        written.append(rel)
+    print(f"{what} in {target}")
+    for rel in written:
+        print(f"  wrote {rel}")
+    for rel in kept:
+        print(f"  kept existing {rel} (--force to overwrite)")
+
+
 def init_environment(
     name: str,
     path: Path | None = None,
@@ -98,22 +119,7 @@ def init_environment(
         f"{module}.py": MODULE.format(env_id=env_id, module=module),
         f"tests/test_{module}.py": TEST.format(env_id=env_id, module=module),
     }
-    if target.exists() and not target.is_dir():
-        raise UserError(f"{target} exists and is not a folder")
-    written, kept = [], []
-    for rel, text in files.items():
-        dest = target / rel
-        if dest.exists() and not force and rel not in rewrite:
-            kept.append(rel)
-            continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(text)
-        written.append(rel)
-    print(f"environment {env_id!r} in {target}")
-    for rel in written:
-        print(f"  wrote {rel}")
-    for rel in kept:
-        print(f"  kept existing {rel} (--force to overwrite)")
+    write_scaffold(target, files, f"environment {env_id!r}", force=force, rewrite=rewrite)
     print("next:")
     print(f"  pip install -e {target}          # make `vf eval {env_id}` find it")
     print(f"  python -m pytest {target}        # its own test")

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verifiers.cli.errors import UserError
-from verifiers.cli.init_cmd import check_id, normalise_id, split_owner
+from verifiers.cli.init_cmd import check_id, normalise_id, split_owner, write_scaffold
 
 
 def class_prefix(module: str) -> str:
@@ -42,22 +41,7 @@ def init_v1_environment(name: str, path: Path | None = None, *, force: bool = Fa
             prompt_hint=" You may use the add tool." if add_tool else "",
         ),
     }
-    if target.exists() and not target.is_dir():
-        raise UserError(f"{target} exists and is not a folder")
-    written, kept = [], []
-    for rel, text in files.items():
-        dest = target / rel
-        if dest.exists() and not force:
-            kept.append(rel)
-            continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(text)
-        written.append(rel)
-    print(f"v1 environment {env_id!r} in {target}")
-    for rel in written:
-        print(f"  wrote {rel}")
-    for rel in kept:
-        print(f"  kept existing {rel} (--force to overwrite)")
+    write_scaffold(target, files, f"v1 environment {env_id!r}", force=force)
     print("next:")
     print(f"  pip install -e {target}          # make `vf eval {env_id}` find it")
     print(f"  vf eval {env_id} -n 5 -r 3        # against a running `vf serve` model (-b BASE_URL for another)")
