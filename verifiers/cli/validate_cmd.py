@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import AliasChoices, Field, ValidationError, model_validator
 
 from verifiers.cli.errors import UserError, guarded
-from verifiers.cli.v1_eval import _merge, _set, _value, read_config_file
+from verifiers.cli.v1_eval import RunSection, _merge, _set, _value, read_config_file
 from verifiers.v1.configs import BaseConfig
 
 USAGE = """usage: vf validate <taskset-id | folder | env-id> [--only-setup | --only-gold | --only-noop] [--json]
@@ -51,11 +51,6 @@ FLAGS = {"only_setup", "only_gold", "only_noop", "json", "resume", "clean", "ver
 class TimeoutSection(BaseConfig):
     setup: float | None = Field(None, gt=0)
     total: float | None = Field(None, gt=0)
-
-
-class RunSection(BaseConfig):
-    name: str | None = None
-    dir: str | None = None
 
 
 class ValidateOptions(BaseConfig):
