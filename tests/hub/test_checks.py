@@ -294,16 +294,21 @@ def host_processes_named(text: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    yield from checked_hub(
+        tmp_path_factory.mktemp("checks"), {"VF_HUB_CHECK_LEASE_SECONDS": "8", "VF_HUB_CHECK_MAX_ATTEMPTS": "3"}
+    )
+
+
+def checked_hub(root: Path, extra_env: dict[str, str], user: str = "checker") -> Iterator[Hub]:
+    """A running hub with a worker token of its own account; the workers a test starts on it
+    (``start_worker``) and the hub stop when the generator ends."""
     from hub.core import Hub as HubCore
 
-    root = tmp_path_factory.mktemp("checks")
-    proc = run_hub(
-        root / "data", extra_env={"VF_HUB_CHECK_LEASE_SECONDS": "8", "VF_HUB_CHECK_MAX_ATTEMPTS": "3"}
-    )
+    proc = run_hub(root / "data", extra_env=extra_env)
     core = HubCore(make_settings(root / "data"))
     try:
-        user, _ = core.accounts.create_user("checker")
-        worker_token, _tok = core.accounts.create_token(user.id, name="test worker", scope="worker")
+        account, _ = core.accounts.create_user(user)
+        worker_token, _tok = core.accounts.create_token(account.id, name="test worker", scope="worker")
     finally:
         core.close()
     h = Hub(proc, proc.admin_token, worker_token, root)
@@ -319,7 +324,6 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
             except subprocess.TimeoutExpired:
                 w.kill()
         proc.stop()
-
 
 CASES = {
     "chk-good": (GOOD, "passed", None),

@@ -19,8 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hub.testing import make_settings, run_hub
-from tests.hub.test_checks import Hub, start_worker, wait_for
+from tests.hub.test_checks import Hub, checked_hub, start_worker, wait_for
 from tests.support.envpkg import build_project
 
 pytestmark = [pytest.mark.slow]
@@ -102,29 +101,7 @@ def write_v1_project(root: Path, name: str, version: str, reward: str, all_: str
 
 @pytest.fixture(scope="module")
 def v1hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
-    from hub.core import Hub as HubCore
-
-    root = tmp_path_factory.mktemp("v1hub")
-    proc = run_hub(root / "data", extra_env={"VF_HUB_CHECK_LEASE_SECONDS": "20"})
-    core = HubCore(make_settings(root / "data"))
-    try:
-        user, _ = core.accounts.create_user("v1-checker")
-        worker_token, _tok = core.accounts.create_token(user.id, name="v1 worker", scope="worker")
-    finally:
-        core.close()
-    h = Hub(proc, proc.admin_token, worker_token, root)
-    try:
-        yield h
-    finally:
-        for w in h.workers:
-            if w.poll() is None:
-                w.terminate()
-        for w in h.workers:
-            try:
-                w.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                w.kill()
-        proc.stop()
+    yield from checked_hub(tmp_path_factory.mktemp("v1hub"), {"VF_HUB_CHECK_LEASE_SECONDS": "20"}, user="v1-checker")
 
 
 @pytest.fixture(scope="module")
