@@ -46,7 +46,6 @@ MODULE_REASONS: dict[str, str] = {
     "verifiers.v1.cli.": _CLI,
     "verifiers.v1.configs.cli": _CLI,
     "verifiers.v1.configs.cli.": _CLI,
-    "verifiers.v1.clients": _CLIENT,
     "verifiers.v1.clients.": _CLIENT,
     "verifiers.v1.configs.client": _CLIENT,
     "verifiers.v1.configs.retries": _EVAL_INTERNALS,
