@@ -108,6 +108,7 @@ class _Connection(asyncio.Protocol):
         "_complete",
         "_encoding",
         "_header_bytes",
+        "_header_count",
         "_headers",
         "_headers_done",
         "_keep_alive",
@@ -181,6 +182,10 @@ class _Connection(asyncio.Protocol):
 
     # ----- httptools callbacks -----
 
+    def on_message_begin(self) -> None:
+        if self._complete:  # a second response in the same bytes as the first: never reuse
+            self._keep_alive = False
+
     def on_status(self, status: bytes) -> None:
         pass
 
@@ -190,8 +195,8 @@ class _Connection(asyncio.Protocol):
             raise MalformedResponseError(
                 f"the response's status line and headers exceed {self._pool.max_header_bytes} bytes"
             )
-        headers = self._headers
-        if len(headers) >= self._pool.max_headers:
+        self._header_count += 1
+        if self._header_count > self._pool.max_headers:
             raise MalformedResponseError(f"the response has more than {self._pool.max_headers} header fields")
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
@@ -207,8 +212,8 @@ class _Connection(asyncio.Protocol):
             self._chunked = "chunked" in text.lower()
         elif key == "content-encoding":
             self._encoding = text.strip().lower()
-        if key not in headers:
-            headers[key] = text
+        if key not in self._headers:
+            self._headers[key] = text
 
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
@@ -232,6 +237,7 @@ class _Connection(asyncio.Protocol):
         if not self._headers_done:  # the end of an interim (1xx) response: start over
             self._headers = {}
             self._header_bytes = 0
+            self._header_count = 0
             self._length = None
             self._chunked = False
             self._encoding = None
@@ -248,6 +254,7 @@ class _Connection(asyncio.Protocol):
         self._complete = False
         self._received = 0
         self._header_bytes = 0
+        self._header_count = 0
         self._headers: dict[str, str] = {}
         self._headers_done = False
         self._status = 0
