@@ -64,7 +64,7 @@ class RawServer:
 
     async def __aenter__(self) -> RawServer:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.base_url = "http://127.0.0.1:%d/v1" % self._server.sockets[0].getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/v1"
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -242,8 +242,10 @@ def raw_answer(data: bytes, keep: bool = False) -> Handler:
         (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + b'{"a": 1', "before the response was complete"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":", "before the response was complete"),
     ],
-    ids=["oversize-header", "header-count", "bad-status", "not-http", "bad-chunk-size", "chunk-size-overflow",
-         "conflicting-length", "close-mid-body", "close-mid-chunk"],  # fmt: skip
+    ids=[
+        "oversize-header", "header-count", "bad-status", "not-http", "bad-chunk-size", "chunk-size-overflow",
+        "conflicting-length", "close-mid-body", "close-mid-chunk",
+    ],
 )
 async def test_malformed_responses_are_clear_transient_errors(data, message):
     async with RawServer(raw_answer(data)) as srv:

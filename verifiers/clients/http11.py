@@ -388,9 +388,9 @@ class ConnectionPool:
 
     async def _connect(self) -> _Connection:
         conn = _Connection(self)
-        await self._loop.create_connection(
-            lambda: conn, self.host, self.port, happy_eyeballs_delay=0.25, interleave=1
-        )
+        # the addresses of the host one after the other (no happy eyeballs: its racing tasks outlive
+        # a request cancelled while connecting, and model servers are on a loopback or a LAN)
+        await self._loop.create_connection(lambda: conn, self.host, self.port)
         if self._closed:
             conn.close()
             raise RuntimeError("the connection pool is closed")
@@ -427,11 +427,7 @@ class ConnectionPool:
         self._open.discard(conn)
 
     async def close(self) -> None:
-        """Close every connection (safe to call twice)."""
-        self._close_all()
-        await asyncio.sleep(0)  # let the transports finish closing their sockets
-
-    def _close_all(self) -> None:
+        """Close every connection (safe to call twice); the sockets close on the loop's next turn."""
         self._closed = True
         if self._sweeper is not None:
             self._sweeper.cancel()
