@@ -519,8 +519,7 @@ class ModelClient:
         extra: tuple[Mapping[str, str] | None, Mapping[str, str] | None, float | None] | None = None,
     ) -> tuple[int, Mapping[str, str], bytes]:
         """One attempt through the lean transport (:mod:`verifiers.clients.http11`)."""
-        from verifiers.clients import http11
-
+        http11 = _http11 or _load_http11()
         target = self._lean
         assert target is not None
         head = self._head
@@ -662,6 +661,17 @@ class ModelClient:
         self._stale_errors = (aiohttp.ServerDisconnectedError,)
         self._http = None
         return self._session
+
+
+_http11: Any = None  # verifiers.clients.http11 once loaded (on the first lean request: httptools)
+
+
+def _load_http11() -> Any:
+    global _http11
+    from verifiers.clients import http11
+
+    _http11 = http11
+    return http11
 
 
 def _mergeable(sampling_args: Mapping[str, Any] | None) -> bool:
