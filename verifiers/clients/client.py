@@ -4,9 +4,9 @@ Why a client of our own instead of ``openai.AsyncOpenAI``: at the concurrency RL
 (hundreds of requests in flight on a 2-core machine) the HTTP transport is the engine's ceiling.
 Measured on this machine, 256 requests in flight against the fast loopback server
 (``verifiers.testing.fast_server``), requests/s: plain httpx (what openai uses) ~100, httpx over the
-``httpx-aiohttp`` transport ~3,800, aiohttp directly ~6,100, and ``ModelClient`` itself ~5,700. So
-requests go straight through an aiohttp session, and ``ModelClient.http`` offers an httpx
-``AsyncClient`` over an aiohttp pool for anyone who wants httpx's API for raw requests.
+``httpx-aiohttp`` transport ~3,800, aiohttp directly ~6,100. So requests go through a transport of
+our own or an aiohttp session, and ``ModelClient.http`` offers an httpx ``AsyncClient`` over an
+aiohttp pool for anyone who wants httpx's API for raw requests.
 
 Two transports, chosen once per client (:func:`lean_target`):
 
@@ -17,7 +17,8 @@ Two transports, chosen once per client (:func:`lean_target`):
 * aiohttp for everything else: ``https://``, credentials in the URL, a query string or unusual
   characters in the base URL, non-ASCII host names, client headers that the lean transport does
   not send itself (``Host``, ``Accept-Encoding``, framing headers, or values it cannot send as is),
-  and whenever ``VF_HTTP_TRANSPORT=aiohttp`` is set (an escape hatch).
+  and whenever ``VF_HTTP_TRANSPORT=aiohttp`` is set (an escape hatch); per request, methods other
+  than GET and POST and ``extra_headers`` of those kinds.
 
 Both send the same headers, apply the same timeout, body cap and retry policy, and raise the same
 ``ModelError`` shapes. Neither reads proxy settings from the environment (the aiohttp session has
@@ -190,6 +191,7 @@ def is_transient_status(status: int) -> bool:
 # Headers the lean transport writes itself (or whose meaning it would have to implement): a client
 # that sets one of them talks through aiohttp instead.
 _TRANSPORT_HEADERS = frozenset({"host", "accept-encoding", "content-length", "transfer-encoding", "connection", "te", "upgrade", "expect"})
+_LEAN_METHODS = frozenset({"POST", "GET"})  # others (HEAD: a response without its body) go through aiohttp
 _PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/")
 
 
@@ -456,7 +458,7 @@ class ModelClient:
         content = encode_body(body) if body is not None else None
         if self._loop is not asyncio.get_running_loop():
             self._bind_loop()
-        send = self._send_lean if self._lean is not None else self._send
+        send = self._send_lean if self._lean is not None and method in _LEAN_METHODS else self._send
         semaphore = self._semaphore
         connections = self._connections
         attempt = 0
