@@ -150,3 +150,86 @@ async def test_the_orchestrator_counts_split_samples_per_batch(think_package):
     # two episodes, each split at both later turns: three samples each
     assert len(batch.samples) == 6
     assert batch.metrics["samples/split"] == 4.0 and batch.metrics["samples/extended"] == 0.0
+
+
+# --- real vLLM (CPU): a template that strips past <think> blocks ---------------------------------------
+
+
+def _think_template() -> str:
+    """The tiny model's template, except that an assistant message before the last one loses its
+    ``<think>`` block (as reasoning models' templates render history)."""
+    from verifiers.serving.tiny_model import CHAT_TEMPLATE
+
+    plain = "{% if message['content'] is string -%}\n{{ message['content'] }}"
+    assert plain in CHAT_TEMPLATE
+    return CHAT_TEMPLATE.replace(plain, "{% if message['content'] is string -%}\n{{ message['content'].split('</think>')[-1] "
+                                        "if message['role'] == 'assistant' and not loop.last else message['content'] }}")
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+async def test_vllm_samples_are_token_exact_extended_or_split(vllm_server, think_package, tmp_path, monkeypatch):
+    from transformers import AutoTokenizer
+
+    from verifiers.clients import ModelClient
+
+    template = _think_template()
+    # every reply's think block is forced by a regex; the reply ends on EOS, well within max_tokens
+    # (the tools are rendered into the prompt; this server parses no tool calls, so none are asked for)
+    sampling = {**TOKENS, "max_tokens": 32, "chat_template": template, "tool_choice": "none",
+                "structured_outputs": {"regex": "<think>[a ]{1,3}</think>[a ]{1,3}"}}
+    calls: list = []  # (request, vLLM's parsed reply) of every model call the env server made
+    chat = ModelClient.chat
+
+    async def recording(self, **kwargs):
+        reply = await chat(self, **kwargs)
+        calls.append((kwargs, reply))
+        return reply
+
+    monkeypatch.setattr(ModelClient, "chat", recording)
+    tok = AutoTokenizer.from_pretrained(str(vllm_server.model_dir))
+
+    def rendered(request) -> list[int]:  # what the template renders for a request, by the real tokenizer
+        return list(tok.apply_chat_template(request["messages"], tools=request.get("tools"), chat_template=template,
+                                            add_generation_prompt=True, tokenize=True, return_dict=False))
+
+    async with served(tmp_path) as (_, client):
+        for strip in (False, True):
+            for i in range(2):
+                data = {"prompt": f"Add {i} and 2.", "name": f"add-{i}", "strip_history": strip}
+                first = len(calls)
+                episode = await client.run(vllm_server.base_url, vllm_server.model, sampling, data)
+                (trace,) = episode.traces
+                assert episode.ok, episode.errors or trace.errors
+                (req1, r1), (req2, r2) = calls[first:]
+                p1, c1, c2 = r1.prompt_token_ids, r1.completion_token_ids, r2.completion_token_ids
+                lp1, lp2 = r1.completion_logprobs, r2.completion_logprobs
+                assert p1 == rendered(req1)  # turn 1: the template's own render
+                assert r1.finish_reason == "stop" and "</think>" in r1.content
+                samples = episode_samples(episode, reward=0.5)
+                assert sample_metrics(samples) == {"samples/extended": float(not strip), "samples/split": float(strip)}
+                if not strip:
+                    # the template would drop turn 1's think block; the prompt sent was turn 1's exact
+                    # ids, the end-of-turn glue and the follow-up as the template renders it
+                    assert rendered(req2)[: len(p1) + len(c1)] != p1 + c1
+                    forwarded = req2["sampling_args"]["kv_transfer_params"]["prompt_token_ids"]
+                    assert r2.prompt_token_ids == forwarded and forwarded[: len(p1) + len(c1)] == p1 + c1
+                    gap = forwarded[len(p1) + len(c1):]
+                    assert tok.decode(gap) == "<|im_end|>\n<|im_start|>user\nOnce more.<|im_end|>\n<|im_start|>assistant\n"
+                    assert trace.info["token_prefix"] == {"extended": 1, "split": 0}
+                    (s,) = samples  # one sample: both turns, token for token what vLLM read and sampled
+                    assert s.input_ids == forwarded + c2
+                    assert s.loss_mask == [0] * len(p1) + [1] * len(c1) + [0] * len(gap) + [1] * len(c2)
+                    assert s.inference_logprobs == [0.0] * len(p1) + lp1 + [0.0] * len(gap) + lp2
+                else:
+                    # the env rewrote turn 1 in the history itself: nothing to extend, the template's
+                    # render is the prompt, and the sample splits there (counted)
+                    assert "kv_transfer_params" not in req2["sampling_args"]
+                    assert r2.prompt_token_ids == rendered(req2) and "<think>" not in req2["messages"][2]["content"]
+                    assert trace.info["token_prefix"] == {"extended": 0, "split": 1}
+                    one, two = samples
+                    assert (one.input_ids, one.loss_mask, one.inference_logprobs) == (
+                        p1 + c1, [0] * len(p1) + [1] * len(c1), [0.0] * len(p1) + lp1)
+                    n = len(r2.prompt_token_ids)
+                    assert (two.input_ids, two.loss_mask, two.inference_logprobs) == (
+                        r2.prompt_token_ids + c2, [0] * n + [1] * len(c2), [0.0] * n + lp2)
