@@ -29,7 +29,7 @@ TOKENS = {"max_tokens": 50, "temperature": 1.0, "logprobs": True, "return_token_
 def think_package(monkeypatch):
     monkeypatch.syspath_prepend(str(PACKAGES))
     yield
-    for name in [m for m in sys.modules if m == "vf_train_think" or m.startswith("vf_train_think.")]:
+    for name in [m for m in sys.modules if m.split(".")[0] in ("vf_train_think", "vf_train_turns")]:
         sys.modules.pop(name)
 
 

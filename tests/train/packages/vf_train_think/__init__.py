@@ -1,12 +1,15 @@
-"""A multi-turn v1 environment for the token-sample tests: the agent has an ``add`` tool, answers
-the task, the env asks once more (a user message), the agent answers again. A task with
-``strip_history`` rewrites the agent's earlier replies before each model call (an intercept that
-drops their ``<think>`` blocks): an environment that changes earlier messages on purpose.
+"""A multi-turn v1 taskset for the token-sample tests, played by ``vf_train_turns``'s env: the
+agent has an ``add`` tool, answers the task, the env asks once more (a user message), the agent
+answers again. A task with ``strip_history`` rewrites the agent's earlier replies before each model
+call (an intercept that drops their ``<think>`` blocks): an environment that changes earlier
+messages on purpose.
 Reward: a shorter last reply scores higher (a group of a random model's replies has signal)."""
 
 from __future__ import annotations
 
 import re
+
+from vf_train_turns import TurnsEnv  # the two-turn env (the tests put packages/ on the path)
 
 import verifiers.v1 as vf
 
@@ -56,16 +59,4 @@ class ThinkTaskset(vf.Taskset[ThinkTask, ThinkConfig]):
             yield ThinkTask(ThinkData(prompt=f"Add {i} and 2.", name=f"add-{i}", strip_history=self.config.strip_history))
 
 
-class ThinkEnvConfig(vf.EnvConfig):
-    agent: vf.AgentConfig = vf.AgentConfig()
-    follow_up: str = "Once more."
-
-
-class ThinkEnv(vf.Env[ThinkEnvConfig]):
-    async def run(self, task, agents):
-        async with agents.agent.interaction(task) as it:
-            await it.turn()
-            await it.turn(self.config.follow_up)
-
-
-__all__ = ["ThinkEnv", "ThinkTaskset"]
+__all__ = ["ThinkTaskset", "TurnsEnv"]
