@@ -152,6 +152,41 @@ async def test_the_orchestrator_counts_split_samples_per_batch(think_package):
     assert batch.metrics["samples/split"] == 4.0 and batch.metrics["samples/extended"] == 0.0
 
 
+async def test_a_server_that_ignores_forwarded_ids_splits_and_is_never_asked_again():
+    import verifiers.v1 as vf
+    from verifiers.v1 import prefix
+    from verifiers.v1.trace import AgentInfo, Trace
+    from verifiers.v1.types import AssistantMessage, Response, TurnTokens, UserMessage
+
+    class Client:  # a server that once took forwarded ids and re-rendered the prompt instead
+        base_url = "http://127.0.0.1:9/v1"
+
+        @property
+        def http(self):
+            raise AssertionError("a client whose server ignored forwarded ids was asked to render again")
+
+    def reply(text, prompt_ids, completion_ids):
+        return Response(id="r", created=0, model="m", message=AssistantMessage(content=text), finish_reason="stop",
+                        tokens=TurnTokens(prompt_ids=prompt_ids, completion_ids=completion_ids,
+                                          completion_logprobs=[-0.5] * len(completion_ids)))
+
+    client, user, again = Client(), UserMessage(content="q"), UserMessage(content="again")
+    trace = Trace.for_task(vf.Task(vf.TaskData(prompt="q")), agent=AgentInfo(config=vf.AgentConfig().wire()))
+    first = reply("<think>a</think>b", [1, 2], [3, 4])
+    trace.commit_turn([user], first)
+    honoured = Trace.for_task(vf.Task(vf.TaskData(prompt="q")), agent=AgentInfo(config=vf.AgentConfig().wire()))
+    prefix.check_honoured(client, honoured, [1, 2, 3], [1, 2, 3])
+    assert honoured.info["token_prefix"] == {"extended": 1, "split": 0}
+
+    prefix.check_honoured(client, trace, [1, 2, 3, 4, 8, 9], [1, 2, 4, 8, 9])  # not what was sent
+    trace.commit_turn([user, first.message, again], reply("c", [1, 2, 4, 8, 9], [5]))
+    assert trace.info["token_prefix"] == {"extended": 0, "split": 1}
+    assert [s.input_ids for s in episode_samples({"task": trace.task.model_dump(), "traces": [trace.model_dump()]})] == [
+        [1, 2, 3, 4], [1, 2, 4, 8, 9, 5]]
+    later = [user, first.message, again, AssistantMessage(content="c"), UserMessage(content="more")]
+    assert await prefix.extended_prompt_ids(client, "m", trace, later, None, {"return_token_ids": True}) is None
+
+
 # --- real vLLM (CPU): a template that strips past <think> blocks ---------------------------------------
 
 
