@@ -185,6 +185,9 @@ async def test_a_server_that_ignores_forwarded_ids_splits_and_is_never_asked_aga
         [1, 2, 3, 4], [1, 2, 4, 8, 9, 5]]
     later = [user, first.message, again, AssistantMessage(content="c"), UserMessage(content="more")]
     assert await prefix.extended_prompt_ids(client, "m", trace, later, None, {"return_token_ids": True}) is None
+    # another conversation recorded on the same trace (a sub-agent's) is a branch, not a split
+    trace.commit_turn([UserMessage(content="other"), again], reply("d", [7, 7], [6]))
+    assert trace.info["token_prefix"] == {"extended": 0, "split": 1} and len(trace.branches) == 3
 
 
 # --- real vLLM (CPU): a template that strips past <think> blocks ---------------------------------------

@@ -592,9 +592,11 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
                 have.extend(self.nodes[n].token_ids)
             if not have or tokens.prompt_ids[: len(have)] != have:
                 prefix_ids = []  # a prefix break: this call's tokens do not extend that path
-        last_reply = self.calls[-1].node if self.calls else None
-        if last_reply is not None and last_reply not in prefix_ids:
-            self.count_prefix("split")  # not the last turn's path continued: its sample splits here
+        last = self._last_path
+        if last and last[-1] not in prefix_ids and len(prompt) > len(last) and _same(self.nodes[last[0]].message, prompt[0]):
+            # the next turn of the last call's conversation (its tokens broke, or an earlier message
+            # was rewritten) that does not continue its path: the sample splits here
+            self.count_prefix("split")
         parent = prefix_ids[-1] if prefix_ids else None
         self._reused_prefix_ids, first_new = prefix_ids, len(self.nodes)
         offset = sum(len(self.nodes[n].token_ids) for n in prefix_ids) if tokens is not None else 0
