@@ -105,7 +105,8 @@ async def test_served_and_in_process_episodes_make_the_same_token_exact_samples(
                             text = tok.decode(s.input_ids)
                             assert text.endswith("<|user|>Once more.<|assistant|><think>v</think>again")
                             assert "<|tool|>3<|assistant|><think>u</think>3" in text
-                            assert all(lp < 0 for lp, m in zip(s.inference_logprobs, s.loss_mask, strict=True) if m)
+                            expected = [tok.logprob(t, i) for r in replies for i, t in enumerate(tok.encode(r))]
+                            assert [lp for lp, m in zip(s.inference_logprobs, s.loss_mask, strict=True) if m] == expected
                             assert all(lp == 0.0 for lp, m in zip(s.inference_logprobs, s.loss_mask, strict=True) if not m)
                             assert (s.prefix_extended, s.prefix_split) == (0, 0)
                             assert trace.info.get("token_prefix") is None
