@@ -14,6 +14,7 @@ uv cache (``prepare_uv_script`` warms it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -202,6 +203,19 @@ class Runtime:
 
     async def stop(self) -> None: ...
 
+    def refuse_task(self, data: Any) -> str | None:
+        """Why this runtime cannot run the task ``data`` describes (None: it can)."""
+        return None
+
+    async def prepare_execution(self, routes: list[str] | None) -> None:
+        """The last setup step before the agent's program starts: ``routes`` are the host URLs it
+        must reach (the interception proxy); None lifts the grant. A local runtime on the host's
+        network has nothing to do."""
+
+    def host_url(self, url: str) -> str:
+        """The URL a program inside this runtime uses to reach the host's ``url``."""
+        return url
+
 
 def _uv() -> str:
     """The ``uv`` of this interpreter's venv (else the one on PATH): the version the project pins."""
@@ -376,6 +390,23 @@ fi
 """
 
 
+# The agent phase's network: a relay per granted port (the sandbox's 127.0.0.1:PORT -> the unix
+# socket the host forwards to its own 127.0.0.1:PORT), then the program. $1: the relay's source,
+# $2: the ports; the rest: the program's argv.
+_ROUTED = r"""
+relay=$1; ports=$2; shift 2
+for port in $ports; do
+  /usr/bin/python3 -I -c "$relay" "/workspace/.vf-route-$port.sock" "$port" > "/tmp/.vf-relay-$port.log" 2>&1 &
+  i=0
+  until grep -q ready "/tmp/.vf-relay-$port.log" 2>/dev/null; do
+    i=$((i+1)); [ $i -gt 500 ] && { echo "[sandbox] the route to port $port did not start" >&2; exit 125; }
+    sleep 0.01
+  done
+done
+exec "$@"
+"""
+
+
 def _ca_bundle() -> Path | None:
     """The host's CA certificates (the sandbox has no ``/etc/ssl``), for HTTPS in the setup phase."""
     for candidate in (os.environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
@@ -429,6 +460,10 @@ class SandboxRuntime(Runtime):
         self._cache: Path | None = None
         self._own_cache = False
         self._envs: dict[str, str] = {}
+        self._routes: list[int] = []
+        self._task_env: Any = None  # the task's environment (a ToolEnv), first on PATH
+        self._tools: dict[tuple[str, ...], Any] = {}
+        self._aliases: dict[str, str] = {}
 
     @property
     def info(self) -> dict[str, Any]:
@@ -486,6 +521,7 @@ class SandboxRuntime(Runtime):
         return path
 
     async def stop(self) -> None:
+        self._routes = []
         session, self._session = self._session, None
         if session is not None:
             await session.close()
@@ -506,23 +542,106 @@ class SandboxRuntime(Runtime):
 
         return f"{WORKDIR}/{_safe_relative(os.fspath(path))}"
 
+    # -- the container-runtime contract: tool folders, a task's environment, routes -------------
+
+    def refuse_task(self, data: Any) -> str | None:
+        image = getattr(data, "image", None)
+        if image:
+            return (f"task {getattr(data, 'name', None) or getattr(data, 'id', None) or '?'!r} needs the Docker image {image!r}, "
+                    "which the sandbox runtime cannot run (no Docker here): declare its environment as files plus Python "
+                    "requirements (runtime.prepare_environment), or use a container runtime")  # fmt: skip
+        return None
+
+    async def prepare_tools(self, requirements: Sequence[str], *, timeout: float = 1800.0) -> Any:
+        """The tool folder of ``requirements`` (``verifiers.sandbox.toolenv``: built once per
+        machine from ``registries``, cached by hash), mounted read-only into this runtime's later
+        programs at ``/opt/tools/<key>``. Returns its ``ToolEnv`` (``.python``, ``.bin``)."""
+        from verifiers.sandbox.toolenv import ensure_toolenv, normalized_requirements
+
+        reqs = normalized_requirements(requirements)
+        env = self._tools.get(reqs)
+        if env is None:
+            try:
+                env = await ensure_toolenv(reqs, registries=self.config.registries, backend=self.config.backend, timeout=timeout)
+            except ValueError as exc:
+                raise SandboxError(f"tool folder: {exc}") from None
+            self._tools[reqs] = env
+            self._sandbox.ro_binds.update(env.bind)
+        return env
+
+    async def prepare_environment(
+        self, requirements: Sequence[str] = (), files: dict[str, str | bytes] | None = None, *, workdir: str | None = None,
+    ) -> Any:  # fmt: skip
+        """A task's environment without Docker: ``files`` written into the work folder, and
+        ``requirements`` built into a cached environment (the tool-folder builder) whose ``bin``
+        comes first on every later program's ``PATH`` (``python``, ``pytest``...). ``workdir``:
+        the work folder is also mounted there (a task written for ``/app``). Returns the
+        environment's ``ToolEnv`` (None without requirements)."""
+        if workdir and workdir.rstrip("/") not in ("", "/workspace"):
+            if not workdir.startswith("/") or ".." in workdir.split("/") or workdir.startswith(("/usr", "/proc", "/dev", "/etc", "/opt/vf", "/opt/tools", "/tmp")):
+                raise SandboxError(f"task workdir {workdir!r}: an absolute path outside the system folders is needed")
+            self._aliases[str(self._live().workdir)] = workdir.rstrip("/")
+        if files:
+            await self._live().write_files(files)
+        if requirements:
+            self._task_env = await self.prepare_tools(requirements)
+        return self._task_env
+
+    async def prepare_execution(self, routes: list[str] | None) -> None:
+        """Grant the next programs (``run_program``: the harness's) the host loopback ``routes``
+        and nothing else: each port is relayed from the sandbox's own ``127.0.0.1`` through a unix
+        socket to the host, so the URL is the same inside. None lifts the grant."""
+        from urllib.parse import urlsplit
+
+        ports = []
+        for url in routes or []:
+            parts = urlsplit(url)
+            if parts.hostname not in ("127.0.0.1", "localhost") or parts.port is None:
+                raise SandboxError(f"the sandbox runtime grants host loopback routes only (http://127.0.0.1:PORT/...), not {url!r}")
+            ports.append(parts.port)
+        self._routes = sorted(set(ports))
+
+    def host_url(self, url: str) -> str:
+        return url.replace("://localhost:", "://127.0.0.1:", 1)
+
+    def _env_for(self, env: dict[str, str] | None) -> dict[str, str] | None:
+        if self._task_env is None or "PATH" in self.config.env:
+            return env
+        from verifiers.sandbox.backends import DEFAULT_PATH
+
+        return {"PATH": f"{self._task_env.bin}:{DEFAULT_PATH}", "VIRTUAL_ENV": self._task_env.inside, **(env or {})}
+
     async def run_program(
         self, argv: list[str], *, env: dict[str, str] | None = None, timeout: float | None = None,
-        stdin: str | None = None, cwd: str | None = None,
+        stdin: str | None = None, cwd: str | None = None, limits: dict[str, Any] | None = None,
     ) -> ProgramResult:  # fmt: skip
         """Run ``argv`` (no shell) in a fresh sandbox on the work folder; past ``timeout`` (the
-        config's ``timeout`` when None) its whole PID namespace is killed and it is ``timed_out``."""
-        return await self._exec(list(argv), env=env, timeout=timeout, stdin=stdin, cwd=cwd)
+        config's ``timeout`` when None) its whole PID namespace is killed and it is ``timed_out``.
+        The routes of ``prepare_execution`` are reachable from it (and from what it starts)."""
+        argv = list(argv)
+        if not self._routes:
+            return await self._exec(argv, env=env, timeout=timeout, stdin=stdin, cwd=cwd, limits=limits)
+        from verifiers.sandbox.egress import RELAY, LoopbackForward
+
+        workdir = self._live().workdir
+        async with contextlib.AsyncExitStack() as stack:
+            for port in self._routes:
+                await stack.enter_async_context(LoopbackForward(workdir / f".vf-route-{port}.sock", port))
+            wrapped = ["/bin/sh", "-c", _ROUTED, "routed", RELAY, " ".join(map(str, self._routes)), *argv]
+            return await self._exec(wrapped, env=env, timeout=timeout, stdin=stdin, cwd=cwd, limits=limits)
 
     async def _exec(
         self, argv: list[str], *, env: dict[str, str] | None = None, timeout: float | None = None,
         stdin: str | None = None, cwd: str | None = None, rw_binds: dict[str, str] | None = None,
+        limits: dict[str, Any] | None = None,
     ) -> ProgramResult:  # fmt: skip
         session = self._live()
         if cwd is not None:
             argv = ["/bin/sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", self._inside(cwd), *argv]
+        if self._aliases:
+            rw_binds = {**self._aliases, **(rw_binds or {})}
         r = await session.run(argv, stdin=stdin, timeout=self.config.timeout if timeout is None else timeout,
-                              env=env, rw_binds=rw_binds)  # fmt: skip
+                              env=self._env_for(env), rw_binds=rw_binds, limits=limits)  # fmt: skip
         stderr = r.stderr
         if r.kill_reason in ("memory", "output"):
             stderr += f"\n[sandbox] stopped at its {r.kill_reason} limit\n"

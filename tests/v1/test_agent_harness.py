@@ -1,0 +1,206 @@
+"""Agent programs as harnesses in the bubblewrap sandbox, no Docker: the real mini-swe-agent
+(from PyPI, in a tool folder built once per machine) against a scripted model.
+
+* it fixes the bug -> the hidden tests (run in the sandbox with the task's own environment, pytest
+  from a second cached tool folder) pass: reward 1; its calls went through the interception proxy
+  (trace, the agent's sampling, token ids and logprobs), and ``max_turns`` became its step limit;
+* it submits without fixing -> reward 0;
+* a hostile agent gets nothing outside its work folder: no host file, no network (not the host's
+  model server, not the internet; only the proxy's port), no process left running;
+* a task that needs a Docker image is refused on ``sandbox`` in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sandbox.conftest import ensure_bwrap
+from tests.sandbox.support import live_processes, wait_until_gone
+from verifiers.clients import ModelClient
+from verifiers.testing.scripted import ScriptedServer, tool_call, tool_calls
+from verifiers.v1.env import load_environment
+from verifiers.v1.harnesses.mini_swe_agent import MiniSWEAgentHarnessConfig
+from verifiers.v1.rollout import run_v1
+from verifiers.v1.runtimes import SandboxConfig, SandboxRuntime
+
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _sandbox_dir() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="vf-agent-test-"))
+    root.chmod(0o711)
+    previous = os.environ.get("VF_SANDBOX_DIR")
+    os.environ["VF_SANDBOX_DIR"] = str(root)
+    ensure_bwrap()
+    yield root
+    if previous is None:
+        os.environ.pop("VF_SANDBOX_DIR", None)
+    else:
+        os.environ["VF_SANDBOX_DIR"] = previous
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def mini_tools() -> object:
+    """mini-swe-agent's tool folder: built from PyPI the first time on this machine (about a
+    minute), found by its hash afterwards (VF_TOOLENV_DIR, else /var/tmp/vf-toolenvs-<uid>)."""
+    import asyncio
+
+    from verifiers.sandbox.toolenv import ensure_toolenv
+
+    return asyncio.run(ensure_toolenv(MiniSWEAgentHarnessConfig().requirements))
+
+
+def _env(**agent: object) -> object:
+    return load_environment({"taskset": {"id": "vf-bugfix"}, "agent": {
+        "harness": {"id": "mini_swe_agent"}, "runtime": {"type": "sandbox", "timeout": 120}, **agent}})  # fmt: skip
+
+
+def _observations(req) -> list[str]:
+    return [m["content"] for m in req.messages if m["role"] == "tool"]
+
+
+async def _run(script, **agent):
+    env = _env(**agent)
+    env.check()
+    async with ScriptedServer(script, token_ids=True, logprobs=True) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            out = await run_v1(env, list(env.taskset), client, model="scripted-model")
+        finally:
+            await client.aclose()
+    return out, out.state[0]["_episode"].traces[0], srv
+
+
+async def test_mini_swe_agent_fixes_the_bug_through_the_proxy_and_earns_1(mini_tools) -> None:
+    seen: list[dict] = []
+
+    def script(req):
+        seen.append({"temperature": req.get("temperature"), "tools": [t["function"]["name"] for t in req.tools]})
+        done = _observations(req)
+        if not done:
+            return tool_calls(tool_call("bash", {"command": "sed -i 's/a - b/a + b/' calc.py && python -c 'import calc; print(calc.add(2, 3))'"}, id="c1"))
+        return tool_calls(tool_call("bash", {"command": SUBMIT}, id="c2"))
+
+    out, trace, _srv = await _run(script, sampling={"temperature": 0.25}, max_turns=7)
+    assert trace.errors == [] and out.state[0]["reward"] == 1.0
+    assert trace.info["mini_swe_agent"]["exit_status"] == "Submitted"
+    # the program's two calls, recorded through the proxy with the agent's sampling applied
+    assert len(trace.calls) == 2 and [s["temperature"] for s in seen] == [0.25, 0.25]
+    assert seen[0]["tools"] == ["bash"]  # mini's own tool
+    observation = json.loads(next(m for m in trace.messages if m.role == "tool").content)
+    assert observation == {"returncode": 0, "output": "5\n"}  # the fixed code, run in the sandbox
+    sampled = [n for n in trace.nodes if n.sampled]
+    assert len(sampled) == 2 and all(n.token_ids and len(n.logprobs) == len(n.token_ids) for n in sampled)
+    assert trace.agent.runtime["type"] == "sandbox"
+
+
+async def test_mini_swe_agent_submitting_without_a_fix_earns_0_and_max_turns_is_its_step_limit(mini_tools) -> None:
+    calls = 0
+
+    def script(req):
+        nonlocal calls
+        calls += 1
+        return tool_calls(tool_call("bash", {"command": "ls"}, id=f"c{calls}"))  # never submits
+
+    out, trace, _ = await _run(script, max_turns=3)
+    assert out.state[0]["reward"] == 0.0 and calls == 3  # mini stopped itself at step_limit = max_turns
+    assert trace.info["mini_swe_agent"]["exit_status"] == "LimitsExceeded" and trace.errors == []
+
+    out, trace, _ = await _run(lambda req: tool_calls(tool_call("bash", {"command": SUBMIT}, id="s")))
+    assert out.state[0]["reward"] == 0.0 and trace.info["mini_swe_agent"]["exit_status"] == "Submitted"
+
+
+async def test_a_hostile_agent_gets_nothing_outside_its_work_folder(mini_tools, tmp_path, _sandbox_dir) -> None:
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST-ONLY")
+    marker = f"vf-marker-{secrets.token_hex(6)}"
+    probe = (
+        "import socket, sys\n"
+        "def reach(host, port):\n"
+        "    try:\n"
+        "        socket.create_connection((host, port), timeout=2).close(); return 'open'\n"
+        "    except OSError as e:\n"
+        "        return type(e).__name__\n"
+        "print('model-server', reach('127.0.0.1', int(sys.argv[1])))\n"
+        "print('internet', reach('pypi.org', 443))\n"
+        "print('proxy', reach('127.0.0.1', int(sys.argv[2])))\n"
+    )
+    out_of_bounds: list[str] = []
+
+    def script(req):
+        done = _observations(req)
+        if not done:
+            cmds = (f"cat {secret}; ls /root /home; cat /etc/shadow; touch /usr/x /etc/x; id -u; "
+                    f"(exec -a {marker} sleep 300 &) ; echo started")  # fmt: skip
+            return tool_calls(tool_call("bash", {"command": cmds}, id="h1"))
+        if len(done) == 1:
+            out_of_bounds.append(done[0])
+            proxy_port = os.environ["_VF_TEST_PROXY_PORT"]
+            return tool_calls(tool_call("bash", {"command": f"cat > p.py <<'EOF'\n{probe}EOF\npython3 p.py {srv_port[0]} {proxy_port}"}, id="h2"))
+        out_of_bounds.append(done[1])
+        return tool_calls(tool_call("bash", {"command": SUBMIT}, id="h3"))
+
+    srv_port: list[int] = []
+    env = _env()
+    async with ScriptedServer(script, token_ids=True) as srv:
+        srv_port.append(int(srv.base_url.rsplit(":", 1)[1].split("/")[0]))
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            from verifiers.v1 import interception
+
+            started = interception.InterceptionServer.start
+
+            async def spy(self):  # the proxy's port, for the probe: the one route the sandbox gets
+                result = await started(self)
+                os.environ["_VF_TEST_PROXY_PORT"] = str(self.port)
+                return result
+
+            interception.InterceptionServer.start = spy
+            try:
+                out = await run_v1(env, list(env.taskset), client, model="scripted-model")
+            finally:
+                interception.InterceptionServer.start = started
+                os.environ.pop("_VF_TEST_PROXY_PORT", None)
+        finally:
+            await client.aclose()
+    trace = out.state[0]["_episode"].traces[0]
+    assert trace.errors == [] and trace.info["mini_swe_agent"]["exit_status"] == "Submitted"
+    files = json.loads(out_of_bounds[0])["output"]
+    assert "HOST-ONLY" not in files and "No such file" in files and "65534" in files and "started" in files
+    assert "Read-only file system" in files or "Permission denied" in files
+    assert secret.read_text() == "HOST-ONLY"
+    net = json.loads(out_of_bounds[1])["output"]
+    assert "model-server ConnectionRefusedError" in net and "proxy open" in net
+    assert "internet open" not in net and "internet " in net
+    assert await wait_until_gone(marker, timeout=10) == []  # the background sleep died with the run
+    assert not live_processes("minisweagent")
+    assert not list(_sandbox_dir.glob("run-*"))  # work folder gone
+
+
+async def test_a_task_that_needs_a_docker_image_is_refused_on_sandbox_in_one_line() -> None:
+    import verifiers.v1 as vf
+
+    rt = SandboxRuntime(SandboxConfig())
+    why = rt.refuse_task(vf.TaskData(name="needs-image", image="python:3.12-slim"))
+    assert why is not None and "\n" not in why and "python:3.12-slim" in why and "Docker" in why
+    assert rt.refuse_task(vf.TaskData(name="plain")) is None
+
+
+def test_mini_swe_agent_is_refused_on_the_unisolated_subprocess_runtime_in_one_line() -> None:
+    from verifiers.v1.plugins import PluginError
+
+    env = load_environment({"taskset": {"id": "vf-bugfix"}, "agent": {"harness": {"id": "mini-swe-agent", "step_limit": 5}}})
+    with pytest.raises(PluginError) as err:
+        env.check()
+    assert str(err.value).startswith("[env.agent.harness]") and "sandbox" in str(err.value) and "\n" not in str(err.value)
+    _env().check()  # on sandbox: fine
