@@ -131,10 +131,10 @@ def _interpreter(python: str) -> str:
     return out.stdout.strip()
 
 
-def toolenv_key(requirements: Iterable[str], python: str = "/usr/bin/python3") -> str:
-    """The cache key: requirements, interpreter version and platform, builder version."""
+def toolenv_key(requirements: Iterable[str], python: str = "/usr/bin/python3", index_url: str | None = None) -> str:
+    """The cache key: requirements, interpreter version and platform, index, builder version."""
     spec = {"builder": BUILDER_VERSION, "requirements": list(normalized_requirements(requirements)),
-            "python": _interpreter(python), "machine": platform.machine()}  # fmt: skip
+            "python": _interpreter(python), "machine": platform.machine(), "index": index_url}  # fmt: skip
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -182,13 +182,14 @@ def _ca_bundle() -> Path | None:
 
 async def ensure_toolenv(
     requirements: Iterable[str], *, registries: Sequence[str] = PACKAGE_REGISTRIES, backend: str = "bwrap",
-    timeout: float = 1800.0, python: str = "/usr/bin/python3",
+    timeout: float = 1800.0, python: str = "/usr/bin/python3", index_url: str | None = None,
 ) -> ToolEnv:  # fmt: skip
     """The tool folder for ``requirements``: the cached one, else built now (once per machine:
     concurrent callers of one key wait for the first). ``registries`` (``http(s)://host``) are
-    what the build may reach; ``[]`` builds offline from uv's cache."""
+    what the build may reach; ``[]`` builds offline from uv's cache. ``index_url``: another
+    package index (``UV_INDEX_URL``; it must be among ``registries``)."""
     reqs = normalized_requirements(requirements)
-    key = await asyncio.to_thread(toolenv_key, reqs, python)
+    key = await asyncio.to_thread(toolenv_key, reqs, python, index_url)
     root = await asyncio.to_thread(toolenv_root)
     final = root / key
     env = ToolEnv(key, final, f"{TOOLS_INSIDE}/{key}", reqs)
@@ -211,7 +212,7 @@ async def ensure_toolenv(
             await asyncio.to_thread(_remove, stale)
         if final.exists():  # a folder without its record: never used, rebuilt
             await asyncio.to_thread(_remove, final)
-        await _build(env, root, registries, backend, timeout, python)
+        await _build(env, root, registries, backend, timeout, python, index_url)
         return env
     finally:
         os.close(lock_fd)
@@ -221,7 +222,9 @@ def _remove(path: Path) -> None:
     subprocess.run(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL, capture_output=True, check=False)
 
 
-async def _build(env: ToolEnv, root: Path, registries: Sequence[str], backend: str, timeout: float, python: str) -> None:
+async def _build(
+    env: ToolEnv, root: Path, registries: Sequence[str], backend: str, timeout: float, python: str, index_url: str | None,
+) -> None:  # fmt: skip
     from verifiers.sandbox import Sandbox
     from verifiers.sandbox.backends import SANDBOX_UID, drop_to_sandbox_uid
     from verifiers.sandbox.egress import RELAY, EgressProxy, hosts_of
@@ -240,6 +243,8 @@ async def _build(env: ToolEnv, root: Path, registries: Sequence[str], backend: s
     ca = _ca_bundle()
     sb_env = {"UV_CACHE_DIR": _CACHE_INSIDE, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1", "UV_NO_PROGRESS": "1",
               "UV_LINK_MODE": "copy"}  # fmt: skip
+    if index_url:
+        sb_env["UV_INDEX_URL"] = index_url
     if ca is not None:
         binds[str(ca)] = _CA_INSIDE
         sb_env["SSL_CERT_FILE"] = _CA_INSIDE

@@ -562,7 +562,8 @@ class SandboxRuntime(Runtime):
         env = self._tools.get(reqs)
         if env is None:
             try:
-                env = await ensure_toolenv(reqs, registries=self.config.registries, backend=self.config.backend, timeout=timeout)
+                env = await ensure_toolenv(reqs, registries=self.config.registries, backend=self.config.backend, timeout=timeout,
+                                           index_url=self.config.env.get("UV_INDEX_URL"))  # fmt: skip
             except ValueError as exc:
                 raise SandboxError(f"tool folder: {exc}") from None
             self._tools[reqs] = env
