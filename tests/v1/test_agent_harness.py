@@ -27,7 +27,6 @@ from tests.sandbox.support import live_processes, wait_until_gone
 from verifiers.clients import ModelClient
 from verifiers.testing.scripted import ScriptedServer, tool_call, tool_calls
 from verifiers.v1.env import load_environment
-from verifiers.v1.harnesses.mini_swe_agent import MiniSWEAgentHarnessConfig
 from verifiers.v1.rollout import run_v1
 from verifiers.v1.runtimes import SandboxConfig, SandboxRuntime
 
@@ -47,17 +46,6 @@ def _sandbox_dir() -> Iterator[Path]:
     else:
         os.environ["VF_SANDBOX_DIR"] = previous
     shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def mini_tools() -> object:
-    """mini-swe-agent's tool folder: built from PyPI the first time on this machine (about a
-    minute), found by its hash afterwards (VF_TOOLENV_DIR, else /var/tmp/vf-toolenvs-<uid>)."""
-    import asyncio
-
-    from verifiers.sandbox.toolenv import ensure_toolenv
-
-    return asyncio.run(ensure_toolenv(MiniSWEAgentHarnessConfig().requirements))
 
 
 def _env(**agent: object) -> object:

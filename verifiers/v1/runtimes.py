@@ -649,10 +649,13 @@ class SandboxRuntime(Runtime):
         return ProgramResult(r.exit_code, r.stdout, stderr, timed_out=r.kill_reason == "timeout")
 
     async def run(
-        self, command: str | Sequence[str], env: dict[str, str] | None = None, *, timeout: float | None = None
-    ) -> ProgramResult:
-        """Run a shell command line (``bash -c``), or an argv list without a shell, in the work folder."""
-        return await self._exec(command_argv(command, "/bin/bash"), env=env, timeout=timeout)
+        self, command: str | Sequence[str], env: dict[str, str] | None = None, *, timeout: float | None = None,
+        binds: dict[str, str] | None = None,
+    ) -> ProgramResult:  # fmt: skip
+        """Run a shell command line (``bash -c``), or an argv list without a shell, in the work folder.
+        ``binds`` (``{host_folder: path_inside}``) are mounted writable for this call only (a
+        verifier's fresh ``/tests`` and ``/logs``); each must be writable by the sandbox's uid."""
+        return await self._exec(command_argv(command, "/bin/bash"), env=env, timeout=timeout, rw_binds=binds)
 
     async def write(self, path: str, content: str | bytes) -> None:
         """Write a file of the work folder (relative, or under ``/workspace``; links are not followed)."""
