@@ -4,9 +4,9 @@
 * it fixes the bug -> the hidden tests (run in the sandbox with the task's own environment, pytest
   from a second cached tool folder) pass: reward 1; its calls went through the interception proxy
   (trace, the agent's sampling, token ids and logprobs), and ``max_turns`` became its step limit;
-* it submits without fixing -> reward 0;
 * a hostile agent gets nothing outside its work folder: no host file, no network (not the host's
-  model server, not the internet; only the proxy's port), no process left running;
+  model server, not the internet; only the proxy's port), no process left running; and, as it
+  submits without fixing, reward 0;
 * a task that needs a Docker image is refused on ``sandbox`` in one line.
 """
 
@@ -92,7 +92,7 @@ async def test_mini_swe_agent_fixes_the_bug_through_the_proxy_and_earns_1(mini_t
     assert trace.agent.runtime["type"] == "sandbox"
 
 
-async def test_mini_swe_agent_submitting_without_a_fix_earns_0_and_max_turns_is_its_step_limit(mini_tools) -> None:
+async def test_max_turns_becomes_mini_swe_agents_step_limit(mini_tools) -> None:
     calls = 0
 
     def script(req):
@@ -102,13 +102,13 @@ async def test_mini_swe_agent_submitting_without_a_fix_earns_0_and_max_turns_is_
 
     out, trace, _ = await _run(script, max_turns=3)
     assert out.state[0]["reward"] == 0.0 and calls == 3  # mini stopped itself at step_limit = max_turns
-    assert trace.info["mini_swe_agent"]["exit_status"] == "LimitsExceeded" and trace.errors == []
-
-    out, trace, _ = await _run(lambda req: tool_calls(tool_call("bash", {"command": SUBMIT}, id="s")))
-    assert out.state[0]["reward"] == 0.0 and trace.info["mini_swe_agent"]["exit_status"] == "Submitted"
+    assert trace.info["mini_swe_agent"] == {"exit_status": "LimitsExceeded", "steps": 3, "returncode": 0, "timed_out": False}
+    assert trace.errors == []
 
 
-async def test_a_hostile_agent_gets_nothing_outside_its_work_folder(mini_tools, tmp_path, _sandbox_dir) -> None:
+async def test_a_hostile_agent_gets_nothing_outside_its_work_folder_and_submitting_without_a_fix_earns_0(
+    mini_tools, tmp_path, _sandbox_dir
+) -> None:
     secret = tmp_path / "host-secret.txt"
     secret.write_text("HOST-ONLY")
     marker = f"vf-marker-{secrets.token_hex(6)}"
@@ -128,7 +128,7 @@ async def test_a_hostile_agent_gets_nothing_outside_its_work_folder(mini_tools, 
     def script(req):
         done = _observations(req)
         if not done:
-            cmds = (f"cat {secret}; ls /root /home; cat /etc/shadow; touch /usr/x /etc/x; id -u; "
+            cmds = (f"cat {secret}; ls /root /home; cat /etc/shadow; touch /usr/x /etc/x \"$VIRTUAL_ENV/pwned\"; id -u; "
                     f"(exec -a {marker} sleep 300 &) ; echo started")  # fmt: skip
             return tool_calls(tool_call("bash", {"command": cmds}, id="h1"))
         if len(done) == 1:
@@ -163,10 +163,13 @@ async def test_a_hostile_agent_gets_nothing_outside_its_work_folder(mini_tools, 
             await client.aclose()
     trace = out.state[0]["_episode"].traces[0]
     assert trace.errors == [] and trace.info["mini_swe_agent"]["exit_status"] == "Submitted"
+    assert out.state[0]["reward"] == 0.0  # it submitted without fixing calc.add
     files = json.loads(out_of_bounds[0])["output"]
     assert "HOST-ONLY" not in files and "No such file" in files and "65534" in files and "started" in files
     assert "Read-only file system" in files or "Permission denied" in files
     assert secret.read_text() == "HOST-ONLY"
+    assert files.count("Read-only file system") >= 3 and "/opt/tools/" in files  # the task's environment too
+    assert not any(Path(b).joinpath("pwned").exists() for b in _tool_folders())
     net = json.loads(out_of_bounds[1])["output"]
     assert "model-server ConnectionRefusedError" in net and "proxy open" in net
     assert "internet open" not in net and "internet " in net
@@ -182,6 +185,24 @@ async def test_a_task_that_needs_a_docker_image_is_refused_on_sandbox_in_one_lin
     why = rt.refuse_task(vf.TaskData(name="needs-image", image="python:3.12-slim"))
     assert why is not None and "\n" not in why and "python:3.12-slim" in why and "Docker" in why
     assert rt.refuse_task(vf.TaskData(name="plain")) is None
+
+
+def _tool_folders() -> list[Path]:
+    from verifiers.sandbox.toolenv import toolenv_root
+
+    return [p for p in toolenv_root().iterdir() if p.is_dir()]
+
+
+def test_step_and_cost_limits_map_to_minis_agent_config() -> None:
+    from verifiers.v1.harnesses.mini_swe_agent import MiniSWEAgentHarness, MiniSWEAgentHarnessConfig
+
+    def sets(cfg: dict, max_turns: int | None) -> dict[str, str]:
+        argv = MiniSWEAgentHarness(MiniSWEAgentHarnessConfig(**cfg)).argv("/py", "m", "task", "http://127.0.0.1:1/v1", "s", max_turns)
+        return dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "-c" and "=" in argv[i + 1])
+
+    assert sets({}, 7)["agent.step_limit"] == "7" and sets({}, None)["agent.step_limit"] == "0"
+    assert sets({"step_limit": 3, "cost_limit": 1.5}, 7).items() >= {"agent.step_limit": "3", "agent.cost_limit": "1.5"}.items()
+    assert sets({"command_timeout": 30}, None)["environment.timeout"] == "30"
 
 
 def test_mini_swe_agent_is_refused_on_the_unisolated_subprocess_runtime_in_one_line() -> None:
