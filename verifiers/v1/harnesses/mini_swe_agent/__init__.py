@@ -99,14 +99,19 @@ class MiniSWEAgentHarness(Harness[MiniSWEAgentHarnessConfig]):
         return result
 
 
-# mini's own command line (``minisweagent.run.mini``), then its exit status on stderr for the trace
+# mini's own command line (``minisweagent.run.mini``), then its exit status on stderr for the
+# trace; then out at once: litellm's exit hooks take seconds and do nothing a rollout needs (mini
+# has saved its trajectory), and the sandbox is discarded anyway
 _DRIVER = r"""
-import json, sys
+import json, os, sys
 from minisweagent.run.mini import app
 sys.argv[0] = "mini"
 agent = app(standalone_mode=False)
 extra = (agent.messages[-1].get("extra") or {}) if getattr(agent, "messages", None) else {}
 print("\n[vf-mini] " + json.dumps({"exit_status": extra.get("exit_status"), "steps": getattr(agent, "n_calls", None)}), file=sys.stderr)
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
 """
 
 
