@@ -112,8 +112,10 @@ async def test_a_hostile_agent_gets_nothing_outside_its_work_folder_and_submitti
     secret = tmp_path / "host-secret.txt"
     secret.write_text("HOST-ONLY")
     marker = f"vf-marker-{secrets.token_hex(6)}"
-    probe = (
-        "import socket, sys\n"
+    probe = (  # the proxy's port: from mini's own command line, as an agent would find it
+        "import glob, re, socket, sys\n"
+        "cmds = [open(p, 'rb').read().decode(errors='replace') for p in glob.glob('/proc/[0-9]*/cmdline')]\n"
+        "proxy_port = next(m.group(1) for c in cmds if (m := re.search(r'api_base=http://127.0.0.1:(\\d+)', c)))\n"
         "def reach(host, port):\n"
         "    try:\n"
         "        socket.create_connection((host, port), timeout=2).close(); return 'open'\n"
@@ -121,7 +123,7 @@ async def test_a_hostile_agent_gets_nothing_outside_its_work_folder_and_submitti
         "        return type(e).__name__\n"
         "print('model-server', reach('127.0.0.1', int(sys.argv[1])))\n"
         "print('internet', reach('pypi.org', 443))\n"
-        "print('proxy', reach('127.0.0.1', int(sys.argv[2])))\n"
+        "print('proxy', reach('127.0.0.1', int(proxy_port)))\n"
     )
     out_of_bounds: list[str] = []
 
@@ -133,8 +135,7 @@ async def test_a_hostile_agent_gets_nothing_outside_its_work_folder_and_submitti
             return tool_calls(tool_call("bash", {"command": cmds}, id="h1"))
         if len(done) == 1:
             out_of_bounds.append(done[0])
-            proxy_port = os.environ["_VF_TEST_PROXY_PORT"]
-            return tool_calls(tool_call("bash", {"command": f"cat > p.py <<'EOF'\n{probe}EOF\npython3 p.py {srv_port[0]} {proxy_port}"}, id="h2"))
+            return tool_calls(tool_call("bash", {"command": f"cat > p.py <<'EOF'\n{probe}EOF\npython3 p.py {srv_port[0]}"}, id="h2"))
         out_of_bounds.append(done[1])
         return tool_calls(tool_call("bash", {"command": SUBMIT}, id="h3"))
 
@@ -144,21 +145,7 @@ async def test_a_hostile_agent_gets_nothing_outside_its_work_folder_and_submitti
         srv_port.append(int(srv.base_url.rsplit(":", 1)[1].split("/")[0]))
         client = ModelClient.from_any(srv.base_url)
         try:
-            from verifiers.v1 import interception
-
-            started = interception.InterceptionServer.start
-
-            async def spy(self):  # the proxy's port, for the probe: the one route the sandbox gets
-                result = await started(self)
-                os.environ["_VF_TEST_PROXY_PORT"] = str(self.port)
-                return result
-
-            interception.InterceptionServer.start = spy
-            try:
-                out = await run_v1(env, list(env.taskset), client, model="scripted-model")
-            finally:
-                interception.InterceptionServer.start = started
-                os.environ.pop("_VF_TEST_PROXY_PORT", None)
+            out = await run_v1(env, list(env.taskset), client, model="scripted-model")
         finally:
             await client.aclose()
     trace = out.state[0]["_episode"].traces[0]

@@ -39,6 +39,11 @@ def test_requirements_are_plain_requirements_only() -> None:
         with pytest.raises(ValueError):
             normalized_requirements([bad] if bad else [])
     assert toolenv_key(["a", "b"]) == toolenv_key(["b", "a"]) != toolenv_key(["a"])
+    from verifiers.sandbox import toolenv
+    from verifiers.v1 import runtimes
+
+    # prepare_uv_script mounts uv, its cache and the CA bundle where the builder does
+    assert (runtimes._UV_INSIDE, runtimes._CACHE_INSIDE, runtimes._CA_INSIDE) == (toolenv.UV_INSIDE, toolenv.CACHE_INSIDE, toolenv.CA_INSIDE)
 
 
 async def test_built_once_for_concurrent_callers_published_whole_and_mounted_read_only(roots, tmp_path) -> None:

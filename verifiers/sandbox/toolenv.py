@@ -52,9 +52,10 @@ RECORD = ".vf-toolenv.json"
 PACKAGE_REGISTRIES = ("https://pypi.org", "https://files.pythonhosted.org")
 MAX_REQUIREMENTS = 200
 _REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\], <>=!~;:'\"()*+@/]*$")
-_UV_INSIDE = "/opt/vf/bin/uv"
-_CACHE_INSIDE = "/opt/vf/uv-cache"
-_CA_INSIDE = "/opt/vf/ca-certificates.crt"
+UV_INSIDE = "/opt/vf/bin/uv"
+"""Where the venv's ``uv`` is mounted in a sandbox that builds (here and ``prepare_uv_script``)."""
+CACHE_INSIDE = "/opt/vf/uv-cache"
+CA_INSIDE = "/opt/vf/ca-certificates.crt"
 _SOCKET = ".vf-egress.sock"
 BUILD_LIMITS = {"memory_mb": 16384, "processes": 2048, "file_size_mb": 2048, "open_files": 4096,
                 "tmp_size_mb": 2048, "disk_mb": 256, "output_bytes": 4 * 1024 * 1024}  # fmt: skip
@@ -163,7 +164,8 @@ def _complete(folder: Path, key: str) -> bool:
         return False
 
 
-def _uv() -> str:
+def uv_binary() -> str:
+    """The ``uv`` of this interpreter's venv (else the one on PATH): the version the project pins."""
     here = Path(sys.executable).parent / "uv"
     if here.is_file():
         return str(here)
@@ -173,7 +175,8 @@ def _uv() -> str:
     return found
 
 
-def _ca_bundle() -> Path | None:
+def ca_bundle() -> Path | None:
+    """The host's CA certificates (a sandbox has no ``/etc/ssl``), for HTTPS while building."""
     for candidate in (os.environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
@@ -239,15 +242,15 @@ async def _build(
             os.chown(folder, uid, uid)
             if folder == cache and cache.stat().st_uid != uid:
                 raise SandboxError(f"{cache} must belong to uid {uid}")
-    binds = {_uv(): _UV_INSIDE}
-    ca = _ca_bundle()
-    sb_env = {"UV_CACHE_DIR": _CACHE_INSIDE, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1", "UV_NO_PROGRESS": "1",
+    binds = {uv_binary(): UV_INSIDE}
+    ca = ca_bundle()
+    sb_env = {"UV_CACHE_DIR": CACHE_INSIDE, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1", "UV_NO_PROGRESS": "1",
               "UV_LINK_MODE": "copy"}  # fmt: skip
     if index_url:
         sb_env["UV_INDEX_URL"] = index_url
     if ca is not None:
-        binds[str(ca)] = _CA_INSIDE
-        sb_env["SSL_CERT_FILE"] = _CA_INSIDE
+        binds[str(ca)] = CA_INSIDE
+        sb_env["SSL_CERT_FILE"] = CA_INSIDE
     allowed = hosts_of(registries)
     started = time.monotonic()
     try:
@@ -255,7 +258,7 @@ async def _build(
         async with sandbox.session(files={"requirements.txt": "\n".join(env.requirements) + "\n"}) as session:
             argv = ["/bin/bash", "-c", _BUILD, "build", RELAY, f"/workspace/{_SOCKET}", env.inside, python,
                     "online" if allowed else "offline"]  # fmt: skip
-            rw = {str(staging): env.inside, str(cache): _CACHE_INSIDE}
+            rw = {str(staging): env.inside, str(cache): CACHE_INSIDE}
             if allowed:
                 async with EgressProxy(session.workdir / _SOCKET, allowed) as proxy:
                     result = await session.run(argv, timeout=timeout, rw_binds=rw)
@@ -286,3 +289,25 @@ def _seal(folder: Path, record: dict) -> None:
     subprocess.run(["chmod", "-R", "u+rwX,go+rX,go-w", "--", str(folder)], check=True, capture_output=True)
     (folder / RECORD).write_text(json.dumps(record, sort_keys=True))
     (folder / RECORD).chmod(0o644)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m verifiers.sandbox.toolenv REQUIREMENT...``: build (or find) a tool folder ahead
+    of a run (a CI machine's warm-up), and print where it is."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m verifiers.sandbox.toolenv", description=main.__doc__)
+    parser.add_argument("requirements", nargs="+")
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    args = parser.parse_args(argv)
+    try:
+        env = asyncio.run(ensure_toolenv(args.requirements, timeout=args.timeout))
+    except (SandboxError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{env.host} (mounted at {env.inside})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

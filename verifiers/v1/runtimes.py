@@ -18,7 +18,6 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import uuid
 from collections.abc import Sequence
@@ -219,13 +218,13 @@ class Runtime:
 
 def _uv() -> str:
     """The ``uv`` of this interpreter's venv (else the one on PATH): the version the project pins."""
-    here = Path(sys.executable).parent / "uv"
-    if here.is_file():
-        return str(here)
-    found = shutil.which("uv")
-    if found is None:
-        raise SandboxError("uv is not installed in this venv (it runs the harnesses' PEP 723 scripts)")
-    return found
+    from verifiers.sandbox.toolenv import uv_binary
+    from verifiers.sandbox.types import SandboxError as Missing
+
+    try:
+        return uv_binary()
+    except Missing as exc:
+        raise SandboxError(str(exc)) from None
 
 
 class SubprocessRuntime(Runtime):
@@ -367,10 +366,19 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 
 # --- the sandbox runtime -------------------------------------------------------------------------
 
-_OPT = "/opt/vf"
-_UV_INSIDE = f"{_OPT}/bin/uv"
-_CACHE_INSIDE = f"{_OPT}/uv-cache"
-_CA_INSIDE = f"{_OPT}/ca-certificates.crt"
+# where the sandbox sees uv, its cache and the CA bundle while setting up (the tool-folder builder's
+# paths, verifiers.sandbox.toolenv, not imported here to keep this module's import light)
+_UV_INSIDE = "/opt/vf/bin/uv"
+_CACHE_INSIDE = "/opt/vf/uv-cache"
+_CA_INSIDE = "/opt/vf/ca-certificates.crt"
+
+
+def _ca_bundle() -> Path | None:
+    from verifiers.sandbox.toolenv import ca_bundle
+
+    return ca_bundle()
+
+
 _EGRESS_SOCKET = ".vf-egress.sock"
 
 # The setup phase: the egress relay (when the proxy is granted), then uv fills the cache and
@@ -405,14 +413,6 @@ for port in $ports; do
 done
 exec "$@"
 """
-
-
-def _ca_bundle() -> Path | None:
-    """The host's CA certificates (the sandbox has no ``/etc/ssl``), for HTTPS in the setup phase."""
-    for candidate in (os.environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
-        if candidate and Path(candidate).is_file():
-            return Path(candidate)
-    return None
 
 
 def _one_line(exc: BaseException) -> str:
