@@ -57,13 +57,13 @@ def _observations(req) -> list[str]:
     return [m["content"] for m in req.messages if m["role"] == "tool"]
 
 
-async def _run(script, **agent):
+async def _run(script, rollouts: int = 1, **agent):
     env = _env(**agent)
     env.check()
     async with ScriptedServer(script, token_ids=True, logprobs=True) as srv:
         client = ModelClient.from_any(srv.base_url)
         try:
-            out = await run_v1(env, list(env.taskset), client, model="scripted-model")
+            out = await run_v1(env, list(env.taskset), client, model="scripted-model", num_rollouts=rollouts, max_concurrent=rollouts)
         finally:
             await client.aclose()
     return out, out.state[0]["_episode"].traces[0], srv
@@ -92,18 +92,23 @@ async def test_mini_swe_agent_fixes_the_bug_through_the_proxy_and_earns_1(mini_t
     assert trace.agent.runtime["type"] == "sandbox"
 
 
-async def test_max_turns_becomes_mini_swe_agents_step_limit(mini_tools) -> None:
+async def test_max_turns_becomes_mini_swe_agents_step_limit_in_concurrent_rollouts(mini_tools) -> None:
     calls = 0
 
     def script(req):
         nonlocal calls
         calls += 1
-        return tool_calls(tool_call("bash", {"command": "ls"}, id=f"c{calls}"))  # never submits
+        # never submits; each rollout sees only its own history through its own proxy route
+        return tool_calls(tool_call("bash", {"command": f"echo step-{len(_observations(req))}"}, id=f"c{calls}"))
 
-    out, trace, _ = await _run(script, max_turns=3)
-    assert out.state[0]["reward"] == 0.0 and calls == 3  # mini stopped itself at step_limit = max_turns
-    assert trace.info["mini_swe_agent"] == {"exit_status": "LimitsExceeded", "steps": 3, "returncode": 0, "timed_out": False}
-    assert trace.errors == []
+    out, _, _ = await _run(script, rollouts=2, max_turns=3)
+    assert calls == 6 and [s["reward"] for s in out.state] == [0.0, 0.0]
+    for state in out.state:  # mini stopped itself at step_limit = max_turns, in each sandbox
+        trace = state["_episode"].traces[0]
+        assert trace.info["mini_swe_agent"] == {"exit_status": "LimitsExceeded", "steps": 3, "returncode": 0, "timed_out": False}
+        assert trace.errors == [] and len(trace.calls) == 3
+        outputs = [json.loads(m.content)["output"] for m in trace.messages if m.role == "tool"]
+        assert outputs == ["step-0\n", "step-1\n"]  # the third's output: after the last call
 
 
 async def test_a_hostile_agent_gets_nothing_outside_its_work_folder_and_submitting_without_a_fix_earns_0(
