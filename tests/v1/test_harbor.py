@@ -152,3 +152,22 @@ async def test_the_reference_solution_scores_1_and_reward_json_values_become_met
         assert before["reward"] == 0.0 and scores == {"reward": 1.0}
         if task.data.name == "fix-add-json":
             assert trace.metrics["style"] == 0.5 and before == {"reward": 0.0, "style": 0.5}
+
+
+async def test_harbor_and_task_environments_are_refused_on_the_subprocess_runtime_in_one_line(dataset) -> None:
+    from verifiers.v1.errors import SandboxError, TaskError
+    from verifiers.v1.runtimes import SubprocessRuntime
+
+    (task,) = load_taskset({"id": "harbor", "dataset": str(dataset), "tasks": ["fix-add"]})
+    rt = SubprocessRuntime()
+    await rt.start()
+    try:
+        with pytest.raises(TaskError, match='type = "sandbox"'):
+            await task.setup(Trace.for_task(task), rt)
+        with pytest.raises(SandboxError) as err:
+            await rt.prepare_environment(["pytest==8.3.4"], files={"a.txt": "x"})
+        assert "\n" not in str(err.value) and "sandbox" in str(err.value)
+        await rt.prepare_environment(files={"a.txt": "x"})  # files alone: written
+        assert (rt.workdir / "a.txt").read_text() == "x"
+    finally:
+        await rt.stop()

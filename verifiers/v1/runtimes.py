@@ -321,6 +321,20 @@ class SubprocessRuntime(Runtime):
                 raise SandboxError(f"read {path!r}: {size} bytes, over the {max_bytes} byte limit")
         return await asyncio.to_thread(target.read_bytes)
 
+    async def prepare_tools(self, requirements: Sequence[str], *, timeout: float = 1800.0) -> Any:
+        raise SandboxError('tool folders are mounted into sandboxes: use [env.<role>.runtime] type = "sandbox"')
+
+    async def prepare_environment(
+        self, requirements: Sequence[str] = (), files: dict[str, str | bytes] | None = None, *, workdir: str | None = None,
+    ) -> None:  # fmt: skip
+        """A task's files, written into the working folder; Python requirements are built into a
+        cached environment by the sandbox runtime only (here they are refused, not installed)."""
+        if requirements:
+            raise SandboxError(f'the task needs a Python environment ({", ".join(requirements)[:200]}), which the sandbox runtime builds: '
+                               'use [env.<role>.runtime] type = "sandbox"')  # fmt: skip
+        for path, content in (files or {}).items():
+            await self.write(path, content)
+
     async def prepare_uv_script(self, script: str | os.PathLike[str], *, timeout: float | None = 600.0) -> ProgramResult:
         """Resolve and install a PEP 723 script's dependencies into uv's cache (``uv sync
         --script``), so that later runs can go ``offline``."""

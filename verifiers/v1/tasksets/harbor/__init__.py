@@ -103,11 +103,10 @@ class HarborTask(Task[HarborData, State, HarborTaskConfig]):
     """Sets the task's environment up in the sandbox and grades with its ``tests/test.sh``."""
 
     async def setup(self, trace: Any, runtime: Any) -> None:
-        prepare = getattr(runtime, "prepare_environment", None)
-        if prepare is None:
+        if getattr(getattr(runtime, "config", None), "type", None) != "sandbox":
             raise TaskError(f'harbor task {self.data.name!r} runs in the sandbox runtime (type = "sandbox"): its verifier writes /logs and reads /tests')
         files = environment_files(Path(self.data.task_dir)) if self.data.upload_environment else {}
-        await prepare(self.data.requirements, files=files, workdir=self.data.workdir)
+        await runtime.prepare_environment(self.data.requirements, files=files, workdir=self.data.workdir)
 
     @reward(weight=1.0)
     async def solved(self, runtime: Any, trace: Any) -> dict[str, float]:
