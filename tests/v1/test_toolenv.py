@@ -76,3 +76,19 @@ async def test_a_failed_build_is_one_line_and_leaves_nothing(roots, tmp_path) ->
             await ensure_toolenv(["vf-no-such-package==9"], registries=[index], index_url=index, timeout=120)
     assert "\n" not in str(err.value) and "vf-no-such-package" in str(err.value)
     assert [p.name for p in roots.iterdir() if not p.name.endswith(".lock") and p.name != "uv-cache"] == []
+
+
+async def test_a_cancelled_caller_does_not_cancel_the_build(roots, tmp_path) -> None:
+    with _index(_wheel(tmp_path)) as index:
+        first = asyncio.ensure_future(ensure_toolenv(["vfprobe==1.0"], registries=[index], index_url=index, timeout=120))
+        await asyncio.sleep(0.3)  # the build has started in its sandbox
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        from verifiers.sandbox import toolenv
+
+        build = toolenv._building[roots / toolenv_key(["vfprobe==1.0"], index_url=index)]
+        assert not build.done()  # still building, for whoever asks next
+        env = await ensure_toolenv(["vfprobe==1.0"], registries=[index], index_url=index, timeout=120)  # joins it
+    assert build.done() and not build.cancelled() and build.exception() is None and not toolenv._building
+    assert json.loads((env.host / RECORD).read_text())["key"] == env.key and not list(roots.glob(".build-*"))

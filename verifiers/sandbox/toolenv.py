@@ -198,10 +198,36 @@ async def ensure_toolenv(
     env = ToolEnv(key, final, f"{TOOLS_INSIDE}/{key}", reqs)
     if _complete(final, key):
         return env
+    # one build per key in this process, run as its own task: a caller that is cancelled (a
+    # rollout's timeout) stops waiting, and the build goes on for the next caller
+    task = _building.get(final)
+    if task is None or task.done():
+        task = asyncio.ensure_future(_locked_build(env, root, registries, backend, timeout, python, index_url))
+        _building[final] = task
+        task.add_done_callback(functools.partial(_built, final))
+    await asyncio.shield(task)
+    return env
+
+
+_building: dict[Path, asyncio.Future[None]] = {}
+"""The builds in progress in this process, by folder."""
+
+
+def _built(final: Path, task: asyncio.Future[None]) -> None:
+    if _building.get(final) is task:
+        del _building[final]
+    if not task.cancelled():
+        task.exception()  # retrieved (its callers raise it): never logged as "never retrieved"
+
+
+async def _locked_build(
+    env: ToolEnv, root: Path, registries: Sequence[str], backend: str, timeout: float, python: str, index_url: str | None,
+) -> None:  # fmt: skip
+    key, final = env.key, env.host
     lock_fd = os.open(root / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         deadline = time.monotonic() + timeout
-        while True:  # a non-blocking poll: a cancelled caller never leaves a thread holding the lock
+        while True:  # a non-blocking poll: a cancelled builder never leaves a thread holding the lock
             try:
                 fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
@@ -210,15 +236,20 @@ async def ensure_toolenv(
                     raise SandboxError(f"another process has been building tool folder {key} for over {timeout:g} s") from None
                 await asyncio.sleep(0.2)
         if _complete(final, key):
-            return env
-        for stale in root.glob(f".build-{key}-*"):  # a builder killed halfway (we hold the lock)
-            await asyncio.to_thread(_remove, stale)
-        if final.exists():  # a folder without its record: never used, rebuilt
-            await asyncio.to_thread(_remove, final)
+            return
+        await asyncio.to_thread(_clear, root, key, final)
         await _build(env, root, registries, backend, timeout, python, index_url)
-        return env
     finally:
         os.close(lock_fd)
+
+
+def _clear(root: Path, key: str, final: Path) -> None:
+    """What a builder of ``key`` killed halfway left (its staging folder; a folder without its
+    record): removed by the next builder, which holds the lock."""
+    for stale in root.glob(f".build-{key}-*"):
+        _remove(stale)
+    if final.exists():
+        _remove(final)
 
 
 def _remove(path: Path) -> None:
