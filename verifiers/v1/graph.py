@@ -13,9 +13,9 @@ one into an array when a trainer wants it.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, SerializationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FieldSerializationInfo, field_serializer, model_validator
 
 from verifiers.v1.types import Message, Tool
 
@@ -72,18 +72,6 @@ class SemanticEdgeSet(BaseModel):
         return self
 
 
-def _round(values: list[float], info: SerializationInfo) -> list[float]:
-    decimals = (info.context or {}).get("float_decimals", RECORD_FLOAT_DECIMALS)
-    if not values or decimals is None:
-        return values
-    return [round(v, decimals) for v in values]
-
-
-FloatStream = Annotated[list[float], PlainSerializer(_round, return_type=list[float], when_used="json")]
-"""A per-token float stream: JSON keeps ``float_decimals`` digits (the serialization context's,
-else :data:`RECORD_FLOAT_DECIMALS`); None fields are not visited."""
-
-
 class MessageNode(BaseModel):
     parent: int | None = None
     tools: list[Tool] = Field(default_factory=list, exclude_if=lambda tools: not tools)
@@ -99,12 +87,12 @@ class MessageNode(BaseModel):
     mask: list[bool] = Field(default_factory=list)
     """Per token: True for the model-sampled ones (trained), False for scaffold and input."""
     is_content: list[bool] = Field(default_factory=list)
-    logprobs: FloatStream = Field(default_factory=list)
+    logprobs: list[float] = Field(default_factory=list)
     """One per sampled (True) entry of ``mask``."""
-    advantages: FloatStream | None = None
-    reference_logprobs: FloatStream | None = None
-    trainer_logprobs: FloatStream | None = None
-    entropies: FloatStream | None = None
+    advantages: list[float] | None = None
+    reference_logprobs: list[float] | None = None
+    trainer_logprobs: list[float] | None = None
+    entropies: list[float] | None = None
     loss_weights: dict[str, list[float]] | None = None
     routed_experts: dict[str, Any] | None = None
     sampling_mask: dict[str, Any] | None = None
@@ -112,6 +100,13 @@ class MessageNode(BaseModel):
     @property
     def logical_ids(self) -> list[int]:
         return self.token_ids if self.renderer_token_ids is None else self.renderer_token_ids
+
+    @field_serializer("logprobs", "advantages", "reference_logprobs", "trainer_logprobs", "entropies", when_used="json")
+    def _round(self, values: list[float] | None, info: FieldSerializationInfo) -> list[float] | None:
+        decimals = (info.context or {}).get("float_decimals", RECORD_FLOAT_DECIMALS)
+        if values is None or decimals is None:
+            return values
+        return [round(v, decimals) for v in values]
 
 
 def encode_ndarray(array: Any) -> dict[str, Any]:
