@@ -21,6 +21,7 @@ import stat
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Coroutine, Mapping, Sequence
@@ -30,8 +31,9 @@ from typing import Any, TypeVar
 from verifiers.sandbox.backends import WORKDIR, Backend, get_backend, sandbox_root
 from verifiers.sandbox.binds import readable_binds
 from verifiers.sandbox.packages import PACKAGES_DIR, host_package_binds
-from verifiers.sandbox.process import kill_tree, poll_flag, run_process, wait_exit
+from verifiers.sandbox.process import ProcessOutcome, kill_tree, poll_flag, run_process, wait_exit
 from verifiers.sandbox.types import KillReason, Limits, RunResult, SandboxError
+from verifiers.sandbox.warm import WarmPool
 
 __all__ = ["Files", "Sandbox", "SandboxSession", "run_sync"]
 
@@ -97,6 +99,13 @@ class Sandbox:
             secrets or the project.
         python_packages: host-installed packages (e.g. ``["numpy", "sympy"]``) to make importable
             inside, mounted read-only with their requirements (see `host_package_binds`).
+        warm: one-shot runs (`run`) use warm sandboxes (pre-started, reset between uses; see
+            `verifiers.sandbox.warm`) by default. None: `run` is cold unless asked, and
+            `run_python_tests` and `session(warm=None)` are warm (``VF_SANDBOX_WARM=0`` turns that
+            off); False: never warm. Only backends that can host them (bwrap) go warm; others, and
+            runs whose limits exceed the sandbox's defaults, run cold.
+        warm_size: how many warm sandboxes at most (default ``VF_SANDBOX_WARM_SIZE``, else one
+            per core); they start on first use and stop at `close` or interpreter exit.
     """
 
     def __init__(
@@ -109,6 +118,8 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         ro_binds: Mapping[str, str] | None = None,
         python_packages: Sequence[str] = (),
+        warm: bool | None = None,
+        warm_size: int | None = None,
     ) -> None:
         self.backend = get_backend(backend)
         self.limits = Limits().merged(dict(limits) if isinstance(limits, Mapping) else limits)
@@ -121,6 +132,11 @@ class Sandbox:
             self.env.setdefault("PYTHONPATH", PACKAGES_DIR)
         self._checked = False
         self._mounted: tuple[tuple[tuple[str, str], ...], dict[str, str]] = ((), {})
+        self.warm = warm
+        self.warm_size = warm_size
+        self._pool: WarmPool | None = None
+        self._pool_key: tuple[Any, ...] = ()
+        self._pool_lock = threading.Lock()
 
     @property
     def backend_name(self) -> str:
@@ -150,6 +166,46 @@ class Sandbox:
             return await asyncio.to_thread(self._host_binds)
         return self._mounted[1]
 
+    # -- warm sandboxes ------------------------------------------------------------------------
+
+    def warm_by_default(self, requested: bool | None = None) -> bool:
+        """Whether a caller that prefers warm sandboxes (``requested`` None) gets them: not when
+        this sandbox was built with ``warm=False``, ``VF_SANDBOX_WARM=0`` is set, or the backend
+        cannot host them."""
+        if requested is not None:
+            return requested and self.backend.warm_capable
+        if self.warm is not None:
+            return self.warm and self.backend.warm_capable
+        return os.environ.get("VF_SANDBOX_WARM", "1").strip() != "0" and self.backend.warm_capable
+
+    @property
+    def pool(self) -> WarmPool:
+        """This sandbox's warm pool, created on first use (and again, after closing the old one,
+        when the interpreter, environment, mounts or default limits changed)."""
+        key = (self.python, tuple(self.env.items()), tuple(self.ro_binds.items()), self.limits)
+        with self._pool_lock:
+            old = None
+            if self._pool is not None and (self._pool_key != key or self._pool.closed):
+                old, self._pool = self._pool, None
+            if self._pool is None:
+                self._pool = WarmPool(self, self.warm_size)
+                self._pool_key = key
+            pool = self._pool
+        if old is not None:
+            old.close()
+        return pool
+
+    def close(self) -> None:
+        """Stop this sandbox's warm sandboxes (if any). The sandbox stays usable; a later warm run
+        starts new ones."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
     # -- one-shot runs -------------------------------------------------------------------------
 
     async def run(
@@ -162,13 +218,31 @@ class Sandbox:
         timeout: float | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
+        warm: bool | None = None,
     ) -> RunResult:
         """Run a shell command (a string, run by bash), an argv list, or a Python program (``python=``).
 
         ``files`` are written into the fresh work dir first (paths relative to it). The work dir and
         every process of the run are gone when this returns, raises, or is cancelled.
+        ``warm``: run it in a warm sandbox (default: as the constructor's ``warm`` says; True
+        falls back to a cold run where a warm one cannot be had, see `Sandbox`).
         """
         self.check()
+        if warm is None:
+            warm = self.warm is True
+        lim = self._limits(limits)
+        if warm and self.backend.warm_capable and self.pool.accepts(lim):
+            wall = self.timeout if timeout is None else timeout
+            outcome = await self.pool.run(
+                command,
+                python=python,
+                files=files,
+                stdin=stdin.encode() if isinstance(stdin, str) else stdin,
+                timeout=wall,
+                limits=lim,
+                env=env,
+            )
+            return _result(outcome, lim.cpu_limit(wall))
         workdir = self._new_workdir()
         try:
             self._write_files(workdir, files or {})
@@ -201,9 +275,9 @@ class Sandbox:
     def _limits(self, overrides: Limits | Mapping[str, Any] | None) -> Limits:
         return self.limits.merged(dict(overrides) if isinstance(overrides, Mapping) else overrides)
 
-    def _new_workdir(self) -> Path:
+    def _new_workdir(self, kind: str = "run") -> Path:
         # the owner's pid in the name lets a later process remove what a killed one left behind
-        path = Path(tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=sandbox_root()))
+        path = Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-", dir=sandbox_root()))
         self.backend.prepare_workdir(path)
         return path
 
@@ -264,15 +338,19 @@ class Sandbox:
             output_cap=lim.output_bytes,
             over_limit=functools.partial(work_dir_exceeds, workdir, lim.disk_mb * _MIB),
         )
-        reason = _classify(outcome.exit_code, outcome.stderr, outcome.kill_reason, outcome.duration_s, cpu)
-        return RunResult(
-            stdout=outcome.stdout.decode("utf-8", "replace"),
-            stderr=outcome.stderr.decode("utf-8", "replace"),
-            exit_code=outcome.exit_code,
-            duration_s=outcome.duration_s,
-            killed=reason is not None,
-            kill_reason=reason,
-        )
+        return _result(outcome, cpu)
+
+
+def _result(outcome: ProcessOutcome, cpu: int | None) -> RunResult:
+    reason = _classify(outcome.exit_code, outcome.stderr, outcome.kill_reason, outcome.duration_s, cpu)
+    return RunResult(
+        stdout=outcome.stdout.decode("utf-8", "replace"),
+        stderr=outcome.stderr.decode("utf-8", "replace"),
+        exit_code=outcome.exit_code,
+        duration_s=outcome.duration_s,
+        killed=reason is not None,
+        kill_reason=reason,
+    )
 
 
 class _DiskLimitExceeded(Exception):
@@ -307,7 +385,7 @@ def work_dir_exceeds(path: Path, max_bytes: int, max_entries: int = 100_000) -> 
 def sweep_stale_workdirs() -> list[Path]:
     """Delete work dirs whose owning process is gone (it was killed before it could clean up)."""
     removed = []
-    for path in sandbox_root().glob("run-*-*"):
+    for path in [*sandbox_root().glob("run-*-*"), *sandbox_root().glob("warm-*-*")]:
         pid = path.name.split("-")[1]
         if not pid.isdigit() or int(pid) == os.getpid():
             continue

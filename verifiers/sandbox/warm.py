@@ -1,0 +1,682 @@
+"""Warm sandboxes: pre-started bubblewrap sandboxes, reset between uses, never sharing state.
+
+A cold run pays for a new sandbox and a new interpreter every time (bubblewrap's namespaces and
+mounts, then Python's start-up: tens of milliseconds). A `WarmPool` keeps a few sandboxes running
+instead. Each runs a small supervisor (``_warm_init.py``) as PID 1 of its own PID namespace; per job
+it forks a fresh child that sets the job's limits and runs the job (a Python job runs in that child
+without a new interpreter start; a command is exec'd), then it resets the sandbox: every other
+process killed and reaped, the work folder, ``/tmp`` and ``/dev/shm`` emptied and their roots
+restored, System V IPC removed, its own limits checked. Only a reset that proves a clean state puts
+the sandbox back in the pool; any doubt (a failed reset, a job that would not die, a supervisor that
+stops answering, a cancelled job) throws the whole sandbox away, and a fresh one is started on
+demand.
+
+What a job cannot share with the next one, and why:
+
+* processes: all killed by ``kill(-1)`` from PID 1 (it reaches exactly the sandbox's namespace);
+  the supervisor checks ``/proc`` holds nothing else before reuse;
+* files: the only writable places (work folder, ``/tmp``, ``/dev/shm``) are emptied, and the host
+  checks the work folder is empty too;
+* the supervisor itself: PID 1 receives no signal from inside its namespace it has no handler for
+  (SIGKILL and SIGSTOP included), it is not dumpable (no ptrace, no ``/proc/1/mem``, no
+  ``pidfd_getfd``), and a job that lowers its limits, priority or CPU set gets the sandbox discarded;
+* kernel keyrings (shared by one user namespace): a seccomp filter, loaded by bubblewrap before the
+  supervisor starts, makes ``add_key``, ``request_key`` and ``keyctl`` fail with EPERM;
+* POSIX message queues: ``RLIMIT_MSGQUEUE`` is 0 for jobs; System V IPC objects are removed;
+* environment variables and Python state: each job is a fresh fork of a supervisor that never ran
+  job code, so what a job changes dies with it.
+
+Per-job limits are those of a cold run (address space, CPU seconds, processes, file size, open
+files, output bytes, work-folder disk, wall clock); ``/tmp`` and ``/dev/shm`` are sized when the
+sandbox starts, and a job asking for limits above the pool's runs cold instead (see
+`WarmPool.accepts`).
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import functools
+import json
+import os
+import platform
+import socket
+import struct
+import subprocess
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from verifiers.sandbox.backends import _env_items
+from verifiers.sandbox.process import ProcessOutcome, kill_tree
+from verifiers.sandbox.types import KillReason, Limits, SandboxError, SandboxUnavailableError
+
+if TYPE_CHECKING:
+    from verifiers.sandbox.sandbox import Sandbox
+
+__all__ = ["WarmPool", "default_pool_size", "keyring_filter"]
+
+_INIT_SOURCE = Path(__file__).with_name("_warm_init.py").read_text()
+_MIB = 1024 * 1024
+_READY_TIMEOUT_S = 30.0
+_KILL_GRACE_S = 5.0  # how long a supervisor may take to kill a job and reset before it is discarded
+_RESET_TIMEOUT_S = 10.0
+_DRAIN_GRACE_S = 1.0
+_MAX_MESSAGE = 160 * 1024  # a SOCK_SEQPACKET message must fit the socket's send buffer (~208 KiB)
+_INLINE_MAX = 96 * 1024  # programs whose JSON form is longer travel as a file in the work folder
+_CHUNK = 65536
+
+# One long-lived thread starts every warm sandbox: the backend's parent-death signal fires when the
+# *thread* that started it ends, and `run_sync` callers live on short-lived threads.
+_spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="vf-warm-sandbox")
+
+
+def default_pool_size() -> int:
+    """``VF_SANDBOX_WARM_SIZE``, else two warm sandboxes per core.
+
+    Two per core because a sandbox is busy for its job's round trip (host -> supervisor -> job ->
+    reset -> host), not only while its job computes: on 2 cores, 4 sandboxes ran the HumanEval
+    benchmark about 1.5-2x faster than 2 (benchmarks/sandbox.py); an idle one costs about 10 MB."""
+    raw = os.environ.get("VF_SANDBOX_WARM_SIZE", "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"VF_SANDBOX_WARM_SIZE must be a positive integer, not {raw!r}")
+        return int(raw)
+    return 2 * max(1, os.cpu_count() or 1)
+
+
+# -- the seccomp filter ----------------------------------------------------------------------------
+
+# (AUDIT_ARCH, syscall-number mask, numbers of add_key, request_key, keyctl)
+_KEYRING_SYSCALLS = {
+    "x86_64": [(0xC000003E, 0xBFFFFFFF, (248, 249, 250)), (0x40000003, 0xFFFFFFFF, (286, 287, 288))],
+    "aarch64": [(0xC00000B7, 0xFFFFFFFF, (217, 218, 219))],
+}
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+_SECCOMP_RET_EPERM = 0x00050000 | 1
+_LD_W_ABS, _JEQ_K, _AND_K, _RET_K = 0x20, 0x15, 0x54, 0x06
+
+
+def keyring_filter(machine: str | None = None) -> bytes | None:
+    """A classic-BPF seccomp program (``struct sock_filter`` array) that fails the kernel-keyring
+    system calls with EPERM and allows everything else; None on an architecture not listed (warm
+    sandboxes are then not offered: a user namespace's keyrings would be shared between jobs)."""
+    arches = _KEYRING_SYSCALLS.get(machine or platform.machine())
+    if arches is None:
+        return None
+    insns: list[tuple[int, int, int, int]] = []
+    for arch, mask, numbers in arches:
+        block = [(_LD_W_ABS, 0, 0, 0), (_AND_K, 0, 0, mask)]
+        for i, number in enumerate(numbers):
+            # equal: skip the remaining comparisons and the ALLOW, land on the EPERM
+            block.append((_JEQ_K, len(numbers) - i, 0, number))
+        block += [(_RET_K, 0, 0, _SECCOMP_RET_ALLOW), (_RET_K, 0, 0, _SECCOMP_RET_EPERM)]
+        # arch check: on mismatch skip this whole block
+        insns += [(_LD_W_ABS, 0, 0, 4), (_JEQ_K, 0, len(block), arch), *block]
+    insns.append((_RET_K, 0, 0, _SECCOMP_RET_ALLOW))
+    return b"".join(struct.pack("=HBBI", *insn) for insn in insns)
+
+
+# -- one warm sandbox ------------------------------------------------------------------------------
+
+
+class _Dead(Exception):
+    """The sandbox can no longer be trusted or reached; it must be discarded."""
+
+
+class WarmSandbox:
+    """One running sandbox with its supervisor, used by one job at a time."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], ctl: socket.socket, workdir: Path) -> None:
+        self.proc = proc
+        self.ctl = ctl
+        self.workdir = workdir
+        self.jobs = 0
+        self.dead = False
+        self.problem: str | None = None  # why it was discarded
+
+    def discard(self) -> None:
+        """Kill the sandbox (its PID namespace dies with the supervisor) and delete its work folder."""
+        from verifiers.sandbox.sandbox import _remove_tree
+
+        if self.dead:
+            return
+        self.dead = True
+        if self.proc.poll() is None:
+            kill_tree(self.proc.pid)
+        with contextlib.suppress(Exception):
+            self.ctl.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        _remove_tree(self.workdir)
+
+    async def run(
+        self,
+        job: dict[str, Any],
+        *,
+        env: Mapping[str, str],
+        limits: Limits,
+        cpu_seconds: int | None,
+        stdin: bytes | None,
+        timeout: float | None,
+    ) -> ProcessOutcome:
+        """Run one job. Raises `_Dead` only when the job could not be started (the sandbox died
+        while idle). Afterwards ``self.dead`` says whether the sandbox had to be discarded (its
+        reset failed, or it was lost during the job, which then reports exit status 137)."""
+        from verifiers.sandbox.sandbox import work_dir_exceeds
+
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        request = {
+            "job": job,
+            "env": dict(_env_items(env)),
+            "limits": {
+                "as": limits.memory_mb * _MIB,
+                "nproc": limits.processes,
+                "fsize": limits.file_size_mb * _MIB,
+                "nofile": limits.open_files,
+                "cpu": cpu_seconds,
+            },
+        }
+        message = json.dumps(request).encode()
+        if len(message) > _MAX_MESSAGE:
+            raise SandboxError(f"a warm sandbox job is limited to {_MAX_MESSAGE} bytes of program and environment")
+        stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        host_fds = [out_r, err_r]  # stdin_w belongs to the feeder once it exists
+        try:
+            try:
+                self.ctl.sendmsg(
+                    [message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [stdin_r, out_w, err_w]))]
+                )
+            except OSError as exc:
+                os.close(stdin_w)
+                raise _Dead(f"the warm sandbox's supervisor is gone: {exc}") from None
+            finally:
+                for fd in (stdin_r, out_w, err_w):
+                    os.close(fd)
+            self.jobs += 1
+            buffers = (bytearray(), bytearray())
+            written = 0
+            over = asyncio.Event()
+            eofs = [loop.create_future(), loop.create_future()]
+
+            def on_output(fd: int, index: int) -> None:
+                nonlocal written
+                try:
+                    chunk = os.read(fd, _CHUNK)
+                except BlockingIOError:
+                    return
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    loop.remove_reader(fd)
+                    if not eofs[index].done():
+                        eofs[index].set_result(None)
+                    return
+                room = limits.output_bytes - written
+                if room > 0:
+                    buffers[index].extend(chunk[:room])
+                written += len(chunk)
+                if written > limits.output_bytes:
+                    over.set()
+
+            for index, fd in enumerate((out_r, err_r)):
+                os.set_blocking(fd, False)
+                loop.add_reader(fd, on_output, fd, index)
+            feeder = _feed(loop, stdin_w, stdin or b"")
+            reply = self._reply(loop)
+            disk = asyncio.ensure_future(
+                _poll(functools.partial(work_dir_exceeds, self.workdir, limits.disk_mb * _MIB), over)
+            )
+            overflow = asyncio.ensure_future(over.wait())
+            reason: KillReason | None = None
+            answer: dict[str, Any] | None = None
+            try:
+                done, _ = await asyncio.wait({reply, overflow}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if reply not in done:
+                    reason = "output" if overflow in done else "timeout"
+                    self._kill()
+                    await asyncio.wait({reply}, timeout=_KILL_GRACE_S)
+                ended = time.perf_counter()
+                if reply.done() and reply.exception() is None:
+                    answer = reply.result()
+                else:  # the supervisor died or hung: the job's fate is the sandbox's
+                    self.problem = str(reply.exception()) if reply.done() else "its supervisor did not stop the job"
+                    self.discard()
+                _, pending = await asyncio.wait(eofs, timeout=_DRAIN_GRACE_S)
+                if pending and not self.dead:
+                    self.problem = "the job's output stayed open after its reset"
+                    self.discard()
+            finally:
+                for task in (disk, overflow, reply, feeder, *eofs):
+                    task.cancel()
+                for fd in (out_r, err_r):
+                    loop.remove_reader(fd)
+            if over.is_set():
+                reason = "output"
+            if answer is None:
+                stderr = bytes(buffers[1]) + f"\n[sandbox] the warm sandbox was lost during the run: {self.problem}\n".encode()
+                return ProcessOutcome(bytes(buffers[0]), stderr, 137, ended - started, reason)
+            if not self.dead:
+                if answer.get("reset") is not None:
+                    self.problem = f"it could not be reset: {answer['reset']}"
+                    self.discard()
+                elif os.listdir(self.workdir):
+                    self.problem = "its work folder is not empty after its reset"
+                    self.discard()
+            return ProcessOutcome(
+                stdout=bytes(buffers[0]),
+                stderr=bytes(buffers[1]),
+                exit_code=int(answer["exit"]),
+                duration_s=ended - started,
+                kill_reason=reason,
+            )
+        except BaseException:
+            self.discard()
+            raise
+        finally:
+            for fd in host_fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def _kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.ctl.send(b'{"kill": true}')
+
+    def _reply(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[dict[str, Any]]:
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        fd = self.ctl.fileno()
+
+        def on_readable() -> None:
+            try:
+                data = self.ctl.recv(65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            loop.remove_reader(fd)
+            if future.done():
+                return
+            if not data:
+                future.set_exception(_Dead("the warm sandbox's supervisor died"))
+                return
+            try:
+                future.set_result(json.loads(data))
+            except ValueError:
+                future.set_exception(_Dead("the warm sandbox's supervisor sent garbage"))
+
+        loop.add_reader(fd, on_readable)
+        future.add_done_callback(lambda _: loop.remove_reader(fd))
+        return future
+
+
+def _feed(loop: asyncio.AbstractEventLoop, fd: int, data: bytes) -> asyncio.Future[None]:
+    """Write ``data`` to the job's stdin without blocking, then close it (EOF)."""
+    done: asyncio.Future[None] = loop.create_future()
+    view = memoryview(data)
+    os.set_blocking(fd, False)
+
+    def finish() -> None:
+        loop.remove_writer(fd)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        if not done.done():
+            done.set_result(None)
+
+    def pump() -> None:
+        nonlocal view
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            return
+        except OSError:
+            pass  # the job did not read all of its input; that is its business
+        finish()
+
+    pump()
+    if not done.done():
+        loop.add_writer(fd, pump)
+        done.add_done_callback(lambda f: f.cancelled() and finish())
+    return done
+
+
+async def _poll(check: Any, flag: asyncio.Event, interval: float = 0.25) -> None:
+    while not flag.is_set():
+        await asyncio.sleep(interval)
+        if await asyncio.to_thread(check):
+            flag.set()
+
+
+# -- the pool ------------------------------------------------------------------------------------
+
+
+_pools: weakref.WeakSet[WarmPool] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all_pools() -> None:
+    for pool in list(_pools):
+        pool.close()
+
+
+class WarmPool:
+    """Up to ``size`` warm sandboxes for one `Sandbox`'s configuration, started on first use.
+
+    ``run`` leases a sandbox for one job (waiting while all are busy). Usable from any event loop
+    and thread (`run_sync` callers included): the sandboxes are plain processes, waited on through
+    whichever loop is running. ``close()`` (also at interpreter exit, and when the pool is garbage
+    collected) kills every sandbox; the backend's parent-death signal covers a host that is killed.
+    """
+
+    def __init__(self, sandbox: Sandbox, size: int | None = None) -> None:
+        if not sandbox.backend.warm_capable:
+            raise SandboxUnavailableError(
+                f"the {sandbox.backend.name} backend cannot host warm sandboxes (bwrap can)"
+            )
+        self.sandbox = sandbox
+        self.size = default_pool_size() if size is None else int(size)
+        if self.size < 1:
+            raise ValueError("a warm pool needs at least one sandbox")
+        self.limits = sandbox.limits
+        self.seccomp = keyring_filter()
+        if self.seccomp is None:
+            raise SandboxUnavailableError(
+                f"warm sandboxes need a seccomp filter for this machine ({platform.machine()}), which is not written yet"
+            )
+        self._lock = threading.Lock()
+        self._idle: list[WarmSandbox] = []
+        self._live: set[WarmSandbox] = set()
+        self._count = 0  # live plus being started
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[WarmSandbox | None]]] = deque()
+        self._closed = False
+        self.started = 0
+        self.discarded = 0
+        self._finalizer = weakref.finalize(self, _kill_all, self._live)
+        _pools.add(self)
+
+    def __repr__(self) -> str:
+        return f"WarmPool(size={self.size}, live={len(self._live)}, idle={len(self._idle)})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def accepts(self, limits: Limits) -> bool:
+        """Whether a job with these limits can run in this pool's sandboxes: per-job limits can only
+        be lowered below the sandbox's, and ``/tmp`` is sized when the sandbox starts."""
+        pool = self.limits
+        return (
+            limits.memory_mb <= pool.memory_mb
+            and limits.processes <= pool.processes
+            and limits.file_size_mb <= pool.file_size_mb
+            and limits.open_files <= pool.open_files
+            and limits.tmp_size_mb == pool.tmp_size_mb
+        )
+
+    def pids(self) -> list[int]:
+        """Host pids of the live sandboxes' backend processes (for tests and diagnostics)."""
+        with self._lock:
+            return [ws.proc.pid for ws in self._live]
+
+    async def run(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        python: str | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ProcessOutcome:
+        """One job in a warm sandbox (see `Sandbox.run` for the arguments)."""
+        lim = limits or self.limits
+        if not self.accepts(lim):
+            raise ValueError("these limits exceed the warm sandbox's; run it cold")
+        if (command is None) == (python is None):
+            raise ValueError("give exactly one of `command` and `python`")
+        for attempt in range(2):
+            ws = await self._acquire()
+            try:
+                outcome = await self._run_in(ws, command, python, files, stdin, timeout, lim, env)
+            except _Dead as exc:
+                self._release(ws)
+                if attempt:  # it never started, twice: something is wrong with the sandboxes
+                    raise SandboxError(str(exc)) from None
+            except BaseException:
+                ws.discard()
+                self._release(ws)
+                raise
+            else:
+                self._release(ws)
+                return outcome
+        raise AssertionError("unreachable")
+
+    async def _run_in(
+        self,
+        ws: WarmSandbox,
+        command: str | Sequence[str] | None,
+        python: str | None,
+        files: Mapping[str, str | bytes] | None,
+        stdin: bytes | None,
+        timeout: float | None,
+        lim: Limits,
+        env: Mapping[str, str] | None,
+    ) -> ProcessOutcome:
+        sb = self.sandbox
+        if files:
+            sb._write_files(ws.workdir, files)
+        # what would not fit in one control message travels as a file in the work folder
+        if python is not None:
+            if len(json.dumps(python)) <= _INLINE_MAX:
+                job: dict[str, Any] = {"python": python}
+            else:
+                sb._write_files(ws.workdir, {".program.py": python})
+                job = {"argv": [sb.python, ".program.py"]}
+        elif isinstance(command, str):
+            if len(json.dumps(command)) <= _INLINE_MAX:
+                job = {"argv": ["/bin/bash", "-c", command]}
+            else:
+                sb._write_files(ws.workdir, {".command.sh": command})
+                job = {"argv": ["/bin/bash", ".command.sh"]}
+        else:
+            assert command is not None
+            job = {"argv": list(command)}
+        return await ws.run(
+            job,
+            env={**sb.env, **(env or {})},
+            limits=lim,
+            cpu_seconds=lim.cpu_limit(timeout),
+            stdin=stdin,
+            timeout=timeout,
+        )
+
+    def close(self) -> None:
+        """Kill every sandbox of the pool and delete their work folders. Idempotent."""
+        with self._lock:
+            self._closed = True
+            victims = list(self._live)
+            self._idle.clear()
+            waiters = list(self._waiters)
+            self._waiters.clear()
+        for ws in victims:
+            ws.discard()
+        for loop, future in waiters:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, future, None)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    async def _acquire(self) -> WarmSandbox:
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise SandboxError("the warm sandbox pool is closed")
+                if self._idle:
+                    return self._idle.pop()
+                if self._count < self.size:
+                    self._count += 1
+                    future = None
+                else:
+                    future = loop.create_future()
+                    self._waiters.append((loop, future))
+            if future is not None:
+                try:
+                    ws = await future
+                except BaseException:
+                    with self._lock:
+                        with contextlib.suppress(ValueError):
+                            self._waiters.remove((loop, future))
+                    if future.done() and not future.cancelled() and future.exception() is None:
+                        handed = future.result()
+                        if handed is not None:
+                            self._release(handed)
+                        else:
+                            self._give_up_slot()
+                    raise
+                if ws is not None:
+                    return ws
+                if self._closed:
+                    raise SandboxError("the warm sandbox pool is closed")
+                # None: a slot was freed for this caller to start a sandbox in
+            try:
+                return await loop.run_in_executor(_spawner, self._spawn)
+            except BaseException:
+                self._give_up_slot()
+                raise
+
+    def _give_up_slot(self) -> None:
+        with self._lock:
+            self._count -= 1
+            self._hand_slot_locked()
+
+    def _hand_slot_locked(self) -> None:
+        while self._waiters and self._count < self.size:
+            loop, future = self._waiters.popleft()
+            self._count += 1
+            try:
+                loop.call_soon_threadsafe(_settle, future, None, self)
+            except RuntimeError:  # that loop is closed
+                self._count -= 1
+
+    def _release(self, ws: WarmSandbox) -> None:
+        with self._lock:
+            if ws.dead or self._closed:
+                if ws in self._live:
+                    self._live.discard(ws)
+                    self._count -= 1
+                    self.discarded += 1
+                discard = not ws.dead
+                self._hand_slot_locked()
+            else:
+                discard = False
+                while self._waiters:
+                    loop, future = self._waiters.popleft()
+                    try:
+                        loop.call_soon_threadsafe(_settle, future, ws, self)
+                        return
+                    except RuntimeError:
+                        continue
+                self._idle.append(ws)
+        if discard:
+            ws.discard()
+
+    def _spawn(self) -> WarmSandbox:
+        """Start one sandbox and wait for its supervisor (runs on the long-lived spawner thread)."""
+        sb = self.sandbox
+        sb.check()
+        workdir = sb._new_workdir("warm")
+        host, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        filter_fd = os.memfd_create("vf-seccomp", 0)
+        proc = None
+        try:
+            assert self.seccomp is not None
+            os.write(filter_fd, self.seccomp)
+            os.lseek(filter_fd, 0, os.SEEK_SET)
+            launch = sb.backend.launch(  # type: ignore[call-arg]
+                [sb.python, "-I", "-c", _INIT_SOURCE],
+                workdir=workdir,
+                limits=self.limits,
+                cpu_seconds=None,
+                env=sb.env,
+                ro_binds=sb._host_binds(),
+                as_pid_1=True,
+                seccomp_fd=filter_fd,
+            )
+            proc = subprocess.Popen(
+                launch.argv,
+                stdin=inside,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=(filter_fd,),
+                **launch.popen_kwargs,
+            )
+            inside.close()
+            os.close(filter_fd)
+            filter_fd = -1
+            host.settimeout(_READY_TIMEOUT_S)
+            try:
+                ready = json.loads(host.recv(65536) or b"{}")
+            except (OSError, ValueError):
+                ready = {}
+            if not ready.get("ready"):
+                kill_tree(proc.pid)
+                assert proc.stderr is not None
+                detail = proc.stderr.read(4096).decode(errors="replace").strip() if proc.wait(5) is not None else ""
+                raise SandboxError(f"a warm sandbox did not start: {detail or 'no answer from its supervisor'}")
+            assert proc.stderr is not None
+            proc.stderr.close()
+            host.setblocking(False)
+        except BaseException:
+            if proc is not None and proc.poll() is None:
+                kill_tree(proc.pid)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(5)
+            host.close()
+            with contextlib.suppress(OSError):
+                inside.close()
+            if filter_fd >= 0:
+                os.close(filter_fd)
+            from verifiers.sandbox.sandbox import _remove_tree
+
+            _remove_tree(workdir)
+            raise
+        ws = WarmSandbox(proc, host, workdir)
+        with self._lock:
+            self._live.add(ws)
+            self.started += 1
+            closed = self._closed
+        if closed:
+            ws.discard()
+            raise SandboxError("the warm sandbox pool is closed")
+        return ws
+
+
+def _settle(future: asyncio.Future[WarmSandbox | None], value: WarmSandbox | None, pool: WarmPool | None = None) -> None:
+    """Hand ``value`` to a waiter on its own loop; if it gave up meanwhile, pass it on."""
+    if not future.done():
+        future.set_result(value)
+    elif pool is not None:
+        if value is not None:
+            pool._release(value)
+        else:
+            pool._give_up_slot()
+
+
+def _kill_all(live: set[WarmSandbox]) -> None:
+    for ws in list(live):
+        ws.discard()
