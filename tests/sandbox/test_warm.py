@@ -1,7 +1,7 @@
 """Warm sandboxes (``verifiers.sandbox.warm``).
 
-Every attack of test_attacks.py runs again here on a warm sandbox (the ``sandbox`` fixture below
-replaces the conftest one for them). Then what is particular to reuse: whatever a job does, the next
+Every attack of test_attacks.py and every session test of test_session.py runs again here on a
+warm sandbox (the ``sandbox`` fixture below replaces the conftest one for them). Then what is particular to reuse: whatever a job does, the next
 job on the *same* sandbox sees exactly what a job on a fresh one sees; a sandbox whose reset cannot
 be trusted is replaced; the results of ``run_python_tests`` are those of a cold run; and nothing of
 a pool is left once it is closed, the interpreter exits, or the host process is killed.
@@ -25,6 +25,7 @@ from .conftest import REPO, sandbox_root
 from .support import wait_until_gone, wait_until_present
 from .test_attacks import *  # noqa: F403  (every attack again, on a warm sandbox)
 from .test_attacks import assert_next_run_ok
+from .test_session import *  # noqa: F403  (and every session test, on warm sessions)
 
 # that one starts its own cold sandbox in another process; the warm version is below
 del test_killing_the_host_runner_kills_everything  # noqa: F821

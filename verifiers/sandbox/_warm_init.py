@@ -15,12 +15,16 @@
 # every descriptor but its own stdin/stdout/stderr before running anything.
 #
 # Protocol on fd 0, a SOCK_SEQPACKET unix socket to the host (one JSON object per message):
-#   host -> init: {"job": {"argv": [...]} | {"python": str}, "env": {...}, "limits": {...}}
-#                 with three descriptors attached (the job's stdin, stdout, stderr)
+#   host -> init: {"job": {"argv": [...]} | {"python": str}, "env": {...}, "limits": {...},
+#                  "keep_workdir": bool}
+#                 with three descriptors attached (the job's stdin, stdout, stderr); with
+#                 keep_workdir the reset after the job leaves the work folder alone (the next job
+#                 belongs to the same lease, e.g. a rollout's restarted interpreter)
 #                 {"kill": true}   stop the running job now
+#                 {"reset": true}  a full reset now (the end of a lease)
 #   init -> host: {"ready": true}  once, at start
 #                 {"exit": int, "reset": null | str}  after each job (shell exit convention;
-#                 "reset" names what could not be cleaned)
+#                 "reset" names what could not be cleaned); {"reset": null | str} after a reset
 # (ast, collections, functools, itertools, math, re, string: what jobs commonly import, loaded
 # once here so that each forked job starts with them)
 import array
@@ -30,6 +34,7 @@ import builtins
 import collections  # noqa: F401
 import ctypes
 import functools  # noqa: F401
+import io
 import itertools  # noqa: F401
 import json
 import math  # noqa: F401
@@ -88,8 +93,15 @@ def _exit_code(exc):
     return 1
 
 
-def _run_python(source, env):
-    """The job's code in this fresh child, set up as `python3 -c` would set up a new interpreter."""
+def _stream(fd, encoding, unbuffered, errors="strict"):
+    if unbuffered:  # as `python3 -u`: no buffer between the program and the pipe
+        return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=encoding, errors=errors, write_through=True)
+    return open(fd, "w", encoding=encoding, errors=errors, closefd=False)
+
+
+def _run_python(source, env, unbuffered):
+    """The job's code in this fresh child, set up as `python3 [-u] -c` would set up a new
+    interpreter."""
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
@@ -99,8 +111,8 @@ def _run_python(source, env):
     sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
     encoding = env.get("PYTHONIOENCODING", "utf-8").split(":")[0] or "utf-8"
     sys.stdin = sys.__stdin__ = open(0, encoding=encoding, closefd=False)
-    sys.stdout = sys.__stdout__ = open(1, "w", encoding=encoding, closefd=False)
-    sys.stderr = sys.__stderr__ = open(2, "w", encoding=encoding, errors="backslashreplace", closefd=False, buffering=1)
+    sys.stdout = sys.__stdout__ = _stream(1, encoding, unbuffered)
+    sys.stderr = sys.__stderr__ = _stream(2, encoding, True, "backslashreplace")
     signal.signal(signal.SIGINT, signal.default_int_handler)
     status = 0
     try:
@@ -146,7 +158,7 @@ def _child(request, fds):
         os.chdir(WORKDIR)
         job = request["job"]
         if "python" in job:
-            _run_python(job["python"], env)
+            _run_python(job["python"], env, bool(job.get("unbuffered")))
         for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
             signal.signal(sig, signal.SIG_DFL)  # as a program started by a shell has them
         argv = [str(a) for a in job["argv"]]
@@ -216,8 +228,8 @@ def _snapshot(path):
     return (st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_mtime_ns)
 
 
-def _clear_scratch(initial):
-    for top in SCRATCH:
+def _clear_scratch(initial, tops):
+    for top in tops:
         try:
             _clear(top)
             for name in os.listxattr(top):
@@ -258,8 +270,9 @@ def _own_state():
     return limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0))
 
 
-def _reset(initial_dirs, initial_self):
-    problem = _kill_all() or _clear_scratch(initial_dirs) or _clear_ipc()
+def _reset(initial_dirs, initial_self, keep_workdir=False):
+    tops = [top for top in SCRATCH if not (keep_workdir and top == WORKDIR)]
+    problem = _kill_all() or _clear_scratch(initial_dirs, tops) or _clear_ipc()
     if problem is None and _own_state() != initial_self:
         # a job may lower this process's limits (same uid): they cannot be raised back
         problem = "the supervisor's limits, priority or CPU set were changed"
@@ -321,6 +334,11 @@ def main():
         if request is None:
             _kill_all()
             return
+        if request.get("reset"):
+            for fd in fds:
+                os.close(fd)
+            _send(ctl, {"reset": _reset(initial_dirs, initial_self)})
+            continue
         if "job" not in request or len(fds) != 3:
             for fd in fds:
                 os.close(fd)
@@ -332,7 +350,8 @@ def main():
         for fd in fds:
             os.close(fd)
         code = _wait_job(ctl, pid)
-        _send(ctl, {"exit": code, "reset": _reset(initial_dirs, initial_self)})
+        keep = bool(request.get("keep_workdir"))
+        _send(ctl, {"exit": code, "reset": _reset(initial_dirs, initial_self, keep)})
 
 
 main()

@@ -33,7 +33,7 @@ from verifiers.sandbox.binds import readable_binds
 from verifiers.sandbox.packages import PACKAGES_DIR, host_package_binds
 from verifiers.sandbox.process import ProcessOutcome, kill_tree, poll_flag, run_process, wait_exit
 from verifiers.sandbox.types import KillReason, Limits, RunResult, SandboxError
-from verifiers.sandbox.warm import WarmPool
+from verifiers.sandbox.warm import WarmLease, WarmPool, WarmProcess
 
 __all__ = ["Files", "Sandbox", "SandboxSession", "run_sync"]
 
@@ -266,9 +266,16 @@ class Sandbox:
         files: Files | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        warm: bool | None = None,
     ) -> SandboxSession:
-        """A persistent work dir plus a lazily started Python interpreter; use ``async with``."""
-        return SandboxSession(self, files=files, limits=limits, timeout=timeout)
+        """A persistent work dir plus a lazily started Python interpreter; use ``async with``.
+
+        ``warm``: hold one warm sandbox for the session's life (its interpreter starts by a fork
+        instead of a new sandbox and interpreter; the sandbox is reset and reused after `close`).
+        None: as the constructor's ``warm`` says. Sessions whose limits exceed the sandbox's
+        defaults are cold."""
+        use = (self.warm is True if warm is None else warm) and self.backend.warm_capable
+        return SandboxSession(self, files=files, limits=limits, timeout=timeout, warm=use)
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -495,13 +502,16 @@ class SandboxSession:
         files: Files | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        warm: bool = False,
     ) -> None:
         self.sandbox = sandbox
         self.limits = sandbox._limits(limits)
+        self.warm = warm and sandbox.backend.warm_capable
+        self._lease: WarmLease | None = None
         self.timeout = sandbox.timeout if timeout is None else timeout
         self._initial_files = dict(files or {})
         self._workdir: Path | None = None
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: asyncio.subprocess.Process | WarmProcess | None = None
         self._stderr_task: asyncio.Task[None] | None = None
         self._stderr_tail = bytearray()
         self._lock = asyncio.Lock()
@@ -536,7 +546,11 @@ class SandboxSession:
         if self._workdir is not None:
             return
         self.sandbox.check()
-        self._workdir = self.sandbox._new_workdir()
+        if self.warm and self.sandbox.pool.accepts(self.limits):
+            self._lease = await self.sandbox.pool.lease()
+            self._workdir = self._lease.workdir
+        else:
+            self._workdir = self.sandbox._new_workdir()
         _open_sessions.add(self)
         self.sandbox._write_files(self._workdir, self._initial_files)
 
@@ -588,29 +602,49 @@ class SandboxSession:
             return await self._cell(code, self.timeout if timeout is None else timeout)
 
     async def close(self) -> None:
-        """Kill the interpreter and delete the work dir. Idempotent; safe to call when cancelled."""
-        self._close_now()
+        """Kill the interpreter and delete the work dir (a warm session's sandbox is reset and
+        handed back instead). Idempotent; safe to call when cancelled."""
+        lease, self._lease = self._lease, None
+        if lease is None:
+            self._close_now()
+        else:
+            self._closed = True
+            self._kill_interpreter()
+            _open_sessions.discard(self)
         reapers = list(self._reapers)
-        if reapers:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(asyncio.gather(*reapers, return_exceptions=True))
+        try:
+            if reapers:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(asyncio.gather(*reapers, return_exceptions=True))
+            if lease is not None:
+                await lease.release()
+        except BaseException:
+            if lease is not None:
+                lease.discard()
+            raise
 
     # -- internals -----------------------------------------------------------------------------
 
     def _close_now(self) -> None:
         self._closed = True
         self._kill_interpreter()
-        if self._workdir is not None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.discard()  # no event loop to reset it with (interpreter exit)
+        elif self._workdir is not None:
             _remove_tree(self._workdir)
         _open_sessions.discard(self)
 
     def _kill_interpreter(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
-            if proc.returncode is None:
+            if isinstance(proc, WarmProcess):
+                proc.kill()
+            elif proc.returncode is None:
                 kill_tree(proc.pid)
             try:
-                reaper = asyncio.get_running_loop().create_task(_release(proc))
+                loop = asyncio.get_running_loop()
+                reaper = loop.create_task(proc.finish() if isinstance(proc, WarmProcess) else _release(proc))
             except RuntimeError:  # no loop (interpreter exit): the kill is all that is left to do
                 pass
             else:
@@ -621,22 +655,25 @@ class SandboxSession:
             self._stderr_task = None
 
     async def _start_interpreter(self) -> None:
-        ro_binds = await self.sandbox._host_binds_async()
-        launch = self.sandbox.backend.launch(
-            [self.sandbox.python, "-u", "-c", _REPL_SOURCE],
-            workdir=self.workdir,
-            limits=self.limits,
-            cpu_seconds=self.limits.cpu_limit(None),
-            env=self.sandbox.env,
-            ro_binds=ro_binds,
-        )
-        self._proc = await asyncio.create_subprocess_exec(
-            *launch.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            **launch.popen_kwargs,
-        )
+        if self._lease is not None:
+            self._proc = await self._lease.start_python(_REPL_SOURCE, env={}, limits=self.limits)
+        else:
+            ro_binds = await self.sandbox._host_binds_async()
+            launch = self.sandbox.backend.launch(
+                [self.sandbox.python, "-u", "-c", _REPL_SOURCE],
+                workdir=self.workdir,
+                limits=self.limits,
+                cpu_seconds=self.limits.cpu_limit(None),
+                env=self.sandbox.env,
+                ro_binds=ro_binds,
+            )
+            self._proc = await asyncio.create_subprocess_exec(
+                *launch.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                **launch.popen_kwargs,
+            )
         self._stderr_tail.clear()
         self._stderr_task = asyncio.create_task(self._drain_stderr(self._proc))
         ready = await asyncio.wait_for(self._receive(), timeout=max(30.0, self.timeout))
@@ -714,7 +751,7 @@ class SandboxSession:
         except (EOFError, BrokenPipeError, ConnectionResetError, ValueError, SandboxError):
             # the interpreter died mid-cell (os._exit, a signal, a broken protocol)
             with contextlib.suppress(Exception):
-                await wait_exit(proc, 2.0)
+                await (proc.wait(2.0) if isinstance(proc, WarmProcess) else wait_exit(proc, 2.0))
             code_ = proc.returncode
             self._kill_interpreter()
             self._lost_state = True

@@ -174,36 +174,9 @@ class WarmSandbox:
 
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
-        request = {
-            "job": job,
-            "env": dict(_env_items(env)),
-            "limits": {
-                "as": limits.memory_mb * _MIB,
-                "nproc": limits.processes,
-                "fsize": limits.file_size_mb * _MIB,
-                "nofile": limits.open_files,
-                "cpu": cpu_seconds,
-            },
-        }
-        message = json.dumps(request).encode()
-        if len(message) > _MAX_MESSAGE:
-            raise SandboxError(f"a warm sandbox job is limited to {_MAX_MESSAGE} bytes of program and environment")
-        stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
-        out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        host_fds = [out_r, err_r]  # stdin_w belongs to the feeder once it exists
+        stdin_w, out_r, err_r = self.start(job, env=env, limits=limits, cpu_seconds=cpu_seconds)
+        host_fds = [out_r, err_r]  # stdin_w belongs to the feeder
         try:
-            try:
-                self.ctl.sendmsg(
-                    [message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [stdin_r, out_w, err_w]))]
-                )
-            except OSError as exc:
-                os.close(stdin_w)
-                raise _Dead(f"the warm sandbox's supervisor is gone: {exc}") from None
-            finally:
-                for fd in (stdin_r, out_w, err_w):
-                    os.close(fd)
-            self.jobs += 1
             buffers = (bytearray(), bytearray())
             written = 0
             over = asyncio.Event()
@@ -288,6 +261,69 @@ class WarmSandbox:
                 with contextlib.suppress(OSError):
                     os.close(fd)
 
+    def start(
+        self,
+        job: dict[str, Any],
+        *,
+        env: Mapping[str, str],
+        limits: Limits,
+        cpu_seconds: int | None,
+        keep_workdir: bool = False,
+    ) -> tuple[int, int, int]:
+        """Hand a job to the supervisor; return the host ends of its stdin, stdout and stderr
+        (non-inheritable pipes). Raises `_Dead` when the supervisor cannot be reached."""
+        request = {
+            "job": job,
+            "env": dict(_env_items(env)),
+            "limits": {
+                "as": limits.memory_mb * _MIB,
+                "nproc": limits.processes,
+                "fsize": limits.file_size_mb * _MIB,
+                "nofile": limits.open_files,
+                "cpu": cpu_seconds,
+            },
+            "keep_workdir": keep_workdir,
+        }
+        message = json.dumps(request).encode()
+        if len(message) > _MAX_MESSAGE:
+            raise SandboxError(f"a warm sandbox job is limited to {_MAX_MESSAGE} bytes of program and environment")
+        stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            self.ctl.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [stdin_r, out_w, err_w]))])
+        except OSError as exc:
+            for fd in (stdin_w, out_r, err_r):
+                os.close(fd)
+            raise _Dead(f"the warm sandbox's supervisor is gone: {exc}") from None
+        finally:
+            for fd in (stdin_r, out_w, err_w):
+                os.close(fd)
+        self.jobs += 1
+        return stdin_w, out_r, err_r
+
+    async def reset(self) -> None:
+        """A full reset (the end of a lease); the sandbox is discarded when it fails."""
+        loop = asyncio.get_running_loop()
+        try:
+            self.ctl.send(b'{"reset": true}')
+        except OSError:
+            self.problem = "its supervisor is gone"
+            self.discard()
+            return
+        reply = self._reply(loop)
+        try:
+            answer = await asyncio.wait_for(reply, _RESET_TIMEOUT_S)
+        except BaseException as exc:
+            self.problem = f"its reset did not answer: {exc!r}"
+            self.discard()
+            if not isinstance(exc, Exception):
+                raise
+            return
+        if answer.get("reset") is not None or os.listdir(self.workdir):
+            self.problem = f"it could not be reset: {answer.get('reset') or 'its work folder is not empty'}"
+            self.discard()
+
     def _kill(self) -> None:
         with contextlib.suppress(OSError):
             self.ctl.send(b'{"kill": true}')
@@ -317,6 +353,151 @@ class WarmSandbox:
         loop.add_reader(fd, on_readable)
         future.add_done_callback(lambda _: loop.remove_reader(fd))
         return future
+
+
+class WarmProcess:
+    """A long-running job (a session's Python interpreter) in a leased warm sandbox, shaped like
+    the parts of ``asyncio.subprocess.Process`` a session uses: ``stdin`` (a StreamWriter),
+    ``stdout`` and ``stderr`` (StreamReaders), ``returncode`` (set once the supervisor reports the
+    exit). ``kill()`` asks the supervisor to kill it; ``finish()`` waits for that and closes the
+    pipes."""
+
+    pid = None
+
+    def __init__(self, lease: WarmLease) -> None:
+        self.lease = lease
+        self.returncode: int | None = None
+        self.stdin: asyncio.StreamWriter
+        self.stdout: asyncio.StreamReader
+        self.stderr: asyncio.StreamReader
+        self._transports: list[asyncio.BaseTransport] = []
+        self._exited: asyncio.Future[dict[str, Any]]
+
+    async def _open(self, stdin_w: int, out_r: int, err_r: int) -> None:
+        loop = asyncio.get_running_loop()
+        self._exited = self.lease.ws._reply(loop)
+        self._exited.add_done_callback(self._on_exit)
+        readers = []
+        for fd in (out_r, err_r):
+            reader = asyncio.StreamReader(limit=2**20)
+            transport, _ = await loop.connect_read_pipe(
+                lambda r=reader: asyncio.StreamReaderProtocol(r), os.fdopen(fd, "rb", buffering=0)
+            )
+            self._transports.append(transport)
+            readers.append(reader)
+        self.stdout, self.stderr = readers
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(stdin_w, "wb", buffering=0)
+        )
+        self._transports.append(transport)
+        self.stdin = asyncio.StreamWriter(transport, protocol, None, loop)  # type: ignore[arg-type]
+
+    def _on_exit(self, future: asyncio.Future[dict[str, Any]]) -> None:
+        if future.cancelled():
+            return
+        if future.exception() is not None:
+            self.lease.broken = str(future.exception())
+            self.returncode = 137
+            return
+        answer = future.result()
+        self.returncode = int(answer.get("exit", 137))
+        if answer.get("reset") is not None:
+            self.lease.broken = f"it could not be reset: {answer['reset']}"
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            self.lease.ws._kill()
+
+    async def wait(self, timeout: float) -> int | None:
+        with contextlib.suppress(asyncio.TimeoutError, _Dead):
+            await asyncio.wait_for(asyncio.shield(self._exited), timeout)
+        return self.returncode
+
+    async def finish(self) -> None:
+        """After `kill`: wait for the supervisor's report (a sandbox that does not give one is
+        discarded) and close the pipes."""
+        try:
+            if await self.wait(_KILL_GRACE_S) is None:
+                self.lease.broken = "its supervisor did not stop the interpreter"
+                self._exited.cancel()
+        finally:
+            for transport in self._transports:
+                transport.close()
+
+
+class WarmLease:
+    """One warm sandbox held by one owner (a rollout's session) for several jobs. Its work folder
+    persists between them (an interpreter restarted after a timeout finds the rollout's files);
+    `release` resets it fully and returns it to the pool, or discards it if anything is in doubt."""
+
+    def __init__(self, pool: WarmPool, ws: WarmSandbox) -> None:
+        self.pool = pool
+        self.ws = ws
+        self.broken: str | None = None
+        self.released = False
+        self._current: WarmProcess | None = None
+
+    @property
+    def workdir(self) -> Path:
+        return self.ws.workdir
+
+    async def start_python(self, source: str, *, env: Mapping[str, str], limits: Limits) -> WarmProcess:
+        """Start a Python program (the session's interpreter) in this sandbox; one at a time."""
+        if self.released:
+            raise SandboxError("the warm sandbox lease is released")
+        if self._current is not None:
+            # one job at a time: the supervisor reports the previous one's end first
+            previous, self._current = self._current, None
+            previous.kill()
+            await previous.finish()
+        if self.broken is not None or self.ws.dead:
+            raise SandboxError(f"the warm sandbox was lost: {self.broken or self.ws.problem}")
+        try:
+            fds = self.ws.start(
+                {"python": source, "unbuffered": True},
+                env={**self.pool.sandbox.env, **env},
+                limits=limits,
+                cpu_seconds=limits.cpu_limit(None),
+                keep_workdir=True,
+            )
+        except _Dead as exc:
+            self.broken = str(exc)
+            raise SandboxError(str(exc)) from None
+        process = self._current = WarmProcess(self)
+        try:
+            await process._open(*fds)
+        except BaseException:
+            self.broken = "its pipes could not be opened"
+            raise
+        return process
+
+    async def release(self) -> None:
+        """Reset the sandbox and hand it back (discarded instead when the reset fails, the lease
+        is broken, or this is cancelled). Idempotent."""
+        if self.released:
+            return
+        self.released = True
+        try:
+            if self._current is not None:
+                self._current.kill()
+                await self._current.finish()
+            if self.broken is None and not self.ws.dead:
+                await self.ws.reset()
+            else:
+                self.ws.problem = self.broken
+                self.ws.discard()
+        except BaseException:
+            self.ws.discard()
+            raise
+        finally:
+            self.pool._release(self.ws)
+
+    def discard(self) -> None:
+        """Throw the sandbox away now (no event loop needed: interpreter exit, a sync close)."""
+        if not self.released:
+            self.released = True
+            self.ws.discard()
+            self.pool._release(self.ws)
 
 
 def _feed(loop: asyncio.AbstractEventLoop, fd: int, data: bytes) -> asyncio.Future[None]:
@@ -461,6 +642,11 @@ class WarmPool:
                 self._release(ws)
                 return outcome
         raise AssertionError("unreachable")
+
+    async def lease(self) -> WarmLease:
+        """A sandbox for one owner's several jobs (see `WarmLease`); release it when done."""
+        ws = await self._acquire()
+        return WarmLease(self, ws)
 
     async def _run_in(
         self,
