@@ -276,8 +276,9 @@ class UnitTestScorer:
     """Runs a row's hidden tests against a reply in the sandbox; one instance per environment."""
 
     def __init__(self, sandbox: Any = None, timeout: float = 20.0, test_timeout: float = 5.0,
-                 max_concurrent: int = 4) -> None:
+                 max_concurrent: int = 4, warm: bool = True) -> None:
         self._sandbox = sandbox
+        self.warm = warm
         self.timeout = timeout
         self.test_timeout = test_timeout
         self.max_concurrent = max_concurrent
@@ -311,7 +312,8 @@ class UnitTestScorer:
         entry = meta.get("entry_point") if meta.get("harness") == "check" else None
         async with self._semaphore():
             report = await run_python_tests(self.sandbox, program, tests, timeout=self.timeout,
-                                            entry_point=entry, test_timeout=self.test_timeout)
+                                            entry_point=entry, test_timeout=self.test_timeout,
+                                            warm=None if self.warm else False)
         return report.fraction
 
 
@@ -326,6 +328,7 @@ def load_environment(
     max_concurrent_sandboxes: int = 4,
     system_prompt: str = SYSTEM_PROMPT,
     sandbox: Any = None,
+    warm_sandboxes: bool = True,
     **kwargs: Any,
 ) -> vf.Environment:
     """Build the code-unit-tests environment.
@@ -341,12 +344,14 @@ def load_environment(
         max_concurrent_sandboxes: sandboxed runs at once (per process).
         system_prompt: instruction shown before each task.
         sandbox: a ``verifiers.sandbox.Sandbox`` to use (default: one with the default backend).
+        warm_sandboxes: run the tests in warm sandboxes (pre-started, reset between uses; the
+            verdicts are those of a fresh sandbox) where the backend can host them.
     """
     if reward_mode not in ("fraction", "all"):
         raise ValueError("reward_mode must be 'fraction' or 'all'")
     if split_train not in ("procedural", "humaneval"):
         raise ValueError("split_train must be 'procedural' or 'humaneval'")
-    scorer = UnitTestScorer(sandbox, timeout=timeout, max_concurrent=max_concurrent_sandboxes)
+    scorer = UnitTestScorer(sandbox, timeout=timeout, max_concurrent=max_concurrent_sandboxes, warm=warm_sandboxes)
 
     async def pass_fraction(completion: Any, info: Any = None, **_: Any) -> float:
         """Share of hidden tests passed."""

@@ -277,3 +277,17 @@ def test_run_sync_callers_share_one_pool() -> None:
         assert (sb.pool.started, sb.pool.discarded) == (1, 0)  # each call ran in a fresh event loop
     finally:
         sb.close()
+
+
+async def test_sessions_never_wait_for_a_busy_pool_and_the_surplus_stops() -> None:
+    sb = Sandbox("bwrap", warm=True, warm_size=1)
+    try:
+        sessions = [sb.session() for _ in range(3)]  # three rollouts at once, a pool of one
+        cells = asyncio.gather(*(s.run_python(f"{i} * 2") for i, s in enumerate(sessions)))
+        assert [r.value for r in await asyncio.wait_for(cells, 60)] == ["0", "2", "4"]
+        assert len(sb.pool.pids()) == 3
+        for s in sessions:
+            await s.close()
+        assert len(sb.pool.pids()) == 1 and sb.pool.discarded == 0  # one kept warm, reset
+    finally:
+        sb.close()

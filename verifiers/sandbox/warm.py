@@ -644,8 +644,12 @@ class WarmPool:
         raise AssertionError("unreachable")
 
     async def lease(self) -> WarmLease:
-        """A sandbox for one owner's several jobs (see `WarmLease`); release it when done."""
-        ws = await self._acquire()
+        """A sandbox for one owner's several jobs (see `WarmLease`); release it when done.
+
+        A lease never waits for a busy pool: it is held for a whole rollout (model turns
+        included), so when no sandbox is idle one more is started, and sandboxes beyond ``size``
+        are stopped when handed back."""
+        ws = await self._acquire(may_exceed=True)
         return WarmLease(self, ws)
 
     async def _run_in(
@@ -706,7 +710,7 @@ class WarmPool:
 
     # -- internals ---------------------------------------------------------------------------
 
-    async def _acquire(self) -> WarmSandbox:
+    async def _acquire(self, may_exceed: bool = False) -> WarmSandbox:
         loop = asyncio.get_running_loop()
         while True:
             with self._lock:
@@ -714,7 +718,7 @@ class WarmPool:
                     raise SandboxError("the warm sandbox pool is closed")
                 if self._idle:
                     return self._idle.pop()
-                if self._count < self.size:
+                if self._count < self.size or may_exceed:
                     self._count += 1
                     future = None
                 else:
@@ -770,14 +774,20 @@ class WarmPool:
                 self._hand_slot_locked()
             else:
                 discard = False
-                while self._waiters:
+                while self._waiters and self._count <= self.size:
                     loop, future = self._waiters.popleft()
                     try:
                         loop.call_soon_threadsafe(_settle, future, ws, self)
                         return
                     except RuntimeError:
                         continue
-                self._idle.append(ws)
+                if self._count > self.size:  # a surplus one, started for a lease
+                    self._live.discard(ws)
+                    self._count -= 1
+                    discard = True
+                    self._hand_slot_locked()
+                else:
+                    self._idle.append(ws)
         if discard:
             ws.discard()
 
