@@ -142,17 +142,24 @@ class WarmSandbox:
         self.dead = False
         self.problem: str | None = None  # why it was discarded
 
-    def discard(self) -> None:
-        """Kill the sandbox (its PID namespace dies with the supervisor) and delete its work folder."""
+    def discard(self, graceful: bool = False) -> None:
+        """Kill the sandbox (its PID namespace dies with the supervisor) and delete its work folder.
+
+        ``graceful`` (a pool closing, a surplus sandbox): first close the control socket, on which
+        the supervisor kills everything and exits (so the host reaps it, with its CPU accounted),
+        and kill it only if it has not after a moment. A sandbox in doubt is killed at once."""
         from verifiers.sandbox.sandbox import _remove_tree
 
         if self.dead:
             return
         self.dead = True
-        if self.proc.poll() is None:
-            kill_tree(self.proc.pid)
         with contextlib.suppress(Exception):
             self.ctl.close()
+        if graceful:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=2)
+        if self.proc.poll() is None:
+            kill_tree(self.proc.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
         _remove_tree(self.workdir)
@@ -700,7 +707,7 @@ class WarmPool:
             waiters = list(self._waiters)
             self._waiters.clear()
         for ws in victims:
-            ws.discard()
+            ws.discard(graceful=True)
         for loop, future in waiters:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_settle, future, None)
@@ -770,7 +777,7 @@ class WarmPool:
                     self._live.discard(ws)
                     self._count -= 1
                     self.discarded += 1
-                discard = not ws.dead
+                discard = not ws.dead  # the pool is closing: a graceful stop
                 self._hand_slot_locked()
             else:
                 discard = False
@@ -789,7 +796,7 @@ class WarmPool:
                 else:
                     self._idle.append(ws)
         if discard:
-            ws.discard()
+            ws.discard(graceful=True)
 
     def _spawn(self) -> WarmSandbox:
         """Start one sandbox and wait for its supervisor (runs on the long-lived spawner thread)."""
