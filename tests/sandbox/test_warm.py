@@ -291,3 +291,21 @@ async def test_sessions_never_wait_for_a_busy_pool_and_the_surplus_stops() -> No
         assert len(sb.pool.pids()) == 1 and sb.pool.discarded == 0  # one kept warm, reset
     finally:
         sb.close()
+
+
+async def test_a_warm_sessions_commands_run_in_its_sandbox_keeping_files_not_processes(single: Sandbox) -> None:
+    where = "tr '\\0' '\\n' < /proc/1/cmdline | sed -n 2p"  # PID 1: our supervisor (-I), or bwrap's reaper
+    async with single.session() as session:
+        first = await session.run(f"{where}; echo kept > f.txt; echo gone > /tmp/t; sleep 1000 & echo started")
+        assert first.stdout == "-I\nstarted\n", first
+        second = await session.run(f"{where}; cat f.txt; ls /tmp; ps -e -o comm= | grep -c sleep")
+        assert second.stdout == "-I\nkept\n0\n", second
+        assert (await session.run_python("x = open('f.txt').read()\nx")).value == "'kept\\n'"
+        # while the interpreter holds the sandbox, a command runs cold on the same work folder
+        third = await session.run(f"{where}; cat f.txt")
+        assert third.stdout == "--unshare-all\nkept\n", third
+        assert (await session.run_python("x")).value == "'kept\\n'"  # the interpreter lived on
+    assert (single.pool.started, single.pool.discarded) == (1, 0)
+    async with single.session() as session:  # the next rollout: same sandbox, nothing left
+        assert (await session.run("ls -A /workspace /tmp")).stdout == "/tmp:\n\n/workspace:\n"
+    assert single.pool.started == 1

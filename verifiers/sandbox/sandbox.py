@@ -581,18 +581,22 @@ class SandboxSession:
         setup step filling a package cache); the source must be writable by the sandboxed uid and
         must never be the project or hold secrets."""
         await self.start()
+        wall = self.timeout if timeout is None else timeout
+        lim = self.limits if limits is None else self.limits.merged(dict(limits) if isinstance(limits, Mapping) else limits)
+        if self._lease is not None and not rw_binds and self._lease.pool.accepts(lim):
+            # in the leased warm sandbox, unless it is busy (the interpreter runs): then cold
+            outcome = await self._lease.run(
+                command,
+                python,
+                stdin=stdin.encode() if isinstance(stdin, str) else stdin,
+                timeout=wall,
+                limits=lim,
+                env=env,
+            )
+            if outcome is not None:
+                return _result(outcome, lim.cpu_limit(wall))
         return await self.sandbox._run_in(
-            self.workdir,
-            command,
-            python,
-            stdin,
-            self.timeout if timeout is None else timeout,
-            self.limits
-            if limits is None
-            else self.limits.merged(dict(limits) if isinstance(limits, Mapping) else limits),
-            env,
-            session=True,
-            rw_binds=rw_binds,
+            self.workdir, command, python, stdin, wall, lim, env, session=True, rw_binds=rw_binds
         )
 
     async def run_python(self, code: str, *, timeout: float | None = None) -> RunResult:

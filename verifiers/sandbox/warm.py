@@ -173,15 +173,16 @@ class WarmSandbox:
         cpu_seconds: int | None,
         stdin: bytes | None,
         timeout: float | None,
+        keep_workdir: bool = False,
     ) -> ProcessOutcome:
         """Run one job. Raises `_Dead` only when the job could not be started (the sandbox died
-        while idle). Afterwards ``self.dead`` says whether the sandbox had to be discarded (its
+        while idle). ``keep_workdir``: the job belongs to a lease, whose files stay. Afterwards ``self.dead`` says whether the sandbox had to be discarded (its
         reset failed, or it was lost during the job, which then reports exit status 137)."""
         from verifiers.sandbox.sandbox import work_dir_exceeds
 
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
-        stdin_w, out_r, err_r = self.start(job, env=env, limits=limits, cpu_seconds=cpu_seconds)
+        stdin_w, out_r, err_r = self.start(job, env=env, limits=limits, cpu_seconds=cpu_seconds, keep_workdir=keep_workdir)
         host_fds = [out_r, err_r]  # stdin_w belongs to the feeder
         try:
             buffers = (bytearray(), bytearray())
@@ -250,7 +251,7 @@ class WarmSandbox:
                 if answer.get("reset") is not None:
                     self.problem = f"it could not be reset: {answer['reset']}"
                     self.discard()
-                elif os.listdir(self.workdir):
+                elif not keep_workdir and os.listdir(self.workdir):
                     self.problem = "its work folder is not empty after its reset"
                     self.discard()
             return ProcessOutcome(
@@ -443,6 +444,47 @@ class WarmLease:
         self.broken: str | None = None
         self.released = False
         self._current: WarmProcess | None = None
+        self._lock: asyncio.Lock | None = None  # one job at a time (a lease lives on one loop)
+
+    def _job_lock(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    async def run(
+        self,
+        command: str | Sequence[str] | None,
+        python: str | None,
+        *,
+        stdin: bytes | None,
+        timeout: float | None,
+        limits: Limits,
+        env: Mapping[str, str] | None,
+    ) -> ProcessOutcome | None:
+        """A one-shot job in the leased sandbox: its files stay, its processes and ``/tmp`` do not
+        (as a cold run on the same work folder). None when the sandbox is busy (the interpreter
+        runs, or another job) or lost: the caller then runs it cold."""
+        lock = self._job_lock()
+        if self.released or self.broken is not None or self._current is not None or lock.locked():
+            return None
+        async with lock:
+            try:
+                job = self.pool._job(self.ws, command, python)
+                outcome = await self.ws.run(
+                    job,
+                    env={**self.pool.sandbox.env, **(env or {})},
+                    limits=limits,
+                    cpu_seconds=limits.cpu_limit(timeout),
+                    stdin=stdin,
+                    timeout=timeout,
+                    keep_workdir=True,
+                )
+            except _Dead as exc:  # it never started
+                self.broken = str(exc)
+                return None
+            if self.ws.dead:
+                self.broken = self.ws.problem or "lost"
+            return outcome
 
     @property
     def workdir(self) -> Path:
@@ -452,6 +494,10 @@ class WarmLease:
         """Start a Python program (the session's interpreter) in this sandbox; one at a time."""
         if self.released:
             raise SandboxError("the warm sandbox lease is released")
+        async with self._job_lock():  # a running one-shot job finishes first
+            return await self._start_python(source, env, limits)
+
+    async def _start_python(self, source: str, env: Mapping[str, str], limits: Limits) -> WarmProcess:
         if self._current is not None:
             # one job at a time: the supervisor reports the previous one's end first
             previous, self._current = self._current, None
@@ -670,9 +716,22 @@ class WarmPool:
         lim: Limits,
         env: Mapping[str, str] | None,
     ) -> ProcessOutcome:
-        sb = self.sandbox
         if files:
-            sb._write_files(ws.workdir, files)
+            self.sandbox._write_files(ws.workdir, files)
+        return await ws.run(
+            self._job(ws, command, python),
+            env={**self.sandbox.env, **(env or {})},
+            limits=lim,
+            cpu_seconds=lim.cpu_limit(timeout),
+            stdin=stdin,
+            timeout=timeout,
+        )
+
+    def _job(self, ws: WarmSandbox, command: str | Sequence[str] | None, python: str | None) -> dict[str, Any]:
+        """The supervisor's job for a command (a string: bash; a list: argv) or a Python program."""
+        if (command is None) == (python is None):
+            raise ValueError("give exactly one of `command` and `python`")
+        sb = self.sandbox
         # what would not fit in one control message travels as a file in the work folder
         if python is not None:
             if len(json.dumps(python)) <= _INLINE_MAX:
@@ -689,14 +748,7 @@ class WarmPool:
         else:
             assert command is not None
             job = {"argv": list(command)}
-        return await ws.run(
-            job,
-            env={**sb.env, **(env or {})},
-            limits=lim,
-            cpu_seconds=lim.cpu_limit(timeout),
-            stdin=stdin,
-            timeout=timeout,
-        )
+        return job
 
     def close(self) -> None:
         """Kill every sandbox of the pool and delete their work folders. Idempotent."""
