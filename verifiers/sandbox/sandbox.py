@@ -16,10 +16,8 @@ import errno
 import functools
 import json
 import os
-import shutil
 import stat
 import struct
-import subprocess
 import tempfile
 import threading
 import time
@@ -34,6 +32,8 @@ from verifiers.sandbox.packages import PACKAGES_DIR, host_package_binds
 from verifiers.sandbox.process import ProcessOutcome, kill_tree, poll_flag, run_process, wait_exit
 from verifiers.sandbox.types import KillReason, Limits, RunResult, SandboxError
 from verifiers.sandbox.warm import WarmLease, WarmPool, WarmProcess
+from verifiers.sandbox.workdirs import remove_tree as _remove_tree
+from verifiers.sandbox.workdirs import work_dir_exceeds
 
 __all__ = ["Files", "Sandbox", "SandboxSession", "run_sync"]
 
@@ -364,31 +364,6 @@ class _DiskLimitExceeded(Exception):
     pass
 
 
-def work_dir_exceeds(path: Path, max_bytes: int, max_entries: int = 100_000) -> bool:
-    """Whether the files under ``path`` use more than ``max_bytes`` of disk (or more than
-    ``max_entries`` entries, which would also make this walk itself slow). Links are not followed."""
-    used = 0
-    entries = 0
-    stack = [str(path)]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as it:
-                for entry in it:
-                    entries += 1
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    used += st.st_blocks * 512
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    if used > max_bytes or entries > max_entries:
-                        return True
-        except OSError:
-            continue
-    return False
-
-
 def sweep_stale_workdirs() -> list[Path]:
     """Delete work dirs whose owning process is gone (it was killed before it could clean up)."""
     removed = []
@@ -457,20 +432,6 @@ async def _release(proc: asyncio.subprocess.Process) -> None:
     if transport is not None:
         with contextlib.suppress(Exception):
             transport.close()
-
-
-def _remove_tree(path: Path) -> None:
-    for attempt in range(2):
-        try:
-            shutil.rmtree(path, ignore_errors=True)
-        except RecursionError:
-            break  # folders nested past Python's recursion limit (the sandbox made them)
-        if not path.exists():
-            return
-        if attempt == 0:  # a process of the run was still writing; it is dead now
-            time.sleep(0.05)
-    if path.exists():  # rm walks any depth without recursing, and never follows a link
-        subprocess.run(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL, capture_output=True, check=False)
 
 
 # Sessions still open at interpreter exit are closed then (their processes killed, dirs removed).

@@ -55,8 +55,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verifiers.sandbox.backends import _env_items
-from verifiers.sandbox.process import ProcessOutcome, kill_tree
+from verifiers.sandbox.process import ProcessOutcome, kill_tree, poll_flag
 from verifiers.sandbox.types import KillReason, Limits, SandboxError, SandboxUnavailableError
+from verifiers.sandbox.workdirs import remove_tree, work_dir_exceeds
 
 if TYPE_CHECKING:
     from verifiers.sandbox.sandbox import Sandbox
@@ -148,8 +149,6 @@ class WarmSandbox:
         ``graceful`` (a pool closing, a surplus sandbox): first close the control socket, on which
         the supervisor kills everything and exits (so the host reaps it, with its CPU accounted),
         and kill it only if it has not after a moment. A sandbox in doubt is killed at once."""
-        from verifiers.sandbox.sandbox import _remove_tree
-
         if self.dead:
             return
         self.dead = True
@@ -162,7 +161,7 @@ class WarmSandbox:
             kill_tree(self.proc.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        _remove_tree(self.workdir)
+        remove_tree(self.workdir)
 
     async def run(
         self,
@@ -178,8 +177,6 @@ class WarmSandbox:
         """Run one job. Raises `_Dead` only when the job could not be started (the sandbox died
         while idle). ``keep_workdir``: the job belongs to a lease, whose files stay. Afterwards ``self.dead`` says whether the sandbox had to be discarded (its
         reset failed, or it was lost during the job, which then reports exit status 137)."""
-        from verifiers.sandbox.sandbox import work_dir_exceeds
-
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         stdin_w, out_r, err_r = self.start(job, env=env, limits=limits, cpu_seconds=cpu_seconds, keep_workdir=keep_workdir)
@@ -216,7 +213,7 @@ class WarmSandbox:
             feeder = _feed(loop, stdin_w, stdin or b"")
             reply = self._reply(loop)
             disk = asyncio.ensure_future(
-                _poll(functools.partial(work_dir_exceeds, self.workdir, limits.disk_mb * _MIB), over)
+                poll_flag(functools.partial(work_dir_exceeds, self.workdir, limits.disk_mb * _MIB), over)
             )
             overflow = asyncio.ensure_future(over.wait())
             reason: KillReason | None = None
@@ -584,13 +581,6 @@ def _feed(loop: asyncio.AbstractEventLoop, fd: int, data: bytes) -> asyncio.Futu
     return done
 
 
-async def _poll(check: Any, flag: asyncio.Event, interval: float = 0.25) -> None:
-    while not flag.is_set():
-        await asyncio.sleep(interval)
-        if await asyncio.to_thread(check):
-            flag.set()
-
-
 # -- the pool ------------------------------------------------------------------------------------
 
 
@@ -906,9 +896,7 @@ class WarmPool:
                 inside.close()
             if filter_fd >= 0:
                 os.close(filter_fd)
-            from verifiers.sandbox.sandbox import _remove_tree
-
-            _remove_tree(workdir)
+                remove_tree(workdir)
             raise
         ws = WarmSandbox(proc, host, workdir)
         with self._lock:
