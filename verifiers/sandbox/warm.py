@@ -175,8 +175,9 @@ class WarmSandbox:
         keep_workdir: bool = False,
     ) -> ProcessOutcome:
         """Run one job. Raises `_Dead` only when the job could not be started (the sandbox died
-        while idle). ``keep_workdir``: the job belongs to a lease, whose files stay. Afterwards ``self.dead`` says whether the sandbox had to be discarded (its
-        reset failed, or it was lost during the job, which then reports exit status 137)."""
+        while idle). ``keep_workdir``: the job belongs to a lease, whose files stay. Afterwards
+        ``self.dead`` says whether the sandbox had to be discarded (its reset failed, or it was
+        lost during the job, which then reports exit status 137)."""
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         stdin_w, out_r, err_r = self.start(job, env=env, limits=limits, cpu_seconds=cpu_seconds, keep_workdir=keep_workdir)
@@ -823,7 +824,7 @@ class WarmPool:
                 self._hand_slot_locked()
             else:
                 discard = False
-                while self._waiters and self._count <= self.size:
+                while self._waiters:
                     loop, future = self._waiters.popleft()
                     try:
                         loop.call_soon_threadsafe(_settle, future, ws, self)
@@ -837,8 +838,11 @@ class WarmPool:
                     self._hand_slot_locked()
                 else:
                     self._idle.append(ws)
-        if discard:
-            ws.discard(graceful=True)
+        if discard:  # off the caller's thread: a graceful stop may take a moment
+            try:
+                _spawner.submit(ws.discard, True)
+            except RuntimeError:  # interpreter shutdown
+                ws.discard()
 
     def _spawn(self) -> WarmSandbox:
         """Start one sandbox and wait for its supervisor (runs on the long-lived spawner thread)."""
