@@ -299,6 +299,11 @@ class UnitTestScorer:
             self._semaphores = {loop_id: asyncio.Semaphore(self.max_concurrent)}
         return self._semaphores[loop_id]
 
+    async def close(self) -> None:
+        """Stop the warm sandboxes the tests ran in (the sandbox stays usable)."""
+        if self._sandbox is not None:
+            await self._sandbox.aclose()
+
     async def fraction_passed(self, completion: Any, info: Any) -> float:
         """Share of the row's tests that pass (0.0 when there is no code or nothing could run)."""
         meta = vf.parse_info(info)
@@ -315,6 +320,18 @@ class UnitTestScorer:
                                             entry_point=entry, test_timeout=self.test_timeout,
                                             warm=None if self.warm else False)
         return report.fraction
+
+
+class CodeUnitTestsEnv(vf.SingleTurnEnv):
+    """A single-turn environment whose teardown stops the scorer's warm sandboxes."""
+
+    def __init__(self, scorer: UnitTestScorer, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.scorer = scorer
+
+    @vf.teardown
+    async def close_sandboxes(self) -> None:
+        await self.scorer.close()
 
 
 def load_environment(
@@ -376,7 +393,5 @@ def load_environment(
     else:
         funcs, weights = [all_passed], [1.0]
     rubric = vf.Rubric(funcs=funcs, weights=weights)
-    env = vf.SingleTurnEnv(dataset=train, eval_dataset=evaluation, system_prompt=system_prompt, rubric=rubric,
-                           **kwargs)
-    env.scorer = scorer
-    return env
+    return CodeUnitTestsEnv(scorer, dataset=train, eval_dataset=evaluation, system_prompt=system_prompt,
+                            rubric=rubric, **kwargs)

@@ -287,6 +287,16 @@ class PythonToolEnv(vf.StatefulToolEnv):
         if session is not None:
             await session.close()
 
+    @vf.teardown
+    async def close_sandboxes(self) -> None:
+        """Close sessions of rollouts that never reached their cleanup, and stop the warm sandboxes."""
+        sessions = list(self._sessions.values())
+        self._sessions.clear()
+        for session in sessions:
+            await session.close()
+        if self._sandbox is not None:
+            await self._sandbox.aclose()
+
 
 def load_environment(
     num_train_examples: int = 400,

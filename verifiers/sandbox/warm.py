@@ -43,6 +43,7 @@ import functools
 import json
 import os
 import platform
+import queue
 import socket
 import struct
 import subprocess
@@ -74,9 +75,39 @@ _MAX_MESSAGE = 160 * 1024  # a SOCK_SEQPACKET message must fit the socket's send
 _INLINE_MAX = 96 * 1024  # programs whose JSON form is longer travel as a file in the work folder
 _CHUNK = 65536
 
-# One long-lived thread starts every warm sandbox: the backend's parent-death signal fires when the
-# *thread* that started it ends, and `run_sync` callers live on short-lived threads.
-_spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="vf-warm-sandbox")
+class _Spawner:
+    """One long-lived daemon thread that starts (and gracefully stops) every warm sandbox.
+
+    The backend's parent-death signal fires when the *thread* that started it ends, and callers
+    may live on short-lived threads (`run_sync`). A daemon thread: it never holds the interpreter
+    open, and environment checks do not count it as something left running."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Any, tuple[Any, ...]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Any, *args: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._queue.put((future, fn, args))
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._work, name="vf-warm-sandbox", daemon=True)
+                self._thread.start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self._queue.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+
+_spawner = _Spawner()
 
 
 def default_pool_size() -> int:
@@ -793,11 +824,22 @@ class WarmPool:
                 if self._closed:
                     raise SandboxError("the warm sandbox pool is closed")
                 # None: a slot was freed for this caller to start a sandbox in
+            started = _spawner.submit(self._spawn)
             try:
-                return await loop.run_in_executor(_spawner, self._spawn)
+                return await asyncio.wrap_future(started, loop=loop)
+            except asyncio.CancelledError:
+                # the start goes on in the spawner: its sandbox then joins the pool
+                started.add_done_callback(self._adopt)
+                raise
             except BaseException:
                 self._give_up_slot()
                 raise
+
+    def _adopt(self, started: concurrent.futures.Future[WarmSandbox]) -> None:
+        if started.cancelled() or started.exception() is not None:
+            self._give_up_slot()
+        else:
+            self._release(started.result())
 
     def _give_up_slot(self) -> None:
         with self._lock:
@@ -839,10 +881,7 @@ class WarmPool:
                 else:
                     self._idle.append(ws)
         if discard:  # off the caller's thread: a graceful stop may take a moment
-            try:
-                _spawner.submit(ws.discard, True)
-            except RuntimeError:  # interpreter shutdown
-                ws.discard()
+            _spawner.submit(ws.discard, True)
 
     def _spawn(self) -> WarmSandbox:
         """Start one sandbox and wait for its supervisor (runs on the long-lived spawner thread)."""
