@@ -3,7 +3,8 @@
 Every run gets a fresh work dir on the host (under `sandbox_root()`), mounted writable at
 ``/workspace`` inside; it is deleted when the run ends, however it ends. A `SandboxSession` keeps
 one work dir (and, on demand, one live Python interpreter) across calls, for tool environments
-whose tools must see each other's files and variables during a rollout.
+whose tools must see each other's files and variables during a rollout. With ``warm``, runs and
+sessions use pre-started sandboxes instead (`verifiers.sandbox.warm`), reset between uses.
 """
 
 from __future__ import annotations
