@@ -210,12 +210,12 @@ async def test_close_leaves_no_sandbox_process_and_no_folder() -> None:
     sb = Sandbox("bwrap", warm=True, warm_size=3)
     results = await asyncio.gather(*(sb.run("sleep 0.3; echo ok") for _ in range(3)))
     assert [r.stdout for r in results] == ["ok\n"] * 3
-    pids = sb.pool.pids()
+    pids, dirs = sb.pool.pids(), [ws.workdir for ws in sb.pool._live]
     assert len(pids) == 3 and all(alive(pid) for pid in pids)
-    assert len(warm_dirs()) == 3
+    assert len(dirs) == 3 and all(d.name in warm_dirs() for d in dirs)
     sb.close()
     assert not any(alive(pid) for pid in pids)
-    assert warm_dirs() == []
+    assert not any(d.exists() for d in dirs)
     await assert_next_run_ok(sb)  # a closed pool is replaced on the next warm run
     sb.close()
 
@@ -224,13 +224,13 @@ async def test_cancelling_a_run_kills_it_and_removes_its_dir(sandbox: Sandbox) -
     marker = f"7{secrets.randbelow(10**6)}.5"
     task = asyncio.create_task(sandbox.run(f"sleep {marker}", timeout=60))
     assert await wait_until_present(marker)
-    pids = sandbox.pool.pids()
+    pids, dirs = sandbox.pool.pids(), [ws.workdir for ws in sandbox.pool._live]
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await wait_until_gone(marker) == []
     assert not any(alive(pid) for pid in pids)  # the cancelled job's sandbox was thrown away
-    assert warm_dirs() == [] and sandbox.pool.discarded == 1
+    assert not any(d.exists() for d in dirs) and sandbox.pool.discarded == 1
     await assert_next_run_ok(sandbox)
 
 
