@@ -52,7 +52,7 @@ async def test_serve_env_from_a_config_file_and_stop() -> None:
         proc.send_signal(signal.SIGTERM)
         out, err = await asyncio.to_thread(proc.communicate, timeout=60)
         assert proc.returncode == 0, err[-3000:]
-        assert f"serving vf-serve-echo on {address} (2 workers)" in out
+        assert f"serving vf-serve-echo (v1) on {address} (2 workers)" in out
         assert workers and not any(_alive(pid) for pid in workers)  # no worker outlives the pool
     finally:
         if proc.poll() is None:
@@ -100,8 +100,19 @@ def test_settings_and_what_counts_as_exposed(tmp_path: Path) -> None:
     assert kwargs["workers"] == 3 and kwargs["address"] == "tcp://127.0.0.1:5000"
     (tmp_path / "c.toml").write_text('[env.taskset]\nid = "x"\n[serve]\nmax_concurrent = 8\n[serve.pool]\ntype = "elastic"\nmax_workers = 5\n')
     env, kwargs = serve_settings(f"@{tmp_path / 'c.toml'}", address="tcp://127.0.0.1:0")
-    assert env == {"taskset": {"id": "x"}} and kwargs["workers"] == 5 and kwargs["max_concurrent"] == 8
+    assert env == {"taskset": {"id": "x"}} and kwargs["max_concurrent"] == 8
+    assert (kwargs["min_workers"], kwargs["max_workers"], kwargs["workers"], kwargs["idle_timeout"]) == (1, 5, 1, 60.0)
     assert kwargs["address"] == "tcp://127.0.0.1:0"
+    _, kwargs = serve_settings("vf-serve-echo", min_workers=2, max_workers=4)
+    assert (kwargs["min_workers"], kwargs["max_workers"]) == (2, 4)
+    with pytest.raises(Exception, match="min_workers <= max_workers"):
+        serve_settings("vf-serve-echo", min_workers=3, max_workers=2)
+    # an id that is no v1 taskset goes to the one loader (a classic environment), with its keywords
+    env, _ = serve_settings("math-problems", env_args={"difficulty": "easy"})
+    assert env == {"env_id": "math-problems", "env_args": {"difficulty": "easy"}}
+    (tmp_path / "classic.toml").write_text('env_id = "math-problems"\n[env_args]\nseed = 3\n[serve.pool]\nnum_workers = 2\n')
+    env, kwargs = serve_settings(f"@{tmp_path / 'classic.toml'}")
+    assert env == {"env_id": "math-problems", "env_args": {"seed": 3}} and kwargs["workers"] == 2
     (tmp_path / "bad.toml").write_text("[serve]\naddress = 'tcp://127.0.0.1:1'\n")
     with pytest.raises(Exception, match=r"no \[env\] table"):
         serve_settings(f"@{tmp_path / 'bad.toml'}")
