@@ -181,10 +181,14 @@ async def test_bad_input_gets_error_replies_and_the_pool_keeps_serving(pool: Ser
         assert not invalid["success"] and "EchoData" in invalid["error"] and "word" in invalid["error"]
         missing = await ask(b"r6", b"run", pack({"task_data": task_data("x")}))
         assert not missing["success"] and "client" in missing["error"]
-        huge = await ask(b"r7", b"run", pack({**run, "task_data": {**task_data("x"), "pad": "x" * (2 << 20)}}))
-        assert not huge["success"] and "too large" in huge["error"]
+        huge = await ask(b"r7", b"run", pack({**run, "task_data": {**task_data("x"), "pad": "x" * (3 << 19)}}))
+        assert not huge["success"] and "too large" in huge["error"] and str(1 << 20) in huge["error"]
         bad_cancel = await ask(b"r8", b"cancel", pack({"nope": 1}))
         assert bad_cancel["success"] and bad_cancel["cancelled"] is False
+        # past twice the cap, ZMQ refuses the frame as it arrives (zmq.MAXMSGSIZE): no reply, the
+        # sender is cut off, and nothing of it was buffered whole
+        await sock.send_multipart([b"r9", b"run", b"x" * (3 << 20)])
+        assert await sock.poll(1500) == 0
     finally:
         sock.close(0)
         ctx.term()

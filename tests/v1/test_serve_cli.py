@@ -120,3 +120,31 @@ def test_settings_and_what_counts_as_exposed(tmp_path: Path) -> None:
         assert is_loopback(address), address
     for address in ("tcp://0.0.0.0:5000", "tcp://*:5000", "tcp://10.1.2.3:5000", "tcp://eth0:1"):
         assert not is_loopback(address), address
+
+
+def test_the_compose_env_server_runs_the_command_the_tests_run() -> None:
+    """docker-compose.yml's env-server (no Docker engine here: checked by construction): the
+    image's entry point is ``vf serve-env``, compose's command is the Dockerfile's default with its
+    variables at their defaults, every flag exists, the port is published on loopback only, and
+    the health check is Python that compiles and uses the client's ``health``."""
+    import json
+
+    import yaml
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    svc = compose["services"]["env-server"]
+    dockerfile = (ROOT / svc["build"]["dockerfile"]).read_text()
+    line = {ln.split(" ", 1)[0]: json.loads(ln.split(" ", 1)[1]) for ln in dockerfile.splitlines() if ln.startswith(("CMD ", "ENTRYPOINT "))}
+    assert line["ENTRYPOINT"] == ["vf", "serve-env"]
+    defaults = [arg.replace("${VF_ENV:-sort-numbers}", "sort-numbers").replace("${VF_ENV_WORKERS:-2}", "2") for arg in svc["command"]]
+    assert defaults == line["CMD"] and "tcp://0.0.0.0:5000" in defaults
+    assert svc["ports"] == ["127.0.0.1:5000:5000"]
+    helptext = subprocess.run([sys.executable, "-m", "verifiers.cli", "serve-env", "--help"], capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "COLUMNS": "200"}).stdout  # fmt: skip
+    for flag in (a for a in defaults if a.startswith("--")):
+        assert flag in helptext, flag
+    check = svc["healthcheck"]["test"]
+    assert check[:3] == ["CMD", "python", "-c"] and "client.health(" in check[3]
+    compile(check[3], "healthcheck", "exec")
+    env, kwargs = serve_settings("sort-numbers", address="tcp://0.0.0.0:5000", workers=2)
+    assert env == {"taskset": {"id": "sort-numbers"}} and not is_loopback(kwargs["address"])  # the warning is printed
