@@ -1,19 +1,37 @@
-"""One orchestrator process at scale: 4,096 and 16,384 multi-turn tool rollouts in flight.
+"""One orchestrator at scale: 4,096 and 16,384 multi-turn tool rollouts in flight, run in-process
+(today's training orchestrator) or through env servers (ours with 1, 2 and 4 workers, and the
+original ``verifiers==0.4.0``'s pool serving the same v1 taskset).
 
     .venv/bin/python benchmarks/orchestrator.py [--in-flight 4096 16384] [--seconds 30] [--warmup 10]
+        [--workers 1 2 4] [--kinds inprocess ours original] [--original-in-flight 256]
 
-The training orchestrator (``verifiers.train.orchestrator.Orchestrator``, the real class, with the
-real ``vf.ToolEnv`` rollouts, ``InferenceServer`` clients with group coalescing, samples and
-advantages) runs alone in a fresh process per level against scripted OpenAI-compatible servers
-(``verifiers.testing.scripted.ScriptedServer``, each in its own process) that answer every request
+Every row runs against the same scripted OpenAI-compatible servers
+(``verifiers.testing.scripted.ScriptedServer``, ``--servers`` processes) that answer every request
 after a log-normal delay (median 1 s, sigma ``--sigma``) with vLLM-shaped token ids and logprobs.
-A rollout is two model turns: a tool call (the tool runs), then the answer. A consumer takes each
-batch at once and bumps the policy version (no training), so admission never waits on a trainer.
+A rollout is two model turns: a tool call (the tool runs), then the answer.
 
-Reported per level, over ``--seconds`` after ``--warmup``: rollouts/s completed, the orchestrator
-process's CPU time per rollout (user + system, all its threads), event-loop lag (how late a 50 ms
-timer fires: p50, p99, max), rollouts actually in flight (mean), and memory (peak RSS of the
-process). Target from the issue: 4,096 in flight with lag p99 < 50 ms and < 2 GB.
+* **in-process**: ``verifiers.train.orchestrator.Orchestrator`` (the real class, the classic
+  ``vf.ToolEnv`` rollouts in its own event loop, ``InferenceServer`` clients with group
+  coalescing, samples and advantages). A consumer takes each batch at once and bumps the policy
+  version (no training), so admission never waits on a trainer. A batch is in-flight / 8 rollouts.
+* **ours N**: ``vf serve-env``'s pool (``serve_env``, N worker processes) serving the v1 taskset
+  ``benchmarks/packages/vf_bench_tools`` (the tool is ``calc_add`` on one shared MCP server per
+  worker). The orchestrator is a driver process holding the in-flight count through one
+  ``EnvClient``: each finished episode (a validated ``WireEpisode``) is counted and replaced.
+* **original N**: the same driver and taskset against the original's ``serve_env`` pool
+  (``elastic=False``, N workers) from the venv the compat tests install. Its ``null`` harness
+  starts a program per episode, so it is driven at ``--original-in-flight`` (default 256) runs in
+  flight: thousands of those programs at once would take down the shared machine.
+
+Reported per row, over ``--seconds`` after ``--warmup``: rollouts/s, the orchestrator's
+(driver's) CPU ms per rollout (user + system, all its threads), its event-loop lag (how late a
+50 ms timer fires: p50, p99), the mean in flight, batches completed in the window and seconds to
+the first batch, errors, and the peak RSS (VmHWM) of every process: the orchestrator, the
+pool's broker, its workers (largest / sum, with the MCP servers under them) and the scripted
+servers.
+
+Goals (issue 20, on the 2-core machines): lag p99 < 50 ms at 4,096 in flight; >= 1,100
+rollouts/s at 4,096; faster than the original's pool; a batch within the window at 16,384.
 """
 
 from __future__ import annotations
@@ -31,6 +49,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -62,8 +81,11 @@ def serve(port_file: str, sigma: float, seed: int) -> None:
     def delay() -> float:
         return math.exp(rng.gauss(0.0, sigma))  # log-normal, median 1 s
 
-    script = by_turn(lambda req: tool_calls(tool_call("add", {"a": 2, "b": 3}), delay=delay()),
-                     lambda req: reply(rng.choice(["5", "6"]), delay=delay()))
+    def first(req):  # the tool the request offers: ``add`` (classic ToolEnv) or ``calc_add`` (the v1 toolset)
+        name = req.tools[0]["function"]["name"] if req.tools else "add"
+        return tool_calls(tool_call(name, {"a": 2, "b": 3}), delay=delay())
+
+    script = by_turn(first, lambda req: reply(rng.choice(["5", "6"]), delay=delay()))
     srv = ScriptedServer(script).start()
     Path(port_file).write_text(srv.base_url)
     while True:  # the server keeps every request for tests; a benchmark must not grow without bound
@@ -94,12 +116,16 @@ async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float
                         health_check=False)
     gc.collect()
     gc.freeze()
-    state = {"measuring": False, "rollouts": 0, "lags": [], "inflight": []}
+    state = {"measuring": False, "rollouts": 0, "lags": [], "inflight": [], "first_batch_s": None, "batches": 0}
+    started = time.perf_counter()
 
     async def consume() -> None:
         while True:
             b = await orch.next_batch()
+            if state["first_batch_s"] is None:
+                state["first_batch_s"] = time.perf_counter() - started
             if state["measuring"]:
+                state["batches"] += 1
                 state["rollouts"] += sum(len(g.states) for g in b.groups)
             await orch.update_weights(None, orch.version + 1)
 
@@ -137,11 +163,185 @@ async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float
         "cpu_ms_per_rollout": 1000 * cpu / n if n else float("nan"), "cpu_frac": cpu / wall,
         "lag_p50_ms": 1000 * lags[len(lags) // 2], "lag_p99_ms": 1000 * lags[min(len(lags) - 1, int(0.99 * len(lags)))],
         "lag_max_ms": 1000 * lags[-1], "peak_rss_mb": ru1.ru_maxrss / 1024, "errors": orch.counters["errors"],
+        "batches": state["batches"], "first_batch_s": state["first_batch_s"],
     }
     await orch.stop()
     for s in servers:
         await s.aclose()
     return out
+
+
+# -- the env-server rows: a driver process holding N runs in flight through one EnvClient ----------
+async def drive(address: str, urls: list[str], in_flight: int, seconds: float, warmup: float) -> dict:
+    import gc
+
+    from verifiers.v1.serve import EnvClient
+
+    state = {"measuring": False, "rollouts": 0, "errors": 0, "lags": [], "first_batch_s": None, "done": 0, "in_flight": 0}
+    batch = max(1, in_flight // 8)
+    sampling = {"max_tokens": 64, "logprobs": True, "extra_body": {"return_token_ids": True}}
+    async with EnvClient(address) as client:
+        await client.wait_for_server_startup(timeout=300)
+        gc.collect()
+        gc.freeze()
+        started = time.perf_counter()
+        first_error: list[str] = []
+
+        async def one(i: int) -> None:
+            url = urls[i % len(urls)]
+            task = {"prompt": f"{i}: what is 2 + 3? Use the tool.", "a": 2, "b": 3, "id": f"a{i}", "idx": i}
+            while True:
+                state["in_flight"] += 1
+                try:
+                    episode = await client.run(url, "scripted-model", sampling, task)
+                    ok = episode.ok and bool(episode.traces) and len(episode.traces[0].calls) == 2
+                except Exception as exc:  # an error reply (a refused or failed run) is counted, the slot refilled
+                    ok = False
+                    if not first_error:
+                        first_error.append(f"{type(exc).__name__}: {exc}"[:300])
+                finally:
+                    state["in_flight"] -= 1
+                state["done"] += 1
+                if state["first_batch_s"] is None and state["done"] >= batch:
+                    state["first_batch_s"] = time.perf_counter() - started
+                if state["measuring"]:
+                    state["rollouts"] += 1
+                    state["errors"] += not ok
+
+        async def lag_probe() -> None:
+            while True:
+                t = time.perf_counter()
+                await asyncio.sleep(0.05)
+                if state["measuring"]:
+                    state["lags"].append(time.perf_counter() - t - 0.05)
+                    state.setdefault("inflight", []).append(state["in_flight"])
+
+        tasks = [asyncio.ensure_future(one(i)) for i in range(in_flight)]
+        probe = asyncio.ensure_future(lag_probe())
+        await asyncio.sleep(warmup)
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
+        state["measuring"] = True
+        await asyncio.sleep(seconds)
+        state["measuring"] = False
+        wall = time.perf_counter() - t0
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        for t in [*tasks, probe]:
+            t.cancel()
+        await asyncio.gather(*tasks, probe, return_exceptions=True)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    lags = sorted(state["lags"]) or [float("nan")]
+    n = state["rollouts"]
+    return {
+        "in_flight_target": in_flight, "in_flight_mean": statistics.fmean(state.get("inflight") or [0]),
+        "rollouts": n, "seconds": wall, "rollouts_per_s": n / wall, "cpu_s": cpu,
+        "cpu_ms_per_rollout": 1000 * cpu / n if n else float("nan"), "cpu_frac": cpu / wall,
+        "lag_p50_ms": 1000 * lags[len(lags) // 2], "lag_p99_ms": 1000 * lags[min(len(lags) - 1, int(0.99 * len(lags)))],
+        "lag_max_ms": 1000 * lags[-1], "peak_rss_mb": ru1.ru_maxrss / 1024, "errors": state["errors"],
+        "batches": n // batch, "first_batch_s": state["first_batch_s"], "first_error": first_error[0] if first_error else None,
+    }
+
+
+OURS_POOL = r'''
+import sys
+from verifiers.v1.serve import serve_env
+n = int(sys.argv[3])
+serve_env({"taskset": {"id": "vf-bench-tools"}}, workers=int(sys.argv[2]), address=sys.argv[1],
+          max_concurrent=max(64, -(-n // int(sys.argv[2]))), max_queued=4 * n, health_timeout=120.0)
+'''
+ORIGINAL_POOL = r'''
+import sys
+from verifiers.v1.serve import serve_env
+from verifiers.v1.utils.loaders import resolve_env_config
+def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: dict, urls: list[str], servers: list,
+            original: str | None, tmp: str) -> list[Any]:
+    """One row: the in-process orchestrator, or a pool (ours or the original's) and the driver."""
+    print(f"[{time.strftime('%H:%M:%S')}] {name}: {n} in flight ({args.warmup:.0f} s warm-up + {args.seconds:.0f} s) ...",
+          file=sys.stderr, flush=True)
+    pool, peaks, target = None, (0.0, 0.0, 0.0), n
+    try:
+        if kind is None:
+            cmd = [sys.executable, __file__, "--measure", str(n)]
+        else:
+            address = f"ipc://{tmp}/pool-{kind}-{workers}-{n}"
+            pool_env = {k: v for k, v in env.items() if k != "VIRTUAL_ENV"}
+            if kind == "ours":
+                pool_env["PYTHONPATH"] = f"{REPO}:{PACKAGES}"
+                code, python = OURS_POOL, sys.executable
+            else:
+                pool_env["PYTHONPATH"] = str(PACKAGES)
+                code, python, target = ORIGINAL_POOL, original, min(n, args.original_in_flight)
+            with open(Path(tmp) / f"{kind}-{workers}.log", "wb") as log:
+                pool = subprocess.Popen([python, "-c", code, address, str(workers), str(target)], env=pool_env, stdout=log,
+                                        stderr=log, cwd=tempfile.gettempdir(), preexec_fn=_apply_priority)  # fmt: skip
+            cmd = [sys.executable, __file__, "--drive", str(target), "--address", address]
+        proc = subprocess.run([*cmd, "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--urls", *urls], env=env,
+                              capture_output=True, text=True, timeout=args.seconds + args.warmup + 900,
+                              preexec_fn=_apply_priority)  # fmt: skip
+        if pool is not None:
+            peaks = pool_peaks(pool.pid)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            try:
+                pool.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pool.kill()
+                pool.wait()
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        log_tail = (Path(tmp) / f"{kind}-{workers}.log").read_text()[-2000:] if kind else ""
+        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}\n{log_tail}")
+    r = json.loads(lines[-1])
+    print(json.dumps({"row": name, **r}), file=sys.stderr, flush=True)
+    scripted = max(peak_mb(s.pid) for s in servers)
+    label = name if target == n else f"{name} (at {target})"
+    return [n, label, r["in_flight_mean"], r["rollouts_per_s"], r["cpu_ms_per_rollout"], r["cpu_frac"], r["lag_p50_ms"],
+            r["lag_p99_ms"], r["batches"], r["first_batch_s"], r["errors"], r["peak_rss_mb"], peaks[0],
+            f"{peaks[1]:.0f}/{peaks[2]:.0f}", scripted]
+
+
+if __name__ == "__main__":
+    config = resolve_env_config({"taskset": {"id": "vf-bench-tools"},
+                                 "agent": {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}})
+    serve_env(max_workers=int(sys.argv[2]), elastic=False, address=sys.argv[1], config_data=config.model_dump(mode="json"))
+'''
+PACKAGES = Path(__file__).resolve().parent / "packages"
+
+
+def _children(pid: int) -> list[int]:
+    """Every live descendant of ``pid``."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(") ", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+def peak_mb(pid: int) -> float:
+    """The process's peak resident memory (VmHWM), MB; 0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def pool_peaks(pid: int) -> tuple[float, float, float]:
+    """(broker, largest child, sum of children) peak RSS of a pool process tree, MB."""
+    kids = [peak_mb(k) for k in _children(pid)]
+    return peak_mb(pid), max(kids, default=0.0), sum(kids)
 
 
 def main() -> None:
@@ -151,7 +351,12 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=10.0)
     p.add_argument("--servers", type=int, default=2, help="scripted server processes")
     p.add_argument("--sigma", type=float, default=0.5, help="log-normal sigma of each reply's delay")
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="env-server pool sizes")
+    p.add_argument("--kinds", nargs="+", default=["inprocess", "ours", "original"], choices=["inprocess", "ours", "original"])
+    p.add_argument("--original-in-flight", type=int, default=256, help="runs in flight against the original's pool")
     add_priority_argument(p)
+    p.add_argument("--drive", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--address", help=argparse.SUPPRESS)
     p.add_argument("--serve", help=argparse.SUPPRESS)
     p.add_argument("--measure", type=int, help=argparse.SUPPRESS)
     p.add_argument("--urls", nargs="*", help=argparse.SUPPRESS)
@@ -163,6 +368,9 @@ def main() -> None:
         return
     if args.measure:
         print(json.dumps(asyncio.run(measure(args.urls, args.measure, args.seconds, args.warmup))), flush=True)
+        return
+    if args.drive:
+        print(json.dumps(asyncio.run(drive(args.address, args.urls, args.drive, args.seconds, args.warmup))), flush=True)
         return
 
     env = {**os.environ, "PYTHONPATH": f"{REPO}:{os.environ.get('PYTHONPATH', '')}", "TQDM_DISABLE": "1",
@@ -181,19 +389,18 @@ def main() -> None:
                     time.sleep(0.2)
                 urls.append(pf.read_text())
             rows = []
+            original = None
+            if "original" in args.kinds:
+                sys.path.insert(0, str(REPO))
+                from tests.v1.test_wire_compat import _original_python
+
+                original = str(_original_python())
             for n in args.in_flight:
-                print(f"measuring {n} rollouts in flight ({args.warmup:.0f} s warm-up + {args.seconds:.0f} s) ...",
-                      file=sys.stderr, flush=True)
-                proc = subprocess.run([sys.executable, __file__, "--measure", str(n), "--seconds", str(args.seconds),
-                                       "--warmup", str(args.warmup), "--urls", *urls], env=env, capture_output=True,
-                                      text=True, timeout=args.seconds + args.warmup + 600, preexec_fn=_apply_priority)
-                lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-                if proc.returncode != 0 or not lines:
-                    raise SystemExit(f"measurement failed:\n{proc.stderr[-3000:]}")
-                r = json.loads(lines[-1])
-                print(json.dumps(r), file=sys.stderr)
-                rows.append([n, r["in_flight_mean"], r["rollouts_per_s"], r["cpu_ms_per_rollout"], r["cpu_frac"],
-                             r["lag_p50_ms"], r["lag_p99_ms"], r["lag_max_ms"], r["peak_rss_mb"], r["errors"]])
+                plan = [("in-process", None, 0)] if "inprocess" in args.kinds else []
+                plan += [(f"ours {w}", "ours", w) for w in args.workers if "ours" in args.kinds]
+                plan += [(f"original {w}", "original", w) for w in args.workers if original and "original" in args.kinds]
+                for name, kind, workers in plan:
+                    rows.append(run_row(name, kind, workers, n, args, env, urls, procs, original, tmp))
         finally:
             for pr in procs:
                 pr.terminate()
@@ -202,8 +409,57 @@ def main() -> None:
 
     print(f"\n{machine()}, CPU capability {torch.backends.cpu.get_cpu_capability()}; {args.servers} scripted server "
           f"processes, log-normal delay median 1 s sigma {args.sigma}; 2-turn tool rollouts, groups of {GROUP}")
-    print(table(["in flight", "mean in flight", "rollouts/s", "CPU ms/rollout", "CPU cores", "lag p50 ms",
-                 "lag p99 ms", "lag max ms", "peak RSS MB", "errors"], rows))
+    print(table(["in flight", "orchestrator", "mean in flight", "rollouts/s", "CPU ms/rollout", "CPU cores", "lag p50 ms",
+                 "lag p99 ms", "batches", "1st batch s", "errors", "orch MB", "broker MB", "worker MB max/sum",
+                 "scripted MB"], rows))
+
+
+def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: dict, urls: list[str], servers: list,
+            original: str | None, tmp: str) -> list[Any]:
+    """One row: the in-process orchestrator, or a pool (ours or the original's) and the driver."""
+    print(f"[{time.strftime('%H:%M:%S')}] {name}: {n} in flight ({args.warmup:.0f} s warm-up + {args.seconds:.0f} s) ...",
+          file=sys.stderr, flush=True)
+    pool, peaks, target = None, (0.0, 0.0, 0.0), n
+    try:
+        if kind is None:
+            cmd = [sys.executable, __file__, "--measure", str(n)]
+        else:
+            address = f"ipc://{tmp}/pool-{kind}-{workers}-{n}"
+            pool_env = {k: v for k, v in env.items() if k != "VIRTUAL_ENV"}
+            if kind == "ours":
+                pool_env["PYTHONPATH"] = f"{REPO}:{PACKAGES}"
+                code, python = OURS_POOL, sys.executable
+            else:
+                pool_env["PYTHONPATH"] = str(PACKAGES)
+                code, python, target = ORIGINAL_POOL, original, min(n, args.original_in_flight)
+            with open(Path(tmp) / f"{kind}-{workers}.log", "wb") as log:
+                pool = subprocess.Popen([python, "-c", code, address, str(workers), str(target)], env=pool_env, stdout=log,
+                                        stderr=log, cwd=tempfile.gettempdir(), preexec_fn=_apply_priority)  # fmt: skip
+            cmd = [sys.executable, __file__, "--drive", str(target), "--address", address]
+        proc = subprocess.run([*cmd, "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--urls", *urls], env=env,
+                              capture_output=True, text=True, timeout=args.seconds + args.warmup + 900,
+                              preexec_fn=_apply_priority)  # fmt: skip
+        if pool is not None:
+            peaks = pool_peaks(pool.pid)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            try:
+                pool.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pool.kill()
+                pool.wait()
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        log_tail = (Path(tmp) / f"{kind}-{workers}.log").read_text()[-2000:] if kind else ""
+        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}\n{log_tail}")
+    r = json.loads(lines[-1])
+    print(json.dumps({"row": name, **r}), file=sys.stderr, flush=True)
+    scripted = max(peak_mb(s.pid) for s in servers)
+    label = name if target == n else f"{name} (at {target})"
+    return [n, label, r["in_flight_mean"], r["rollouts_per_s"], r["cpu_ms_per_rollout"], r["cpu_frac"], r["lag_p50_ms"],
+            r["lag_p99_ms"], r["batches"], r["first_batch_s"], r["errors"], r["peak_rss_mb"], peaks[0],
+            f"{peaks[1]:.0f}/{peaks[2]:.0f}", scripted]
 
 
 if __name__ == "__main__":

@@ -63,7 +63,11 @@ async def test_episodes_over_the_wire(pool: Served, model: ScriptedServer) -> No
     async with EnvClient(pool.address) as client:
         episodes = await asyncio.gather(*(client.run(model.base_url, "scripted-model", {"max_tokens": 50}, task_data(f"w{i}", i),
                                                      on_delta=deltas.append) for i in range(5)))  # fmt: skip
+        record = await client.run(model.base_url, "scripted-model", {}, task_data("raw", 9), validate=False)
         status = await client.status()
+    # unvalidated: the assembled wire record, the same episode as a dict
+    assert record["ok"] and record["traces"][0]["rewards"] == {"echoed": {"score": 1.0, "weight": 1.0}}
+    assert record["task"]["data"]["word"] == "raw" and len(record["traces"][0]["nodes"]) == 2
     for i, ep in enumerate(episodes):
         assert ep.ok and not ep.errors and ep.env.id == "vf-serve-echo"  # the taskset id (the original's rule)
         (trace,) = ep.traces
@@ -74,7 +78,8 @@ async def test_episodes_over_the_wire(pool: Served, model: ScriptedServer) -> No
         assert trace.calls[0].sampling.max_tokens == 50
     assert {d["trace"] for d in deltas if "open" in d} == {ep.traces[0].id for ep in episodes}
     assert status["running"] == status["queued"] == 0  # nothing is left in flight
-    assert [q.body["max_tokens"] for q in model.requests] == [50] * 5
+    assert [q.body.get("max_tokens") for q in model.requests] == [50] * 5 + [None]
+    assert status["elastic"] is False and len(status["workers"]) == 2
 
 
 async def test_a_killed_worker_is_restarted_and_its_runs_fail_as_infra(pool: Served, model: ScriptedServer) -> None:

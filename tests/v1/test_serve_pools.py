@@ -1,10 +1,11 @@
 """Elastic env-server pools, and shared toolsets that live per worker (not per rollout).
 
 One elastic pool (1 to 2 workers, 2 runs each, idle after 3 s) serves ``vf-mcp-tools`` with its
-shared ``ledger`` MCP server (``Taskset.toolsets``). A burst of six episodes queues past what one
-worker takes, so the pool grows to two; every worker that played episodes runs one ledger server
-(a child of that worker), however many rollouts used it; once idle, the pool shrinks back to one
-worker, and the stopped worker's ledger server is gone with it; closing the pool ends the rest.
+shared ``ledger`` MCP server (``Taskset.toolsets``). A burst of four episodes (their first model
+reply takes 15 s) queues past what one worker takes, so the pool grows to two and each worker
+plays two; each worker runs one ledger server (a child of that worker), however many rollouts
+used it; once idle, the pool shrinks back to one worker, and the stopped worker's ledger server
+is gone with it; closing the pool ends the rest.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from verifiers.v1.serve import EnvClient
 
 pytest.importorskip("mcp", reason="the toolset tests need the mcp package (verifiers[compat])")
 
-CONFIG = {"taskset": {"id": "vf-mcp-tools", "n": 6, "shared": True}}
+CONFIG = {"taskset": {"id": "vf-mcp-tools", "n": 4, "shared": True}}
 ELASTIC = {"min_workers": 1, "max_workers": 2, "max_concurrent": 2, "idle_timeout": 3.0, "health_interval": 0.2}
 
 
@@ -45,8 +46,8 @@ def _tool_servers_of(pids: set[int]) -> dict[int, list[int]]:
 def _script(req):
     tool = _last_tool(req)
     a, b = _numbers(req)
-    if tool is None:  # the first turn is slow: runs pile up in the broker's queue
-        return tool_calls(tool_call("ledger_record", {"item": f"{a}-first"}, id="r1"), delay=1.0)
+    if tool is None:  # the first turn is slow: runs wait in the broker's queue until the second worker is up
+        return tool_calls(tool_call("ledger_record", {"item": f"{a}-first"}, id="r1"), delay=15.0)
     if tool["tool_call_id"] == "r1":
         return tool_calls(tool_call("ledger_record", {"item": f"{a}-second"}, id="r2"))
     if tool["tool_call_id"] == "r2":
@@ -72,12 +73,15 @@ async def test_an_elastic_pool_grows_with_queued_runs_and_shrinks_when_idle() ->
             await client.wait_for_server_startup(timeout=180)
             first = await _until(client, lambda s: s["workers"] and all(w["ready"] for w in s["workers"]))
             assert first["elastic"] and len(first["workers"]) == 1 and first["grown"] == 0
-            tasks = [{"prompt": f"What is {i} + {i + 10}?", "a": i, "b": i + 10, "id": f"m{i}", "idx": i} for i in range(6)]
+            tasks = [{"prompt": f"What is {i} + {i + 10}?", "a": i, "b": i + 10, "id": f"m{i}", "idx": i} for i in range(4)]
             runs = [asyncio.ensure_future(client.run(srv.base_url, "scripted-model", {}, t)) for t in tasks]
             grown = await _until(client, lambda s: len(s["workers"]) == 2)
             assert grown["grown"] == 1 and grown["queued"] > 0  # it grew because runs waited
+            both = await _until(client, lambda s: all(w["running"] == 2 for w in s["workers"]) and len(s["workers"]) == 2)
+            assert both["queued"] == 0
             episodes = await asyncio.wait_for(asyncio.gather(*runs), 180)
             busy = await client.status()
+            assert [w["served"] for w in busy["workers"]] == [2, 2]
             for ep, task in zip(episodes, tasks, strict=True):
                 (trace,) = ep.traces
                 assert ep.ok and trace.reward == 1.0 and trace.metrics["ledger"] == 2.0
@@ -85,7 +89,7 @@ async def test_an_elastic_pool_grows_with_queued_runs_and_shrinks_when_idle() ->
                 assert [m.content for m in trace.tool_messages[:2]] == [f"1 items: {a}-first", f"2 items: {a}-first,{a}-second"]
             pids = {w["pid"] for w in busy["workers"]}
             servers = _tool_servers_of(pids)
-            # one shared ledger server per worker that played episodes (6 rollouts, at most 2 servers)
+            # one shared ledger server per worker (4 rollouts used 2 servers)
             assert all(len(s) == 1 for s in servers.values()), servers
             # idle: the pool goes back to its minimum, stopping the worker and its toolset server
             shrunk = await _until(client, lambda s: len(s["workers"]) == 1 and s["shrunk"] == 1 and not s["retiring"], timeout=60)

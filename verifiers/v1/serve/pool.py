@@ -101,6 +101,7 @@ class _Worker:
     started: float = field(default_factory=time.monotonic)
     restarts: int = 0
     idle_since: float = field(default_factory=time.monotonic)
+    served: int = 0
 
 
 @dataclass
@@ -339,7 +340,7 @@ class EnvServerPool:
 
     def _status(self) -> bytes:
         workers = [{"index": w.index, "pid": w.pid, "ready": w.ready, "alive": w.process.is_alive(),
-                    "running": len(w.runs)} for w in self.workers]  # fmt: skip
+                    "running": len(w.runs), "served": w.served} for w in self.workers]  # fmt: skip
         return pack({"success": True, "error": None, "workers": workers, "running": sum(len(w.runs) for w in self.workers),
                      "queued": len(self.queue), "queued_bytes": self._queued_bytes, "restarts": self.restarts,
                      "elastic": self.elastic, "min_workers": self.min_workers, "max_workers": self.max_workers,
@@ -393,8 +394,8 @@ class EnvServerPool:
         if front:
             self.queue.move_to_end(rid, last=False)
 
-    async def _from_worker(self, worker: _Worker) -> None:
-        rid, kind, data = (await worker.dealer.recv_multipart(copy=False))[:3]
+    async def _from_worker(self, worker: _Worker, frames: list[Any]) -> None:
+        rid, kind, data = frames[:3]
         worker.last_seen = time.monotonic()
         rid_b = rid.bytes
         if rid_b == HEARTBEAT:
@@ -409,6 +410,7 @@ class EnvServerPool:
         if kind.bytes == REPLY:
             self.runs.pop(rid_b)
             worker.runs.discard(rid_b)
+            worker.served += 1
             if not worker.runs:
                 worker.idle_since = time.monotonic()
         await self._send(run.client_id, rid_b, data, kind.bytes)
@@ -447,7 +449,14 @@ class EnvServerPool:
                         await self._from_client(frames)
                 for worker in list(self.workers):
                     if worker.dealer in events and worker in self.workers:
-                        await self._from_worker(worker)
+                        for _ in range(256):  # drain its burst of deltas and replies
+                            try:
+                                frames = await worker.dealer.recv_multipart(flags=1, copy=False)  # NOBLOCK
+                            except Exception:
+                                break
+                            await self._from_worker(worker, frames)
+                            if worker not in self.workers:
+                                break
                 if time.monotonic() >= next_check:
                     next_check = time.monotonic() + 0.1
                     await self._maintain()
