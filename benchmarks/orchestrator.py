@@ -3,7 +3,7 @@
 original ``verifiers==0.4.0``'s pool serving the same v1 taskset).
 
     .venv/bin/python benchmarks/orchestrator.py [--in-flight 4096 16384] [--seconds 30] [--warmup 10]
-        [--workers 1 2 4] [--kinds inprocess ours original] [--original-in-flight 256]
+        [--workers 1 2 4] [--kinds inprocess classic ours original] [--original-in-flight 256]
 
 Every row runs against the same scripted OpenAI-compatible servers
 (``verifiers.testing.scripted.ScriptedServer``, ``--servers`` processes) that answer every request
@@ -14,14 +14,19 @@ A rollout is two model turns: a tool call (the tool runs), then the answer.
   ``vf.ToolEnv`` rollouts in its own event loop, ``InferenceServer`` clients with group
   coalescing, samples and advantages). A consumer takes each batch at once and bumps the policy
   version (no training), so admission never waits on a trainer. A batch is in-flight / 8 rollouts.
-* **ours N**: ``vf serve-env``'s pool (``serve_env``, N worker processes) serving the v1 taskset
+* **ours classic N**: ``vf serve-env``'s pool (``serve_env``, N worker processes) serving the
+  very same classic ``ToolEnv`` (``benchmarks/packages/bench_tool_env.py``, by its path, through
+  the one loader, as v1 episodes): the in-process row's work, moved behind the wire. The
+  orchestrator is a driver process holding the in-flight count through one ``EnvClient``: each
+  finished episode (a validated ``WireEpisode``) is counted and replaced.
+* **ours v1 N**: the same pool serving the v1 taskset
   ``benchmarks/packages/vf_bench_tools`` (the tool is ``calc_add`` on one shared MCP server per
-  worker). The orchestrator is a driver process holding the in-flight count through one
-  ``EnvClient``: each finished episode (a validated ``WireEpisode``) is counted and replaced.
+  worker), with the same driver.
 * **original N**: the same driver and taskset against the original's ``serve_env`` pool
   (``elastic=False``, N workers) from the venv the compat tests install. Its ``null`` harness
   starts a program per episode, so it is driven at ``--original-in-flight`` (default 256) runs in
-  flight: thousands of those programs at once would take down the shared machine.
+  flight (once, at the first level): thousands of those programs at once would take down the
+  shared machine.
 
 Reported per row, over ``--seconds`` after ``--warmup``: rollouts/s, the orchestrator's
 (driver's) CPU ms per rollout (user + system, all its threads), its event-loop lag (how late a
@@ -58,20 +63,6 @@ from _common import REPO, _apply_priority, add_priority_argument, machine, set_p
 GROUP = 8
 
 
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first number.
-        b: the second number.
-    """
-    return a + b
-
-
-def answer_is(completion, answer, **kw) -> float:
-    return 1.0 if str(completion[-1].get("content", "")).strip() == answer else 0.0
-
-
 # -- a scripted server process -------------------------------------------------------------------
 def serve(port_file: str, sigma: float, seed: int) -> None:
     from verifiers.testing.scripted import ScriptedServer, by_turn, reply, tool_call, tool_calls
@@ -97,14 +88,13 @@ def serve(port_file: str, sigma: float, seed: int) -> None:
 async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float) -> dict:
     import gc
 
-    from datasets import Dataset
-
-    import verifiers as vf
     from verifiers.train.inference import InferenceServer
     from verifiers.train.orchestrator import EnvEntry, Orchestrator, OrchestratorConfig
 
-    env = vf.ToolEnv(dataset=Dataset.from_list([{"question": f"{i}: 2+3?", "answer": "5"} for i in range(4096)]),
-                     tools=[add], max_turns=4, rubric=vf.Rubric(funcs=[answer_is]))
+    sys.path.insert(0, str(PACKAGES))
+    from bench_tool_env import load_environment
+
+    env = load_environment(4096)
     rows = [dict(r) for r in env.get_dataset().to_list()]
     servers = [InferenceServer(u, "scripted-model") for u in urls]
     groups = in_flight // GROUP
@@ -172,7 +162,7 @@ async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float
 
 
 # -- the env-server rows: a driver process holding N runs in flight through one EnvClient ----------
-async def drive(address: str, urls: list[str], in_flight: int, seconds: float, warmup: float) -> dict:
+async def drive(address: str, urls: list[str], in_flight: int, seconds: float, warmup: float, classic: bool) -> dict:
     import gc
 
     from verifiers.v1.serve import EnvClient
@@ -189,7 +179,8 @@ async def drive(address: str, urls: list[str], in_flight: int, seconds: float, w
 
         async def one(i: int) -> None:
             url = urls[i % len(urls)]
-            task = {"prompt": f"{i}: what is 2 + 3? Use the tool.", "a": 2, "b": 3, "id": f"a{i}", "idx": i}
+            task = ({"question": f"{i % 4096}: 2+3?", "answer": "5", "example_id": i % 4096} if classic else
+                    {"prompt": f"{i}: what is 2 + 3? Use the tool.", "a": 2, "b": 3, "id": f"a{i}", "idx": i})  # fmt: skip
             while True:
                 state["in_flight"] += 1
                 try:
@@ -246,61 +237,14 @@ OURS_POOL = r'''
 import sys
 from verifiers.v1.serve import serve_env
 n = int(sys.argv[3])
-serve_env({"taskset": {"id": "vf-bench-tools"}}, workers=int(sys.argv[2]), address=sys.argv[1],
+env = {"env_id": sys.argv[4]} if len(sys.argv) > 4 else {"taskset": {"id": "vf-bench-tools"}}
+serve_env(env, workers=int(sys.argv[2]), address=sys.argv[1],
           max_concurrent=max(64, -(-n // int(sys.argv[2]))), max_queued=4 * n, health_timeout=120.0)
 '''
 ORIGINAL_POOL = r'''
 import sys
 from verifiers.v1.serve import serve_env
 from verifiers.v1.utils.loaders import resolve_env_config
-def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: dict, urls: list[str], servers: list,
-            original: str | None, tmp: str) -> list[Any]:
-    """One row: the in-process orchestrator, or a pool (ours or the original's) and the driver."""
-    print(f"[{time.strftime('%H:%M:%S')}] {name}: {n} in flight ({args.warmup:.0f} s warm-up + {args.seconds:.0f} s) ...",
-          file=sys.stderr, flush=True)
-    pool, peaks, target = None, (0.0, 0.0, 0.0), n
-    try:
-        if kind is None:
-            cmd = [sys.executable, __file__, "--measure", str(n)]
-        else:
-            address = f"ipc://{tmp}/pool-{kind}-{workers}-{n}"
-            pool_env = {k: v for k, v in env.items() if k != "VIRTUAL_ENV"}
-            if kind == "ours":
-                pool_env["PYTHONPATH"] = f"{REPO}:{PACKAGES}"
-                code, python = OURS_POOL, sys.executable
-            else:
-                pool_env["PYTHONPATH"] = str(PACKAGES)
-                code, python, target = ORIGINAL_POOL, original, min(n, args.original_in_flight)
-            with open(Path(tmp) / f"{kind}-{workers}.log", "wb") as log:
-                pool = subprocess.Popen([python, "-c", code, address, str(workers), str(target)], env=pool_env, stdout=log,
-                                        stderr=log, cwd=tempfile.gettempdir(), preexec_fn=_apply_priority)  # fmt: skip
-            cmd = [sys.executable, __file__, "--drive", str(target), "--address", address]
-        proc = subprocess.run([*cmd, "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--urls", *urls], env=env,
-                              capture_output=True, text=True, timeout=args.seconds + args.warmup + 900,
-                              preexec_fn=_apply_priority)  # fmt: skip
-        if pool is not None:
-            peaks = pool_peaks(pool.pid)
-    finally:
-        if pool is not None:
-            pool.terminate()
-            try:
-                pool.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                pool.kill()
-                pool.wait()
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        log_tail = (Path(tmp) / f"{kind}-{workers}.log").read_text()[-2000:] if kind else ""
-        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}\n{log_tail}")
-    r = json.loads(lines[-1])
-    print(json.dumps({"row": name, **r}), file=sys.stderr, flush=True)
-    scripted = max(peak_mb(s.pid) for s in servers)
-    label = name if target == n else f"{name} (at {target})"
-    return [n, label, r["in_flight_mean"], r["rollouts_per_s"], r["cpu_ms_per_rollout"], r["cpu_frac"], r["lag_p50_ms"],
-            r["lag_p99_ms"], r["batches"], r["first_batch_s"], r["errors"], r["peak_rss_mb"], peaks[0],
-            f"{peaks[1]:.0f}/{peaks[2]:.0f}", scripted]
-
-
 if __name__ == "__main__":
     config = resolve_env_config({"taskset": {"id": "vf-bench-tools"},
                                  "agent": {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}})
@@ -352,11 +296,13 @@ def main() -> None:
     p.add_argument("--servers", type=int, default=2, help="scripted server processes")
     p.add_argument("--sigma", type=float, default=0.5, help="log-normal sigma of each reply's delay")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="env-server pool sizes")
-    p.add_argument("--kinds", nargs="+", default=["inprocess", "ours", "original"], choices=["inprocess", "ours", "original"])
+    p.add_argument("--kinds", nargs="+", default=["inprocess", "classic", "ours", "original"],
+                   choices=["inprocess", "classic", "ours", "original"])
     p.add_argument("--original-in-flight", type=int, default=256, help="runs in flight against the original's pool")
     add_priority_argument(p)
     p.add_argument("--drive", type=int, help=argparse.SUPPRESS)
     p.add_argument("--address", help=argparse.SUPPRESS)
+    p.add_argument("--classic", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--serve", help=argparse.SUPPRESS)
     p.add_argument("--measure", type=int, help=argparse.SUPPRESS)
     p.add_argument("--urls", nargs="*", help=argparse.SUPPRESS)
@@ -370,7 +316,7 @@ def main() -> None:
         print(json.dumps(asyncio.run(measure(args.urls, args.measure, args.seconds, args.warmup))), flush=True)
         return
     if args.drive:
-        print(json.dumps(asyncio.run(drive(args.address, args.urls, args.drive, args.seconds, args.warmup))), flush=True)
+        print(json.dumps(asyncio.run(drive(args.address, args.urls, args.drive, args.seconds, args.warmup, args.classic))), flush=True)
         return
 
     env = {**os.environ, "PYTHONPATH": f"{REPO}:{os.environ.get('PYTHONPATH', '')}", "TQDM_DISABLE": "1",
@@ -397,8 +343,10 @@ def main() -> None:
                 original = str(_original_python())
             for n in args.in_flight:
                 plan = [("in-process", None, 0)] if "inprocess" in args.kinds else []
-                plan += [(f"ours {w}", "ours", w) for w in args.workers if "ours" in args.kinds]
-                plan += [(f"original {w}", "original", w) for w in args.workers if original and "original" in args.kinds]
+                plan += [(f"ours classic {w}", "classic", w) for w in args.workers if "classic" in args.kinds]
+                plan += [(f"ours v1 {w}", "ours", w) for w in args.workers if "ours" in args.kinds]
+                if n == args.in_flight[0]:  # the original's rows run at --original-in-flight at every level: once
+                    plan += [(f"original {w}", "original", w) for w in args.workers if original and "original" in args.kinds]
                 for name, kind, workers in plan:
                     rows.append(run_row(name, kind, workers, n, args, env, urls, procs, original, tmp))
         finally:
@@ -426,16 +374,18 @@ def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: d
         else:
             address = f"ipc://{tmp}/pool-{kind}-{workers}-{n}"
             pool_env = {k: v for k, v in env.items() if k != "VIRTUAL_ENV"}
-            if kind == "ours":
+            extra: list[str] = []
+            if kind in ("ours", "classic"):
                 pool_env["PYTHONPATH"] = f"{REPO}:{PACKAGES}"
                 code, python = OURS_POOL, sys.executable
+                extra = [str(PACKAGES / "bench_tool_env.py")] if kind == "classic" else []
             else:
                 pool_env["PYTHONPATH"] = str(PACKAGES)
                 code, python, target = ORIGINAL_POOL, original, min(n, args.original_in_flight)
             with open(Path(tmp) / f"{kind}-{workers}.log", "wb") as log:
-                pool = subprocess.Popen([python, "-c", code, address, str(workers), str(target)], env=pool_env, stdout=log,
+                pool = subprocess.Popen([python, "-c", code, address, str(workers), str(target), *extra], env=pool_env, stdout=log,
                                         stderr=log, cwd=tempfile.gettempdir(), preexec_fn=_apply_priority)  # fmt: skip
-            cmd = [sys.executable, __file__, "--drive", str(target), "--address", address]
+            cmd = [sys.executable, __file__, "--drive", str(target), "--address", address, *(["--classic"] if kind == "classic" else [])]
         proc = subprocess.run([*cmd, "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--urls", *urls], env=env,
                               capture_output=True, text=True, timeout=args.seconds + args.warmup + 900,
                               preexec_fn=_apply_priority)  # fmt: skip

@@ -14,6 +14,30 @@ script in each episode's harness setup and talks to the model through its interc
 while ours plays the ``null`` harness's loop in the worker.
 One run on this 2-core machine (100 episodes, 16 in flight, 2 workers): ours 239 episodes/s, the
 original 1.0 episodes/s.
+
+    .venv/bin/python benchmarks/serve.py --codecs [--rounds 5]
+
+**The wire's codec, chosen by measurement.** The wire stays msgpack (the original's, both ways);
+what is ours to choose is the library and how the client builds the episode. ``--codecs`` takes
+one served 2-turn tool episode (the server's own ``trace_deltas`` over a real ``Trace``: two calls
+of 400+ prompt and 64 completion token ids with logprobs; 4 frames, 11.8 KB), checks that every
+library reads every other's bytes identically, and times each step, best of 5 interleaved rounds
+of 300. One run (2026-12-06, 2 cores, load average 9 from other sessions; absolute times are
+inflated by the load, the ratios hold):
+
+| per episode | msgpack 1.2.4 | msgspec 0.22.0 | ormsgpack 1.13.1 |
+|---|---|---|---|
+| decode the frames | 229 us | **126 us** | 151 us |
+| encode the frames | 106 us | **47 us** | 50 us |
+| decode + assemble (raw dicts) | 244 us | **158 us** | 203 us |
+| decode + assemble + ``WireEpisode.model_validate`` | 546 us | **457 us** | 470 us |
+
+So ``verifiers.v1.wire`` unpacks with msgspec (1.8x msgpack, and strict: trailing bytes are an
+error, where ormsgpack ignores them) and packs with ormsgpack (2.1x msgpack; msgspec is as fast but
+writes datetimes as msgpack timestamps, where the original and ormsgpack write ISO text). Building
+the pydantic ``WireEpisode`` is then about two thirds of the client's cost per episode:
+``EnvClient.run(..., validate=False)`` returns the assembled record for a caller that does not
+need the models. JSON (``orjson``) has no place on this wire: every frame is msgpack.
 """
 
 from __future__ import annotations
