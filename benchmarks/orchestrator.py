@@ -37,6 +37,49 @@ servers.
 
 Goals (issue 20, on the 2-core machines): lag p99 < 50 ms at 4,096 in flight; >= 1,100
 rollouts/s at 4,096; faster than the original's pool; a batch within the window at 16,384.
+
+**Figures (2026-12-06, 2 cores, AVX512; the machine was shared with seven other sessions: load
+average 19-31 throughout, so every process got a small share of a core and the lags are mostly
+time spent descheduled; read the rows against each other, not against the goals).** Two runs,
+``--seconds 20 --warmup 20 --original-in-flight 64``; the first run (in-process, ours v1 and the
+original) was stopped after its first 16,384 row, so its pools' memory is not recorded:
+
+| in flight | orchestrator | rollouts/s | CPU ms/rollout | lag p50 / p99 ms | batches | 1st batch s | orch MB | broker MB | worker MB max/sum |
+|---|---|---|---|---|---|---|---|---|---|
+| 4,096 | in-process (run 1) | 56.0 | 2.20 | 1,696 / 7,073 | 3 | 44.0 | 418 | - | - |
+| 4,096 | ours classic 1 (run 2) | 63.6 | 1.22 | 3.4 / 1,546 | 2 | 8.6 | 234 | 45 | 272/285 |
+| 4,096 | ours classic 2 (run 2) | 51.3 | 0.82 | 12.1 / 508 | 2 | 35.0 | 127 | 46 | 232/472 |
+| 4,096 | ours classic 4 (run 2) | 54.8 | 1.14 | 8.0 / 11,655 | 2 | 12.9 | 254 | 44 | 235/920 |
+| 4,096 | ours v1 1 (run 1) | 13.0 | 2.04 | 5.6 / 199 | 0 | - | 98 | | |
+| 4,096 | ours v1 2 (run 1) | 0.3 | 47.6 | 10.5 / 126 | 0 | - | 80 | | |
+| 4,096 | ours v1 4 (run 1) | 7.1 | 2.66 | 10.9 / 87 | 0 | - | 99 | | |
+| 64 | original 1 / 2 / 4 (run 1) | 0 / 0 / 0 | - | 3.9-9.8 / 26-58 | 0 | - | 45 | | |
+| 16,384 | in-process (run 1) | 0 | - | 19,812 / 19,812 | 0 | - | 751 | - | - |
+| 16,384 | ours classic 1 (run 2) | 64.1 | 1.25 | 1.9 / 92 | 0 | 37.2 | 255 | 65 | 316/329 |
+| 16,384 | ours classic 2 (run 2) | 103.8 | 1.28 | 7.2 / 2,363 | 1 | 27.7 | 320 | 57 | 261/532 |
+| 16,384 | ours classic 4 (run 2) | 44.8 | 1.37 | 27,681 (one sample) | 0 | 40.4 | 396 | 57 | 253/992 |
+
+Scripted servers peaked at 47-62 MB each. What the figures say:
+
+* **The orchestrator leaves the critical path.** Behind the wire the orchestrator (the driver)
+  spends 0.8-1.4 ms of CPU per rollout against 2.2 ms in-process for the same ``ToolEnv`` work,
+  and its loop lag p50 is 2-12 ms against 1.7 s in-process (the p99s are the machine's
+  scheduling: a 20 s window took 27.7 s of wall time in one row). At 16,384 in flight the
+  in-process orchestrator produced nothing in the window (its loop lagged 19.8 s); served, the
+  first batch of 2,048 came 27.7 s (2 workers) and 37.2 s (1 worker) after the start, one batch
+  inside the measured window with 2 workers.
+* **The goals of 50 ms p99 and 1,100 rollouts/s are not met on this machine** in this state:
+  every row is bounded by the CPU share its processes got (the workers' and scripted servers'),
+  not by the wire; the rollouts/s of the served classic rows are 0.8-1.9x the in-process row's (different runs, different load).
+* **v1 tool episodes cost far more in the worker** than classic ones (a profile of one worker:
+  about 18 ms of CPU per 2-turn episode under load; 20% of it is the ``mcp`` client validating
+  each tool result against its output schema with ``jsonschema``, re-checking the schema itself
+  every call; 10% is the trace deltas; aiohttp opened a new connection for about half of the
+  model requests). With 4,096 episodes handed to one worker at once, few finish in the window.
+* **The original's pool finished no episode in a 40 s window at 64 in flight** (its ``null``
+  harness starts a program per episode; its worker processes reached 2.4 GB together in a
+  smoke run at 256), so ours is faster on the same taskset; in a quieter smoke run it played 8
+  episodes in 31 s.
 """
 
 from __future__ import annotations

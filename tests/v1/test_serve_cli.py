@@ -148,3 +148,30 @@ def test_the_compose_env_server_runs_the_command_the_tests_run() -> None:
     compile(check[3], "healthcheck", "exec")
     env, kwargs = serve_settings("sort-numbers", address="tcp://0.0.0.0:5000", workers=2)
     assert env == {"taskset": {"id": "sort-numbers"}} and not is_loopback(kwargs["address"])  # the warning is printed
+
+
+async def test_serve_env_serves_a_classic_environment_by_id() -> None:
+    import verifiers as vf
+
+    folder = Path(tempfile.mkdtemp(prefix="vfs-classic-", dir="/tmp"))
+    address = f"ipc://{folder}/env"
+    args = '{"difficulty": "easy", "num_train_examples": 2, "num_eval_examples": 2}'
+    proc = await asyncio.to_thread(_vf, "serve-env", "math-problems", "--env-args", args, "--address", address,
+                                   "--min-workers", "1", "--max-workers", "2")  # fmt: skip
+    try:
+        row = vf.load_environment("math-problems", difficulty="easy", num_train_examples=2, num_eval_examples=2).get_dataset().to_list()[0]
+        async with ScriptedServer(lambda req: f"\\boxed{{{row['answer']}}}") as srv, EnvClient(address) as client:
+            await client.wait_for_server_startup(timeout=120)
+            episode = await client.run(srv.base_url, "scripted-model", {}, row)
+            status = await client.status()
+        assert episode.ok and episode.env.id == "math-problems" and episode.traces[0].reward == 1.0
+        assert status["elastic"] and status["max_workers"] == 2
+        proc.send_signal(signal.SIGTERM)
+        out, err = await asyncio.to_thread(proc.communicate, timeout=60)
+        assert proc.returncode == 0, err[-3000:]
+        assert f"serving math-problems (classic) on {address} (1-2 workers)" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,8 +1,8 @@
 """Elastic env-server pools, and shared toolsets that live per worker (not per rollout).
 
-One elastic pool (1 to 2 workers, 2 runs each, idle after 3 s) serves ``vf-mcp-tools`` with its
+One elastic pool (1 to 2 workers, 2 runs each, idle after 4 s) serves ``vf-mcp-tools`` with its
 shared ``ledger`` MCP server (``Taskset.toolsets``). A burst of four episodes (their first model
-reply takes 15 s) queues past what one worker takes, so the pool grows to two and each worker
+replies all come 25 s after the burst) queues past what one worker takes, so the pool grows to two and each worker
 plays two; each worker runs one ledger server (a child of that worker), however many rollouts
 used it; once idle, the pool shrinks back to one worker, and the stopped worker's ledger server
 is gone with it; closing the pool ends the rest.
@@ -24,7 +24,8 @@ from verifiers.v1.serve import EnvClient
 pytest.importorskip("mcp", reason="the toolset tests need the mcp package (verifiers[compat])")
 
 CONFIG = {"taskset": {"id": "vf-mcp-tools", "n": 4, "shared": True}}
-ELASTIC = {"min_workers": 1, "max_workers": 2, "max_concurrent": 2, "idle_timeout": 3.0, "health_interval": 0.2}
+ELASTIC = {"min_workers": 1, "max_workers": 2, "max_concurrent": 2, "idle_timeout": 4.0, "health_interval": 0.2}
+RELEASE = {"at": 0.0}
 
 
 def _tool_servers_of(pids: set[int]) -> dict[int, list[int]]:
@@ -46,8 +47,10 @@ def _tool_servers_of(pids: set[int]) -> dict[int, list[int]]:
 def _script(req):
     tool = _last_tool(req)
     a, b = _numbers(req)
-    if tool is None:  # the first turn is slow: runs wait in the broker's queue until the second worker is up
-        return tool_calls(tool_call("ledger_record", {"item": f"{a}-first"}, id="r1"), delay=15.0)
+    if tool is None:  # every first reply comes at one moment: runs wait in the broker's queue until the
+        # second worker is up, and both workers finish together (neither idles while the other plays)
+        delay = max(0.0, RELEASE["at"] - time.monotonic())
+        return tool_calls(tool_call("ledger_record", {"item": f"{a}-first"}, id="r1"), delay=delay)
     if tool["tool_call_id"] == "r1":
         return tool_calls(tool_call("ledger_record", {"item": f"{a}-second"}, id="r2"))
     if tool["tool_call_id"] == "r2":
@@ -74,6 +77,7 @@ async def test_an_elastic_pool_grows_with_queued_runs_and_shrinks_when_idle() ->
             first = await _until(client, lambda s: s["workers"] and all(w["ready"] for w in s["workers"]))
             assert first["elastic"] and len(first["workers"]) == 1 and first["grown"] == 0
             tasks = [{"prompt": f"What is {i} + {i + 10}?", "a": i, "b": i + 10, "id": f"m{i}", "idx": i} for i in range(4)]
+            RELEASE["at"] = time.monotonic() + 25.0
             runs = [asyncio.ensure_future(client.run(srv.base_url, "scripted-model", {}, t)) for t in tasks]
             grown = await _until(client, lambda s: len(s["workers"]) == 2)
             assert grown["grown"] == 1 and grown["queued"] > 0  # it grew because runs waited
