@@ -1,19 +1,85 @@
-"""One orchestrator process at scale: 4,096 and 16,384 multi-turn tool rollouts in flight.
+"""One orchestrator at scale: 4,096 and 16,384 multi-turn tool rollouts in flight, run in-process
+(today's training orchestrator) or through env servers (ours with 1, 2 and 4 workers, and the
+original ``verifiers==0.4.0``'s pool serving the same v1 taskset).
 
     .venv/bin/python benchmarks/orchestrator.py [--in-flight 4096 16384] [--seconds 30] [--warmup 10]
+        [--workers 1 2 4] [--kinds inprocess classic ours original] [--original-in-flight 256]
 
-The training orchestrator (``verifiers.train.orchestrator.Orchestrator``, the real class, with the
-real ``vf.ToolEnv`` rollouts, ``InferenceServer`` clients with group coalescing, samples and
-advantages) runs alone in a fresh process per level against scripted OpenAI-compatible servers
-(``verifiers.testing.scripted.ScriptedServer``, each in its own process) that answer every request
+Every row runs against the same scripted OpenAI-compatible servers
+(``verifiers.testing.scripted.ScriptedServer``, ``--servers`` processes) that answer every request
 after a log-normal delay (median 1 s, sigma ``--sigma``) with vLLM-shaped token ids and logprobs.
-A rollout is two model turns: a tool call (the tool runs), then the answer. A consumer takes each
-batch at once and bumps the policy version (no training), so admission never waits on a trainer.
+A rollout is two model turns: a tool call (the tool runs), then the answer.
 
-Reported per level, over ``--seconds`` after ``--warmup``: rollouts/s completed, the orchestrator
-process's CPU time per rollout (user + system, all its threads), event-loop lag (how late a 50 ms
-timer fires: p50, p99, max), rollouts actually in flight (mean), and memory (peak RSS of the
-process). Target from the issue: 4,096 in flight with lag p99 < 50 ms and < 2 GB.
+* **in-process**: ``verifiers.train.orchestrator.Orchestrator`` (the real class, the classic
+  ``vf.ToolEnv`` rollouts in its own event loop, ``InferenceServer`` clients with group
+  coalescing, samples and advantages). A consumer takes each batch at once and bumps the policy
+  version (no training), so admission never waits on a trainer. A batch is in-flight / 8 rollouts.
+* **ours classic N**: ``vf serve-env``'s pool (``serve_env``, N worker processes) serving the
+  very same classic ``ToolEnv`` (``benchmarks/packages/bench_tool_env.py``, by its path, through
+  the one loader, as v1 episodes): the in-process row's work, moved behind the wire. The
+  orchestrator is a driver process holding the in-flight count through one ``EnvClient``: each
+  finished episode (a validated ``WireEpisode``) is counted and replaced.
+* **ours v1 N**: the same pool serving the v1 taskset
+  ``benchmarks/packages/vf_bench_tools`` (the tool is ``calc_add`` on one shared MCP server per
+  worker), with the same driver.
+* **original N**: the same driver and taskset against the original's ``serve_env`` pool
+  (``elastic=False``, N workers) from the venv the compat tests install. Its ``null`` harness
+  starts a program per episode, so it is driven at ``--original-in-flight`` (default 256) runs in
+  flight (once, at the first level): thousands of those programs at once would take down the
+  shared machine.
+
+Reported per row, over ``--seconds`` after ``--warmup``: rollouts/s, the orchestrator's
+(driver's) CPU ms per rollout (user + system, all its threads), its event-loop lag (how late a
+50 ms timer fires: p50, p99), the mean in flight, batches completed in the window and seconds to
+the first batch, errors, and the peak RSS (VmHWM) of every process: the orchestrator, the
+pool's broker, its workers (largest / sum, with the MCP servers under them) and the scripted
+servers.
+
+Goals (issue 20, on the 2-core machines): lag p99 < 50 ms at 4,096 in flight; >= 1,100
+rollouts/s at 4,096; faster than the original's pool; a batch within the window at 16,384.
+
+**Figures (2026-12-06, 2 cores, AVX512; the machine was shared with seven other sessions: load
+average 19-31 throughout, so every process got a small share of a core and the lags are mostly
+time spent descheduled; read the rows against each other, not against the goals).** Two runs,
+``--seconds 20 --warmup 20 --original-in-flight 64``; the first run (in-process, ours v1 and the
+original) was stopped after its first 16,384 row, so its pools' memory is not recorded:
+
+| in flight | orchestrator | rollouts/s | CPU ms/rollout | lag p50 / p99 ms | batches | 1st batch s | orch MB | broker MB | worker MB max/sum |
+|---|---|---|---|---|---|---|---|---|---|
+| 4,096 | in-process (run 1) | 56.0 | 2.20 | 1,696 / 7,073 | 3 | 44.0 | 418 | - | - |
+| 4,096 | ours classic 1 (run 2) | 63.6 | 1.22 | 3.4 / 1,546 | 2 | 8.6 | 234 | 45 | 272/285 |
+| 4,096 | ours classic 2 (run 2) | 51.3 | 0.82 | 12.1 / 508 | 2 | 35.0 | 127 | 46 | 232/472 |
+| 4,096 | ours classic 4 (run 2) | 54.8 | 1.14 | 8.0 / 11,655 | 2 | 12.9 | 254 | 44 | 235/920 |
+| 4,096 | ours v1 1 (run 1) | 13.0 | 2.04 | 5.6 / 199 | 0 | - | 98 | | |
+| 4,096 | ours v1 2 (run 1) | 0.3 | 47.6 | 10.5 / 126 | 0 | - | 80 | | |
+| 4,096 | ours v1 4 (run 1) | 7.1 | 2.66 | 10.9 / 87 | 0 | - | 99 | | |
+| 64 | original 1 / 2 / 4 (run 1) | 0 / 0 / 0 | - | 3.9-9.8 / 26-58 | 0 | - | 45 | | |
+| 16,384 | in-process (run 1) | 0 | - | 19,812 / 19,812 | 0 | - | 751 | - | - |
+| 16,384 | ours classic 1 (run 2) | 64.1 | 1.25 | 1.9 / 92 | 0 | 37.2 | 255 | 65 | 316/329 |
+| 16,384 | ours classic 2 (run 2) | 103.8 | 1.28 | 7.2 / 2,363 | 1 | 27.7 | 320 | 57 | 261/532 |
+| 16,384 | ours classic 4 (run 2) | 44.8 | 1.37 | 27,681 (one sample) | 0 | 40.4 | 396 | 57 | 253/992 |
+
+Scripted servers peaked at 47-62 MB each. What the figures say:
+
+* **The orchestrator leaves the critical path.** Behind the wire the orchestrator (the driver)
+  spends 0.8-1.4 ms of CPU per rollout against 2.2 ms in-process for the same ``ToolEnv`` work,
+  and its loop lag p50 is 2-12 ms against 1.7 s in-process (the p99s are the machine's
+  scheduling: a 20 s window took 27.7 s of wall time in one row). At 16,384 in flight the
+  in-process orchestrator produced nothing in the window (its loop lagged 19.8 s); served, the
+  first batch of 2,048 came 27.7 s (2 workers) and 37.2 s (1 worker) after the start, one batch
+  inside the measured window with 2 workers.
+* **The goals of 50 ms p99 and 1,100 rollouts/s are not met on this machine** in this state:
+  every row is bounded by the CPU share its processes got (the workers' and scripted servers'),
+  not by the wire; the rollouts/s of the served classic rows are 0.8-1.9x the in-process row's (different runs, different load).
+* **v1 tool episodes cost far more in the worker** than classic ones (a profile of one worker:
+  about 18 ms of CPU per 2-turn episode under load; 20% of it is the ``mcp`` client validating
+  each tool result against its output schema with ``jsonschema``, re-checking the schema itself
+  every call; 10% is the trace deltas; aiohttp opened a new connection for about half of the
+  model requests). With 4,096 episodes handed to one worker at once, few finish in the window.
+* **The original's pool finished no episode in a 40 s window at 64 in flight** (its ``null``
+  harness starts a program per episode; its worker processes reached 2.4 GB together in a
+  smoke run at 256), so ours is faster on the same taskset; in a quieter smoke run it played 8
+  episodes in 31 s.
 """
 
 from __future__ import annotations
@@ -31,26 +97,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import REPO, _apply_priority, add_priority_argument, machine, set_priority, table
 
 GROUP = 8
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first number.
-        b: the second number.
-    """
-    return a + b
-
-
-def answer_is(completion, answer, **kw) -> float:
-    return 1.0 if str(completion[-1].get("content", "")).strip() == answer else 0.0
 
 
 # -- a scripted server process -------------------------------------------------------------------
@@ -62,8 +115,11 @@ def serve(port_file: str, sigma: float, seed: int) -> None:
     def delay() -> float:
         return math.exp(rng.gauss(0.0, sigma))  # log-normal, median 1 s
 
-    script = by_turn(lambda req: tool_calls(tool_call("add", {"a": 2, "b": 3}), delay=delay()),
-                     lambda req: reply(rng.choice(["5", "6"]), delay=delay()))
+    def first(req):  # the tool the request offers: ``add`` (classic ToolEnv) or ``calc_add`` (the v1 toolset)
+        name = req.tools[0]["function"]["name"] if req.tools else "add"
+        return tool_calls(tool_call(name, {"a": 2, "b": 3}), delay=delay())
+
+    script = by_turn(first, lambda req: reply(rng.choice(["5", "6"]), delay=delay()))
     srv = ScriptedServer(script).start()
     Path(port_file).write_text(srv.base_url)
     while True:  # the server keeps every request for tests; a benchmark must not grow without bound
@@ -75,14 +131,13 @@ def serve(port_file: str, sigma: float, seed: int) -> None:
 async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float) -> dict:
     import gc
 
-    from datasets import Dataset
-
-    import verifiers as vf
     from verifiers.train.inference import InferenceServer
     from verifiers.train.orchestrator import EnvEntry, Orchestrator, OrchestratorConfig
 
-    env = vf.ToolEnv(dataset=Dataset.from_list([{"question": f"{i}: 2+3?", "answer": "5"} for i in range(4096)]),
-                     tools=[add], max_turns=4, rubric=vf.Rubric(funcs=[answer_is]))
+    sys.path.insert(0, str(PACKAGES))
+    from bench_tool_env import load_environment
+
+    env = load_environment(4096)
     rows = [dict(r) for r in env.get_dataset().to_list()]
     servers = [InferenceServer(u, "scripted-model") for u in urls]
     groups = in_flight // GROUP
@@ -94,12 +149,16 @@ async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float
                         health_check=False)
     gc.collect()
     gc.freeze()
-    state = {"measuring": False, "rollouts": 0, "lags": [], "inflight": []}
+    state = {"measuring": False, "rollouts": 0, "lags": [], "inflight": [], "first_batch_s": None, "batches": 0}
+    started = time.perf_counter()
 
     async def consume() -> None:
         while True:
             b = await orch.next_batch()
+            if state["first_batch_s"] is None:
+                state["first_batch_s"] = time.perf_counter() - started
             if state["measuring"]:
+                state["batches"] += 1
                 state["rollouts"] += sum(len(g.states) for g in b.groups)
             await orch.update_weights(None, orch.version + 1)
 
@@ -137,11 +196,139 @@ async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float
         "cpu_ms_per_rollout": 1000 * cpu / n if n else float("nan"), "cpu_frac": cpu / wall,
         "lag_p50_ms": 1000 * lags[len(lags) // 2], "lag_p99_ms": 1000 * lags[min(len(lags) - 1, int(0.99 * len(lags)))],
         "lag_max_ms": 1000 * lags[-1], "peak_rss_mb": ru1.ru_maxrss / 1024, "errors": orch.counters["errors"],
+        "batches": state["batches"], "first_batch_s": state["first_batch_s"],
     }
     await orch.stop()
     for s in servers:
         await s.aclose()
     return out
+
+
+# -- the env-server rows: a driver process holding N runs in flight through one EnvClient ----------
+async def drive(address: str, urls: list[str], in_flight: int, seconds: float, warmup: float, classic: bool) -> dict:
+    import gc
+
+    from verifiers.v1.serve import EnvClient
+
+    state = {"measuring": False, "rollouts": 0, "errors": 0, "lags": [], "first_batch_s": None, "done": 0, "in_flight": 0}
+    batch = max(1, in_flight // 8)
+    sampling = {"max_tokens": 64, "logprobs": True, "extra_body": {"return_token_ids": True}}
+    async with EnvClient(address) as client:
+        await client.wait_for_server_startup(timeout=300)
+        gc.collect()
+        gc.freeze()
+        started = time.perf_counter()
+        first_error: list[str] = []
+
+        async def one(i: int) -> None:
+            url = urls[i % len(urls)]
+            task = ({"question": f"{i % 4096}: 2+3?", "answer": "5", "example_id": i % 4096} if classic else
+                    {"prompt": f"{i}: what is 2 + 3? Use the tool.", "a": 2, "b": 3, "id": f"a{i}", "idx": i})  # fmt: skip
+            while True:
+                state["in_flight"] += 1
+                try:
+                    episode = await client.run(url, "scripted-model", sampling, task)
+                    ok = episode.ok and bool(episode.traces) and len(episode.traces[0].calls) == 2
+                except Exception as exc:  # an error reply (a refused or failed run) is counted, the slot refilled
+                    ok = False
+                    if not first_error:
+                        first_error.append(f"{type(exc).__name__}: {exc}"[:300])
+                finally:
+                    state["in_flight"] -= 1
+                state["done"] += 1
+                if state["first_batch_s"] is None and state["done"] >= batch:
+                    state["first_batch_s"] = time.perf_counter() - started
+                if state["measuring"]:
+                    state["rollouts"] += 1
+                    state["errors"] += not ok
+
+        async def lag_probe() -> None:
+            while True:
+                t = time.perf_counter()
+                await asyncio.sleep(0.05)
+                if state["measuring"]:
+                    state["lags"].append(time.perf_counter() - t - 0.05)
+                    state.setdefault("inflight", []).append(state["in_flight"])
+
+        tasks = [asyncio.ensure_future(one(i)) for i in range(in_flight)]
+        probe = asyncio.ensure_future(lag_probe())
+        await asyncio.sleep(warmup)
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
+        state["measuring"] = True
+        await asyncio.sleep(seconds)
+        state["measuring"] = False
+        wall = time.perf_counter() - t0
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        for t in [*tasks, probe]:
+            t.cancel()
+        await asyncio.gather(*tasks, probe, return_exceptions=True)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    lags = sorted(state["lags"]) or [float("nan")]
+    n = state["rollouts"]
+    return {
+        "in_flight_target": in_flight, "in_flight_mean": statistics.fmean(state.get("inflight") or [0]),
+        "rollouts": n, "seconds": wall, "rollouts_per_s": n / wall, "cpu_s": cpu,
+        "cpu_ms_per_rollout": 1000 * cpu / n if n else float("nan"), "cpu_frac": cpu / wall,
+        "lag_p50_ms": 1000 * lags[len(lags) // 2], "lag_p99_ms": 1000 * lags[min(len(lags) - 1, int(0.99 * len(lags)))],
+        "lag_max_ms": 1000 * lags[-1], "peak_rss_mb": ru1.ru_maxrss / 1024, "errors": state["errors"],
+        "batches": n // batch, "first_batch_s": state["first_batch_s"], "first_error": first_error[0] if first_error else None,
+    }
+
+
+OURS_POOL = r'''
+import sys
+from verifiers.v1.serve import serve_env
+n = int(sys.argv[3])
+env = {"env_id": sys.argv[4]} if len(sys.argv) > 4 else {"taskset": {"id": "vf-bench-tools"}}
+serve_env(env, workers=int(sys.argv[2]), address=sys.argv[1],
+          max_concurrent=max(64, -(-n // int(sys.argv[2]))), max_queued=4 * n, health_timeout=120.0)
+'''
+ORIGINAL_POOL = r'''
+import sys
+from verifiers.v1.serve import serve_env
+from verifiers.v1.utils.loaders import resolve_env_config
+if __name__ == "__main__":
+    config = resolve_env_config({"taskset": {"id": "vf-bench-tools"},
+                                 "agent": {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}})
+    serve_env(max_workers=int(sys.argv[2]), elastic=False, address=sys.argv[1], config_data=config.model_dump(mode="json"))
+'''
+PACKAGES = Path(__file__).resolve().parent / "packages"
+
+
+def _children(pid: int) -> list[int]:
+    """Every live descendant of ``pid``."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(") ", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+def peak_mb(pid: int) -> float:
+    """The process's peak resident memory (VmHWM), MB; 0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def pool_peaks(pid: int) -> tuple[float, float, float]:
+    """(broker, largest child, sum of children) peak RSS of a pool process tree, MB."""
+    kids = [peak_mb(k) for k in _children(pid)]
+    return peak_mb(pid), max(kids, default=0.0), sum(kids)
 
 
 def main() -> None:
@@ -151,7 +338,14 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=10.0)
     p.add_argument("--servers", type=int, default=2, help="scripted server processes")
     p.add_argument("--sigma", type=float, default=0.5, help="log-normal sigma of each reply's delay")
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="env-server pool sizes")
+    p.add_argument("--kinds", nargs="+", default=["inprocess", "classic", "ours", "original"],
+                   choices=["inprocess", "classic", "ours", "original"])
+    p.add_argument("--original-in-flight", type=int, default=256, help="runs in flight against the original's pool")
     add_priority_argument(p)
+    p.add_argument("--drive", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--address", help=argparse.SUPPRESS)
+    p.add_argument("--classic", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--serve", help=argparse.SUPPRESS)
     p.add_argument("--measure", type=int, help=argparse.SUPPRESS)
     p.add_argument("--urls", nargs="*", help=argparse.SUPPRESS)
@@ -163,6 +357,9 @@ def main() -> None:
         return
     if args.measure:
         print(json.dumps(asyncio.run(measure(args.urls, args.measure, args.seconds, args.warmup))), flush=True)
+        return
+    if args.drive:
+        print(json.dumps(asyncio.run(drive(args.address, args.urls, args.drive, args.seconds, args.warmup, args.classic))), flush=True)
         return
 
     env = {**os.environ, "PYTHONPATH": f"{REPO}:{os.environ.get('PYTHONPATH', '')}", "TQDM_DISABLE": "1",
@@ -181,19 +378,20 @@ def main() -> None:
                     time.sleep(0.2)
                 urls.append(pf.read_text())
             rows = []
+            original = None
+            if "original" in args.kinds:
+                sys.path.insert(0, str(REPO))
+                from tests.v1.test_wire_compat import _original_python
+
+                original = str(_original_python())
             for n in args.in_flight:
-                print(f"measuring {n} rollouts in flight ({args.warmup:.0f} s warm-up + {args.seconds:.0f} s) ...",
-                      file=sys.stderr, flush=True)
-                proc = subprocess.run([sys.executable, __file__, "--measure", str(n), "--seconds", str(args.seconds),
-                                       "--warmup", str(args.warmup), "--urls", *urls], env=env, capture_output=True,
-                                      text=True, timeout=args.seconds + args.warmup + 600, preexec_fn=_apply_priority)
-                lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-                if proc.returncode != 0 or not lines:
-                    raise SystemExit(f"measurement failed:\n{proc.stderr[-3000:]}")
-                r = json.loads(lines[-1])
-                print(json.dumps(r), file=sys.stderr)
-                rows.append([n, r["in_flight_mean"], r["rollouts_per_s"], r["cpu_ms_per_rollout"], r["cpu_frac"],
-                             r["lag_p50_ms"], r["lag_p99_ms"], r["lag_max_ms"], r["peak_rss_mb"], r["errors"]])
+                plan = [("in-process", None, 0)] if "inprocess" in args.kinds else []
+                plan += [(f"ours classic {w}", "classic", w) for w in args.workers if "classic" in args.kinds]
+                plan += [(f"ours v1 {w}", "ours", w) for w in args.workers if "ours" in args.kinds]
+                if n == args.in_flight[0]:  # the original's rows run at --original-in-flight at every level: once
+                    plan += [(f"original {w}", "original", w) for w in args.workers if original and "original" in args.kinds]
+                for name, kind, workers in plan:
+                    rows.append(run_row(name, kind, workers, n, args, env, urls, procs, original, tmp))
         finally:
             for pr in procs:
                 pr.terminate()
@@ -202,8 +400,59 @@ def main() -> None:
 
     print(f"\n{machine()}, CPU capability {torch.backends.cpu.get_cpu_capability()}; {args.servers} scripted server "
           f"processes, log-normal delay median 1 s sigma {args.sigma}; 2-turn tool rollouts, groups of {GROUP}")
-    print(table(["in flight", "mean in flight", "rollouts/s", "CPU ms/rollout", "CPU cores", "lag p50 ms",
-                 "lag p99 ms", "lag max ms", "peak RSS MB", "errors"], rows))
+    print(table(["in flight", "orchestrator", "mean in flight", "rollouts/s", "CPU ms/rollout", "CPU cores", "lag p50 ms",
+                 "lag p99 ms", "batches", "1st batch s", "errors", "orch MB", "broker MB", "worker MB max/sum",
+                 "scripted MB"], rows))
+
+
+def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: dict, urls: list[str], servers: list,
+            original: str | None, tmp: str) -> list[Any]:
+    """One row: the in-process orchestrator, or a pool (ours or the original's) and the driver."""
+    print(f"[{time.strftime('%H:%M:%S')}] {name}: {n} in flight ({args.warmup:.0f} s warm-up + {args.seconds:.0f} s) ...",
+          file=sys.stderr, flush=True)
+    pool, peaks, target = None, (0.0, 0.0, 0.0), n
+    try:
+        if kind is None:
+            cmd = [sys.executable, __file__, "--measure", str(n)]
+        else:
+            address = f"ipc://{tmp}/pool-{kind}-{workers}-{n}"
+            pool_env = {k: v for k, v in env.items() if k != "VIRTUAL_ENV"}
+            extra: list[str] = []
+            if kind in ("ours", "classic"):
+                pool_env["PYTHONPATH"] = f"{REPO}:{PACKAGES}"
+                code, python = OURS_POOL, sys.executable
+                extra = [str(PACKAGES / "bench_tool_env.py")] if kind == "classic" else []
+            else:
+                pool_env["PYTHONPATH"] = str(PACKAGES)
+                code, python, target = ORIGINAL_POOL, original, min(n, args.original_in_flight)
+            with open(Path(tmp) / f"{kind}-{workers}.log", "wb") as log:
+                pool = subprocess.Popen([python, "-c", code, address, str(workers), str(target), *extra], env=pool_env, stdout=log,
+                                        stderr=log, cwd=tempfile.gettempdir(), preexec_fn=_apply_priority)  # fmt: skip
+            cmd = [sys.executable, __file__, "--drive", str(target), "--address", address, *(["--classic"] if kind == "classic" else [])]
+        proc = subprocess.run([*cmd, "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--urls", *urls], env=env,
+                              capture_output=True, text=True, timeout=args.seconds + args.warmup + 900,
+                              preexec_fn=_apply_priority)  # fmt: skip
+        if pool is not None:
+            peaks = pool_peaks(pool.pid)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            try:
+                pool.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pool.kill()
+                pool.wait()
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        log_tail = (Path(tmp) / f"{kind}-{workers}.log").read_text()[-2000:] if kind else ""
+        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}\n{log_tail}")
+    r = json.loads(lines[-1])
+    print(json.dumps({"row": name, **r}), file=sys.stderr, flush=True)
+    scripted = max(peak_mb(s.pid) for s in servers)
+    label = name if target == n else f"{name} (at {target})"
+    return [n, label, r["in_flight_mean"], r["rollouts_per_s"], r["cpu_ms_per_rollout"], r["cpu_frac"], r["lag_p50_ms"],
+            r["lag_p99_ms"], r["batches"], r["first_batch_s"], r["errors"], r["peak_rss_mb"], peaks[0],
+            f"{peaks[1]:.0f}/{peaks[2]:.0f}", scripted]
 
 
 if __name__ == "__main__":

@@ -239,7 +239,7 @@ def test_compose_and_dockerfile_match_the_service() -> None:
     } <= env_keys
     assert hub_svc["environment"]["VF_HUB_STORAGE"] == "s3"
     assert hub_svc["environment"]["VF_HUB_DATABASE_URL"].startswith("postgresql+psycopg://")
-    assert set(compose["services"]) == {"postgres", "seaweedfs", "hub", "worker"}
+    assert set(compose["services"]) == {"postgres", "seaweedfs", "hub", "worker", "env-server"}  # env-server: tests/v1/test_serve_cli.py
     cmd = hub_svc["command"]
     assert cmd[:4] == ["python", "-m", "hub", "serve"]
     dockerfile = (ROOT / "hub" / "Dockerfile").read_text()

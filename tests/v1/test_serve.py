@@ -63,7 +63,11 @@ async def test_episodes_over_the_wire(pool: Served, model: ScriptedServer) -> No
     async with EnvClient(pool.address) as client:
         episodes = await asyncio.gather(*(client.run(model.base_url, "scripted-model", {"max_tokens": 50}, task_data(f"w{i}", i),
                                                      on_delta=deltas.append) for i in range(5)))  # fmt: skip
+        record = await client.run(model.base_url, "scripted-model", {}, task_data("raw", 9), validate=False)
         status = await client.status()
+    # unvalidated: the assembled wire record, the same episode as a dict
+    assert record["ok"] and record["traces"][0]["rewards"] == {"echoed": {"score": 1.0, "weight": 1.0}}
+    assert record["task"]["data"]["word"] == "raw" and len(record["traces"][0]["nodes"]) == 2
     for i, ep in enumerate(episodes):
         assert ep.ok and not ep.errors and ep.env.id == "vf-serve-echo"  # the taskset id (the original's rule)
         (trace,) = ep.traces
@@ -74,7 +78,8 @@ async def test_episodes_over_the_wire(pool: Served, model: ScriptedServer) -> No
         assert trace.calls[0].sampling.max_tokens == 50
     assert {d["trace"] for d in deltas if "open" in d} == {ep.traces[0].id for ep in episodes}
     assert status["running"] == status["queued"] == 0  # nothing is left in flight
-    assert [q.body["max_tokens"] for q in model.requests] == [50] * 5
+    assert [q.body.get("max_tokens") for q in model.requests] == [50] * 5 + [None]
+    assert status["elastic"] is False and len(status["workers"]) == 2
 
 
 async def test_a_killed_worker_is_restarted_and_its_runs_fail_as_infra(pool: Served, model: ScriptedServer) -> None:
@@ -181,10 +186,14 @@ async def test_bad_input_gets_error_replies_and_the_pool_keeps_serving(pool: Ser
         assert not invalid["success"] and "EchoData" in invalid["error"] and "word" in invalid["error"]
         missing = await ask(b"r6", b"run", pack({"task_data": task_data("x")}))
         assert not missing["success"] and "client" in missing["error"]
-        huge = await ask(b"r7", b"run", pack({**run, "task_data": {**task_data("x"), "pad": "x" * (2 << 20)}}))
-        assert not huge["success"] and "too large" in huge["error"]
+        huge = await ask(b"r7", b"run", pack({**run, "task_data": {**task_data("x"), "pad": "x" * (3 << 19)}}))
+        assert not huge["success"] and "too large" in huge["error"] and str(1 << 20) in huge["error"]
         bad_cancel = await ask(b"r8", b"cancel", pack({"nope": 1}))
         assert bad_cancel["success"] and bad_cancel["cancelled"] is False
+        # past twice the cap, ZMQ refuses the frame as it arrives (zmq.MAXMSGSIZE): no reply, the
+        # sender is cut off, and nothing of it was buffered whole
+        await sock.send_multipart([b"r9", b"run", b"x" * (3 << 20)])
+        assert await sock.poll(1500) == 0
     finally:
         sock.close(0)
         ctx.term()

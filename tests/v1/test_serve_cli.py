@@ -52,7 +52,7 @@ async def test_serve_env_from_a_config_file_and_stop() -> None:
         proc.send_signal(signal.SIGTERM)
         out, err = await asyncio.to_thread(proc.communicate, timeout=60)
         assert proc.returncode == 0, err[-3000:]
-        assert f"serving vf-serve-echo on {address} (2 workers)" in out
+        assert f"serving vf-serve-echo (v1) on {address} (2 workers)" in out
         assert workers and not any(_alive(pid) for pid in workers)  # no worker outlives the pool
     finally:
         if proc.poll() is None:
@@ -100,8 +100,19 @@ def test_settings_and_what_counts_as_exposed(tmp_path: Path) -> None:
     assert kwargs["workers"] == 3 and kwargs["address"] == "tcp://127.0.0.1:5000"
     (tmp_path / "c.toml").write_text('[env.taskset]\nid = "x"\n[serve]\nmax_concurrent = 8\n[serve.pool]\ntype = "elastic"\nmax_workers = 5\n')
     env, kwargs = serve_settings(f"@{tmp_path / 'c.toml'}", address="tcp://127.0.0.1:0")
-    assert env == {"taskset": {"id": "x"}} and kwargs["workers"] == 5 and kwargs["max_concurrent"] == 8
+    assert env == {"taskset": {"id": "x"}} and kwargs["max_concurrent"] == 8
+    assert (kwargs["min_workers"], kwargs["max_workers"], kwargs["workers"], kwargs["idle_timeout"]) == (1, 5, 1, 60.0)
     assert kwargs["address"] == "tcp://127.0.0.1:0"
+    _, kwargs = serve_settings("vf-serve-echo", min_workers=2, max_workers=4)
+    assert (kwargs["min_workers"], kwargs["max_workers"]) == (2, 4)
+    with pytest.raises(Exception, match="min_workers <= max_workers"):
+        serve_settings("vf-serve-echo", min_workers=3, max_workers=2)
+    # an id that is no v1 taskset goes to the one loader (a classic environment), with its keywords
+    env, _ = serve_settings("math-problems", env_args={"difficulty": "easy"})
+    assert env == {"env_id": "math-problems", "env_args": {"difficulty": "easy"}}
+    (tmp_path / "classic.toml").write_text('env_id = "math-problems"\n[env_args]\nseed = 3\n[serve.pool]\nnum_workers = 2\n')
+    env, kwargs = serve_settings(f"@{tmp_path / 'classic.toml'}")
+    assert env == {"env_id": "math-problems", "env_args": {"seed": 3}} and kwargs["workers"] == 2
     (tmp_path / "bad.toml").write_text("[serve]\naddress = 'tcp://127.0.0.1:1'\n")
     with pytest.raises(Exception, match=r"no \[env\] table"):
         serve_settings(f"@{tmp_path / 'bad.toml'}")
@@ -109,3 +120,58 @@ def test_settings_and_what_counts_as_exposed(tmp_path: Path) -> None:
         assert is_loopback(address), address
     for address in ("tcp://0.0.0.0:5000", "tcp://*:5000", "tcp://10.1.2.3:5000", "tcp://eth0:1"):
         assert not is_loopback(address), address
+
+
+def test_the_compose_env_server_runs_the_command_the_tests_run() -> None:
+    """docker-compose.yml's env-server (no Docker engine here: checked by construction): the
+    image's entry point is ``vf serve-env``, compose's command is the Dockerfile's default with its
+    variables at their defaults, every flag exists, the port is published on loopback only, and
+    the health check is Python that compiles and uses the client's ``health``."""
+    import json
+
+    import yaml
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    svc = compose["services"]["env-server"]
+    dockerfile = (ROOT / svc["build"]["dockerfile"]).read_text()
+    line = {ln.split(" ", 1)[0]: json.loads(ln.split(" ", 1)[1]) for ln in dockerfile.splitlines() if ln.startswith(("CMD ", "ENTRYPOINT "))}
+    assert line["ENTRYPOINT"] == ["vf", "serve-env"]
+    defaults = [arg.replace("${VF_ENV:-sort-numbers}", "sort-numbers").replace("${VF_ENV_WORKERS:-2}", "2") for arg in svc["command"]]
+    assert defaults == line["CMD"] and "tcp://0.0.0.0:5000" in defaults
+    assert svc["ports"] == ["127.0.0.1:5000:5000"]
+    helptext = subprocess.run([sys.executable, "-m", "verifiers.cli", "serve-env", "--help"], capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "COLUMNS": "200"}).stdout  # fmt: skip
+    for flag in (a for a in defaults if a.startswith("--")):
+        assert flag in helptext, flag
+    check = svc["healthcheck"]["test"]
+    assert check[:3] == ["CMD", "python", "-c"] and "client.health(" in check[3]
+    compile(check[3], "healthcheck", "exec")
+    env, kwargs = serve_settings("sort-numbers", address="tcp://0.0.0.0:5000", workers=2)
+    assert env == {"taskset": {"id": "sort-numbers"}} and not is_loopback(kwargs["address"])  # the warning is printed
+
+
+async def test_serve_env_serves_a_classic_environment_by_id() -> None:
+    import verifiers as vf
+
+    folder = Path(tempfile.mkdtemp(prefix="vfs-classic-", dir="/tmp"))
+    address = f"ipc://{folder}/env"
+    args = '{"difficulty": "easy", "num_train_examples": 2, "num_eval_examples": 2}'
+    proc = await asyncio.to_thread(_vf, "serve-env", "math-problems", "--env-args", args, "--address", address,
+                                   "--min-workers", "1", "--max-workers", "2")  # fmt: skip
+    try:
+        row = vf.load_environment("math-problems", difficulty="easy", num_train_examples=2, num_eval_examples=2).get_dataset().to_list()[0]
+        async with ScriptedServer(lambda req: f"\\boxed{{{row['answer']}}}") as srv, EnvClient(address) as client:
+            await client.wait_for_server_startup(timeout=120)
+            episode = await client.run(srv.base_url, "scripted-model", {}, row)
+            status = await client.status()
+        assert episode.ok and episode.env.id == "math-problems" and episode.traces[0].reward == 1.0
+        assert status["elastic"] and status["max_workers"] == 2
+        proc.send_signal(signal.SIGTERM)
+        out, err = await asyncio.to_thread(proc.communicate, timeout=60)
+        assert proc.returncode == 0, err[-3000:]
+        assert f"serving math-problems (classic) on {address} (1-2 workers)" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)

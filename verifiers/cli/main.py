@@ -423,7 +423,7 @@ def serve_command(
 @app.command("serve-env")
 @guarded
 def serve_env_command(
-    target: Annotated[str, typer.Argument(metavar="ID|@CONFIG", help="A v1 taskset id, or @config.toml with [env] and [serve].")],
+    target: Annotated[str, typer.Argument(metavar="ID|@CONFIG", help="An environment id (v1 taskset or classic), or @config.toml with [env] and [serve].")],
     workers: Annotated[int | None, typer.Option("--workers", "-w", help="Worker processes (default: [serve.pool], else 1).")] = None,
     address: Annotated[
         str | None,
@@ -432,12 +432,17 @@ def serve_env_command(
     max_concurrent: Annotated[int | None, typer.Option("--max-concurrent", "-c", help="Runs in flight per worker (default 64).")] = None,
     max_queued: Annotated[int | None, typer.Option("--max-queued", help="Runs waiting beyond that before new ones are refused (default 1024).")] = None,
     reschedule: Annotated[int | None, typer.Option("--reschedule", help="Times a run whose worker died is played again (default 1).")] = None,
+    min_workers: Annotated[int | None, typer.Option("--min-workers", help="Elastic pool: workers kept up when idle (default 1).")] = None,
+    max_workers: Annotated[int | None, typer.Option("--max-workers", help="Elastic pool: most workers it grows to under queued load.")] = None,
+    env_args: Annotated[str | None, typer.Option("--env-args", "-a", help="JSON keywords for the environment's load_environment.")] = None,
 ) -> None:
-    """Serve a v1 environment to env-server clients (e.g. prime-rl's orchestrator) from a pool of workers."""
+    """Serve an environment (v1, or classic as v1 episodes) to env-server clients (e.g. prime-rl's orchestrator) from a pool of workers."""
     from verifiers.v1.serve.cli import main as serve_env_main
+    from verifiers.v1.serve.cli import parse_env_args
 
     raise typer.Exit(serve_env_main(target, workers=workers, address=address, max_concurrent=max_concurrent,
-                                    max_queued=max_queued, reschedule=reschedule))  # fmt: skip
+                                    max_queued=max_queued, reschedule=reschedule, min_workers=min_workers,
+                                    max_workers=max_workers, env_args=parse_env_args(env_args)))  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ lazy sub-apps

@@ -1,12 +1,15 @@
-"""``vf serve-env ID|@config.toml``: an env-server pool for a v1 env, until Ctrl-C / SIGTERM.
+"""``vf serve-env ID|@config.toml``: an env-server pool for any env, until Ctrl-C / SIGTERM.
 
-``ID`` is a taskset id (its package's env, else ``single-agent``). A config file holds the
-``[env]`` table (as ``vf eval`` reads it) and the original's ``[serve]`` block: ``address``,
-``max_concurrent`` (runs per worker), ``[serve.pool]`` (``type = "static"``, ``num_workers``; an
-``elastic`` pool starts ``max_workers`` workers: scaling with load is not implemented). Our
+``ID`` is a v1 taskset id (its package's env, else ``single-agent``) or any other environment id
+the one loader finds (a classic environment is served as v1 episodes:
+:mod:`verifiers.v1.serve.classic`; ``--env-args`` JSON are its ``load_environment`` keywords).
+A config file holds the ``[env]`` table of a v1 env (as ``vf eval`` reads it), or ``env_id`` and
+``[env_args]`` for the loader, and the original's ``[serve]`` block: ``address``,
+``max_concurrent`` (runs per worker), ``[serve.pool]`` (``type = "static"`` with
+``num_workers``, or ``type = "elastic"`` with ``max_workers`` and our ``min_workers`` (default
+1) and ``idle_timeout`` (seconds a worker may idle before it is stopped, default 60)). Our
 additions under ``[serve]``: ``max_queued``, ``max_queued_bytes``, ``reschedule``,
-``max_message_bytes``. Flags
-override the file.
+``max_message_bytes``. Flags override the file.
 """
 
 from __future__ import annotations
@@ -37,8 +40,10 @@ def is_loopback(address: str) -> bool:
 
 
 def serve_settings(target: str, *, workers: int | None = None, address: str | None = None, max_concurrent: int | None = None,
-                   max_queued: int | None = None, reschedule: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
-    """The ``[env]`` table and ``serve_env`` keywords ``vf serve-env`` was given."""
+                   max_queued: int | None = None, reschedule: int | None = None, min_workers: int | None = None,
+                   max_workers: int | None = None, env_args: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+    """What to serve (a v1 ``[env]`` table, or ``{"env_id", "env_args"}`` for the one loader)
+    and the ``serve_env`` keywords ``vf serve-env`` was given."""
     from verifiers.cli.errors import UserError
     from verifiers.cli.v1_eval import read_config_file
 
@@ -46,20 +51,28 @@ def serve_settings(target: str, *, workers: int | None = None, address: str | No
     if target.startswith("@"):
         data = read_config_file(Path(target[1:]))
         env = data.get("env")
-        if not isinstance(env, dict) or not env:
-            raise UserError(f"{target[1:]}: no [env] table (the env to serve: [env.taskset] id = ...)")
+        if isinstance(data.get("env_id"), str) and env is None:
+            env = {"env_id": data["env_id"], "env_args": {**(data.get("env_args") or {}), **(env_args or {})}}
+        elif not isinstance(env, dict) or not env:
+            raise UserError(f"{target[1:]}: no [env] table (the env to serve: [env.taskset] id = ...) and no env_id")
         serve = data.get("serve") or {}
         if not isinstance(serve, dict):
             raise UserError(f"{target[1:]}: [serve] must be a table")
     else:
-        env = {"taskset": {"id": target}}
+        env = served_env(target, env_args or {})
     pool = serve.get("pool") or {}
-    if pool.get("type") == "elastic":
-        file_workers = pool.get("max_workers") or os.cpu_count() or 1
-        print(f"vf serve-env: elastic pools are not implemented; starting {file_workers} workers", file=sys.stderr)
+    elastic: dict[str, Any] = {}
+    if pool.get("type") == "elastic" or min_workers is not None or max_workers is not None:
+        high = max_workers if max_workers is not None else (pool.get("max_workers") or os.cpu_count() or 1)
+        low = min_workers if min_workers is not None else pool.get("min_workers", 1)
+        elastic = {"min_workers": int(low), "max_workers": int(high), "idle_timeout": float(pool.get("idle_timeout", 60.0))}
+        if not 1 <= elastic["min_workers"] <= elastic["max_workers"]:
+            raise UserError("an elastic pool needs 1 <= min_workers <= max_workers")
+        file_workers = elastic["min_workers"]
     else:
         file_workers = pool.get("num_workers", DEFAULT_WORKERS)
     kwargs = {
+        **elastic,
         "workers": int(workers if workers is not None else file_workers),
         "address": address or serve.get("address") or DEFAULT_ADDRESS,
         "max_concurrent": int(max_concurrent or serve.get("max_concurrent") or 64),
@@ -73,23 +86,59 @@ def serve_settings(target: str, *, workers: int | None = None, address: str | No
     return env, kwargs
 
 
+def served_env(target: str, env_args: dict[str, Any]) -> dict[str, Any]:
+    """What an ``ID`` names: a v1 taskset's ``[env]`` table when it is one, else the id for the
+    one loader (a classic environment, or a v1 package by its own ``load_environment``)."""
+    from verifiers.v1.env import environment_class
+    from verifiers.v1.plugins import PluginError
+
+    if not env_args:
+        try:
+            environment_class(target, None)
+            return {"taskset": {"id": target}}
+        except PluginError:
+            pass
+    return {"env_id": target, "env_args": dict(env_args)}
+
+
+def parse_env_args(text: str | None) -> dict[str, Any] | None:
+    """``--env-args`` JSON: a map of ``load_environment`` keywords."""
+    import json
+
+    from verifiers.cli.errors import UserError
+
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"--env-args is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise UserError("--env-args must be a JSON object of load_environment keywords")
+    return value
+
+
 def main(target: str, **flags: Any) -> int:
     from verifiers.cli.errors import UserError
-    from verifiers.v1.env import load_environment
+    from verifiers.errors import EnvironmentNotFoundError
     from verifiers.v1.plugins import PluginError
     from verifiers.v1.serve.pool import serve_env
+    from verifiers.v1.serve.server import load_runs
 
     env, kwargs = serve_settings(target, **flags)
     try:  # refused here, in one line, before any worker starts
-        load_environment(env).check()
-    except PluginError as exc:
+        runs = load_runs(env)
+        runs.check()
+    except (PluginError, EnvironmentNotFoundError) as exc:
         raise UserError(str(exc)) from None
     if not is_loopback(kwargs["address"]):
         print(f"vf serve-env: {kwargs['address']} is reachable from other machines: anyone who can connect runs this "
               "env's code here and spends the model calls of the endpoints they name", file=sys.stderr)  # fmt: skip
 
     def ready(bound: str) -> None:
-        print(f"serving {env.get('id') or env['taskset'].get('id')} on {bound} ({kwargs['workers']} workers)", flush=True)
+        name = env.get("env_id") or env.get("id") or env["taskset"].get("id")
+        size = f"{kwargs['min_workers']}-{kwargs['max_workers']} workers" if "min_workers" in kwargs else f"{kwargs['workers']} workers"
+        print(f"serving {name} ({runs.kind}) on {bound} ({size})", flush=True)
 
     serve_env(env, on_ready=ready, **kwargs)
     return 0

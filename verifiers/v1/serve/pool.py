@@ -45,6 +45,7 @@ from verifiers.v1.serve.protocol import (
     REPLY,
     check_request,
     error_reply,
+    frame_cap,
 )
 from verifiers.v1.wire import CancelResponse, RunResponse, pack, unpack
 
@@ -77,8 +78,8 @@ def run_server(config: dict[str, Any], address: str, max_concurrent: int | None 
         serving = asyncio.ensure_future(server.serve(stop))
         await asyncio.sleep(0)
         if pipe is not None:
-            pipe.send({"pid": os.getpid(), "address": server.address, "env": server.env.env_id,
-                       "task_type": server.task_cls.__name__})  # fmt: skip
+            pipe.send({"pid": os.getpid(), "address": server.address, "env": server.runs.env_id,
+                       "task_type": server.runs.task_type, "kind": server.runs.kind})  # fmt: skip
             _watch_parent(pipe)
         await serving
 
@@ -99,6 +100,8 @@ class _Worker:
     last_ping: float = 0.0
     started: float = field(default_factory=time.monotonic)
     restarts: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+    served: int = 0
 
 
 @dataclass
@@ -126,13 +129,29 @@ class EnvServerPool:
         health_timeout: float = 30.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         max_queued_bytes: int = 1 << 30,
+        min_workers: int | None = None,
+        max_workers: int | None = None,
+        idle_timeout: float = 60.0,
     ) -> None:
         import zmq
         import zmq.asyncio
 
+        from verifiers.v1.serve.server import env_spec
+
         if workers < 1:
             raise ValueError("an env server pool needs at least one worker")
-        self.config = dict(config)
+        self.elastic = min_workers is not None or max_workers is not None
+        if self.elastic:
+            low = 1 if min_workers is None else min_workers
+            high = max(low, workers) if max_workers is None else max_workers
+            if low < 1 or high < low:
+                raise ValueError(f"an elastic pool needs 1 <= min_workers <= max_workers (got {low} and {high})")
+            self.min_workers, self.max_workers = low, high
+            workers = low
+        else:
+            self.min_workers = self.max_workers = workers
+        self.idle_timeout = idle_timeout
+        self.config = env_spec(config)
         self.num_workers = workers
         self.max_concurrent = max_concurrent
         self.max_queued = max_queued
@@ -150,10 +169,12 @@ class EnvServerPool:
         self._forwarded: dict[bytes, tuple[bytes, _Worker]] = {}  # cancel request id -> (client, worker)
         self._info: dict[str, Any] = {}
         self.restarts = 0
+        self.grown = self.shrunk = 0
+        self._retiring: list[tuple[_Worker, float]] = []
         self.ctx = zmq.asyncio.Context()
         self.frontend = self.ctx.socket(zmq.ROUTER)
         for opt, value in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0),
-                           (zmq.MAXMSGSIZE, 4 * max_message_bytes)):  # fmt: skip
+                           (zmq.MAXMSGSIZE, frame_cap(max_message_bytes))):  # fmt: skip
             self.frontend.setsockopt(opt, value)
         self.frontend.bind(address)
         self.address = self.frontend.getsockopt_string(zmq.LAST_ENDPOINT)
@@ -234,7 +255,7 @@ class EnvServerPool:
             if not worker.ready and worker.pipe.poll():
                 with contextlib.suppress(EOFError, OSError):
                     hello = worker.pipe.recv()
-                    worker.pid, worker.ready, worker.last_seen = hello["pid"], True, now
+                    worker.pid, worker.ready, worker.last_seen, worker.idle_since = hello["pid"], True, now, now
                     self._info = hello
             if worker.process.exitcode is not None:
                 await self._lost(worker, f"exited with code {worker.process.exitcode}")
@@ -245,7 +266,59 @@ class EnvServerPool:
             if worker.ready and now - worker.last_ping >= self.health_interval:
                 worker.last_ping = now
                 await worker.dealer.send_multipart([HEARTBEAT, b"health", pack({})])
+        if self.elastic:
+            self._scale(now)
+        self._reap(now)
         await self._dispatch()
+
+    # --- elastic pools -----------------------------------------------------------------------
+
+    def _scale(self, now: float) -> None:
+        """Grow by one worker while runs wait that the workers starting now will not take;
+        retire one worker idle for ``idle_timeout`` while more than ``min_workers`` are up."""
+        starting = sum(1 for w in self.workers if not w.ready)
+        if self.queue and len(self.workers) < self.max_workers and len(self.queue) > starting * self.max_concurrent:
+            used = {w.index for w in self.workers} | {w.index for w, _ in self._retiring}
+            index = next(i for i in range(len(used) + 1) if i not in used)
+            self.workers.append(self._start_worker(index))
+            self.grown += 1
+            logger.info("env server pool: %d runs wait, started worker %d (%d workers)", len(self.queue), index, len(self.workers))
+            return
+        if len(self.workers) <= self.min_workers or self.queue:
+            return
+        idle = [w for w in self.workers if w.ready and not w.runs and now - w.idle_since >= self.idle_timeout]
+        if idle:
+            worker = max(idle, key=lambda w: w.index)
+            self.workers.remove(worker)
+            self._retire(worker, now)
+            self.shrunk += 1
+            logger.info("env server pool: worker %d idle for %.0fs, stopped (%d workers)", worker.index, self.idle_timeout, len(self.workers))
+
+    def _retire(self, worker: _Worker, now: float) -> None:
+        """Stop an idle worker without waiting for it: it closes its env (its shared toolsets
+        with it) on SIGTERM; :meth:`_reap` collects it, and kills it after ``health_timeout``."""
+        with contextlib.suppress(Exception):
+            self._poller.unregister(worker.dealer)
+        worker.dealer.close(0)
+        if worker.process.is_alive():
+            worker.process.terminate()
+        self._retiring.append((worker, now))
+
+    def _reap(self, now: float) -> None:
+        for entry in list(self._retiring):
+            worker, since = entry
+            if worker.process.is_alive() and now - since < self.health_timeout:
+                continue
+            if worker.process.is_alive() and now == float("inf"):  # the pool closes: a last wait
+                worker.process.join(timeout=10)
+            if worker.process.is_alive():
+                worker.process.kill()
+            worker.process.join(timeout=5)
+            with contextlib.suppress(Exception):
+                worker.pipe.close()
+            with contextlib.suppress(OSError):
+                os.unlink(worker.address.removeprefix("ipc://"))
+            self._retiring.remove(entry)
 
     # --- routing -----------------------------------------------------------------------------
 
@@ -267,9 +340,11 @@ class EnvServerPool:
 
     def _status(self) -> bytes:
         workers = [{"index": w.index, "pid": w.pid, "ready": w.ready, "alive": w.process.is_alive(),
-                    "running": len(w.runs)} for w in self.workers]  # fmt: skip
+                    "running": len(w.runs), "served": w.served} for w in self.workers]  # fmt: skip
         return pack({"success": True, "error": None, "workers": workers, "running": sum(len(w.runs) for w in self.workers),
-                     "queued": len(self.queue), "queued_bytes": self._queued_bytes, "restarts": self.restarts})  # fmt: skip
+                     "queued": len(self.queue), "queued_bytes": self._queued_bytes, "restarts": self.restarts,
+                     "elastic": self.elastic, "min_workers": self.min_workers, "max_workers": self.max_workers,
+                     "grown": self.grown, "shrunk": self.shrunk, "retiring": len(self._retiring)})  # fmt: skip
 
     async def _from_client(self, frames: list[bytes]) -> None:
         checked = check_request(frames, self.max_message_bytes)
@@ -319,8 +394,8 @@ class EnvServerPool:
         if front:
             self.queue.move_to_end(rid, last=False)
 
-    async def _from_worker(self, worker: _Worker) -> None:
-        rid, kind, data = (await worker.dealer.recv_multipart(copy=False))[:3]
+    async def _from_worker(self, worker: _Worker, frames: list[Any]) -> None:
+        rid, kind, data = frames[:3]
         worker.last_seen = time.monotonic()
         rid_b = rid.bytes
         if rid_b == HEARTBEAT:
@@ -335,6 +410,9 @@ class EnvServerPool:
         if kind.bytes == REPLY:
             self.runs.pop(rid_b)
             worker.runs.discard(rid_b)
+            worker.served += 1
+            if not worker.runs:
+                worker.idle_since = time.monotonic()
         await self._send(run.client_id, rid_b, data, kind.bytes)
         if kind.bytes == REPLY:
             await self._dispatch()
@@ -371,7 +449,14 @@ class EnvServerPool:
                         await self._from_client(frames)
                 for worker in list(self.workers):
                     if worker.dealer in events and worker in self.workers:
-                        await self._from_worker(worker)
+                        for _ in range(256):  # drain its burst of deltas and replies
+                            try:
+                                frames = await worker.dealer.recv_multipart(flags=1, copy=False)  # NOBLOCK
+                            except Exception:
+                                break
+                            await self._from_worker(worker, frames)
+                            if worker not in self.workers:
+                                break
                 if time.monotonic() >= next_check:
                     next_check = time.monotonic() + 0.1
                     await self._maintain()
@@ -383,13 +468,14 @@ class EnvServerPool:
             with contextlib.suppress(Exception):
                 self._stop_worker(worker)
         self.workers = []
+        self._reap(float("inf"))
         self.frontend.close(0)
         self.ctx.term()
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def serve_env(
-    config: dict[str, Any],
+    config: dict[str, Any] | str,
     *,
     workers: int = 1,
     address: str = DEFAULT_ADDRESS,
@@ -400,6 +486,9 @@ def serve_env(
     health_interval: float = 2.0,
     health_timeout: float = 30.0,
     max_queued_bytes: int = 1 << 30,
+    min_workers: int | None = None,
+    max_workers: int | None = None,
+    idle_timeout: float = 60.0,
     on_ready: Any = None,
 ) -> None:
     """Serve the env ``config`` (an ``[env]`` table) until SIGTERM/SIGINT: a pool of ``workers``
@@ -410,7 +499,8 @@ def serve_env(
     async def main() -> None:
         pool = EnvServerPool(config, workers=workers, address=address, max_concurrent=max_concurrent, max_queued=max_queued,
                              reschedule=reschedule, max_message_bytes=max_message_bytes, health_interval=health_interval,
-                             health_timeout=health_timeout, max_queued_bytes=max_queued_bytes)  # fmt: skip
+                             health_timeout=health_timeout, max_queued_bytes=max_queued_bytes, min_workers=min_workers,
+                             max_workers=max_workers, idle_timeout=idle_timeout)  # fmt: skip
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

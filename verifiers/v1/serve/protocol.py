@@ -21,6 +21,14 @@ DEFAULT_ADDRESS = "tcp://127.0.0.1:5000"
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """A request payload larger than this gets an error reply (the task data of one run)."""
 
+
+def frame_cap(max_message_bytes: int) -> int:
+    """The socket's ``zmq.MAXMSGSIZE``: a frame past twice the payload cap is refused by ZMQ
+    itself as it arrives, before it is buffered whole (the sender is disconnected and sees no
+    reply: its request times out, and its socket reconnects); a payload between the cap and
+    that gets an error reply naming the cap."""
+    return 2 * max_message_bytes + 4096
+
 INFRA = "InfraError"
 """The error type of a run the serving machinery lost (its worker died): ``error_kind`` infra."""
 BUSY = "ServerBusy"

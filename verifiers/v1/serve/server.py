@@ -28,6 +28,7 @@ from verifiers.v1.serve.protocol import (
     REPLY,
     check_request,
     error_reply,
+    frame_cap,
 )
 from verifiers.v1.wire import (
     CancelRequest,
@@ -71,39 +72,29 @@ def model_client_fields(client: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-class EnvServer:
-    """Serves one v1 env (``config``: its ``[env]`` table) on ``address`` (loopback by default)."""
+class V1Runs:
+    """What an env server plays for a v1 env: one engine rollout per ``run`` (the env's run path)."""
 
-    def __init__(
-        self,
-        config: dict[str, Any],
-        address: str = DEFAULT_ADDRESS,
-        max_concurrent: int | None = None,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    ) -> None:
-        import zmq
-        import zmq.asyncio
+    kind = "v1"
 
-        from verifiers.v1.env import load_environment
+    def __init__(self, env: Any) -> None:
         from verifiers.v1.rollout import EpisodeRunner
 
-        self.env = load_environment(config)
-        self.task_cls = type(self.env.taskset).task_type()
+        self.env = env
+        self.env_id = env.env_id
+        self.task_cls = type(env.taskset).task_type()
         self.data_cls = self.task_cls.data_type()
-        self.runner = EpisodeRunner(self.env)
-        self.max_message_bytes = max_message_bytes
-        self._gate = asyncio.Semaphore(max_concurrent) if max_concurrent else None
-        self._running: dict[bytes, asyncio.Task[None]] = {}
-        self._clients: dict[str, Any] = {}
-        self.ctx = zmq.asyncio.Context()
-        self.socket = self.ctx.socket(zmq.ROUTER)
-        for opt, value in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0),
-                           (zmq.MAXMSGSIZE, 4 * max_message_bytes)):  # fmt: skip
-            self.socket.setsockopt(opt, value)
-        self.socket.bind(address)
-        self.address = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.task_type = self.task_cls.__name__
+        self.runner = EpisodeRunner(env)
 
-    # --- one request ------------------------------------------------------------------------
+    async def start(self) -> None:
+        await self.runner.start()
+
+    async def close(self) -> None:
+        await self.runner.close()
+
+    def check(self) -> None:
+        self.env.check()
 
     def _task(self, data: dict[str, Any]) -> Any:
         from pydantic import ValidationError
@@ -117,23 +108,11 @@ class EnvServer:
         task_config = getattr(self.env.taskset.config, "task", None)
         return self.task_cls(validated, task_config if isinstance(task_config, self.task_cls.config_type()) else None)
 
-    def _model_client(self, client: dict[str, Any]) -> Any:
-        from verifiers.clients import ModelClient
-
-        fields = model_client_fields(client)
-        key = repr(sorted(fields.items()))
-        if key not in self._clients:
-            if len(self._clients) >= MAX_CLIENTS:  # a stream of distinct endpoints opens no unbounded sessions
-                raise ValueError(f"this server already holds {MAX_CLIENTS} model clients (one per distinct client config)")
-            self._clients[key] = ModelClient.from_any(fields)
-        return self._clients[key]
-
-    async def _run(self, request: RunRequest, send_delta: Any) -> RunResponse:
+    async def run(self, request: RunRequest, client: Any, send_delta: Any, gate: Any) -> RunResponse:
         from verifiers.engine.group import run_group
         from verifiers.v1.trace import Error
 
         task = self._task(request.task_data)
-        client = self._model_client(request.client)
         sampling = request.sampling.model_dump(exclude_none=True)
         live: list[Any] = []
         # each trace streams from when it is minted; the last flush (after scoring) sends the rest
@@ -144,7 +123,7 @@ class EnvServer:
                 streamer.watch(trace)
 
             row = {"example_id": task.data.idx if task.data.idx is not None else 0, "rollout_index": 0, "task": task, "on_open": opened}
-            async with self._gate or contextlib.nullcontext():
+            async with gate or contextlib.nullcontext():
                 (state,) = await run_group(self.runner.plan, [row], client, request.model, sampling)
             episode = state.get("_episode")
             if episode is None:
@@ -162,6 +141,86 @@ class EnvServer:
             head=dump(episode, exclude={"traces"}),
             traces=[TraceSummary(id=t.id, nodes=len(t.nodes), calls=len(t.calls)) for t in episode.traces],
         )
+
+
+def load_runs(config: Any) -> V1Runs | Any:
+    """What a server plays for ``config``: a v1 ``[env]`` table (a map with ``taskset``), or an
+    environment id for the one loader (a string, or ``{"env_id": ..., "env_args": {...}}``): a
+    classic environment is served as v1 episodes (:mod:`verifiers.v1.serve.classic`), a v1
+    package as itself."""
+    from verifiers.v1.env import Env
+
+    spec = env_spec(config)
+    if "env_id" not in spec:
+        from verifiers.v1.env import load_environment
+
+        return V1Runs(load_environment(spec))
+    from verifiers.utils.env_loading import load_environment as load_any
+    from verifiers.v1.serve.classic import ClassicRuns
+
+    env = load_any(spec["env_id"], **dict(spec.get("env_args") or {}))
+    if isinstance(env, Env):
+        return V1Runs(env)
+    return ClassicRuns(env, str(getattr(env, "env_id", None) or spec["env_id"]))
+
+
+def env_spec(config: Any) -> dict[str, Any]:
+    """``config`` as a map: a v1 ``[env]`` table, or ``{"env_id", "env_args"}`` for the loader."""
+    if isinstance(config, str):
+        return {"env_id": config, "env_args": {}}
+    if not isinstance(config, dict):
+        raise TypeError(f"an env server serves an [env] table or an environment id, not {type(config).__name__}")
+    if "env_id" in config:
+        extra = set(config) - {"env_id", "env_args"}
+        if extra:
+            raise ValueError(f"an environment id takes env_args only, not {sorted(extra)}")
+        return {"env_id": str(config["env_id"]), "env_args": dict(config.get("env_args") or {})}
+    return dict(config)
+
+
+class EnvServer:
+    """Serves one env on ``address`` (loopback by default): ``config`` is a v1 env's ``[env]``
+    table, or an environment id (classic or v1) for the one loader (:func:`load_runs`)."""
+
+    def __init__(
+        self,
+        config: Any,
+        address: str = DEFAULT_ADDRESS,
+        max_concurrent: int | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        import zmq
+        import zmq.asyncio
+
+        self.runs = load_runs(config)
+        self.env = self.runs.env
+        self.max_message_bytes = max_message_bytes
+        self._gate = asyncio.Semaphore(max_concurrent) if max_concurrent else None
+        self._running: dict[bytes, asyncio.Task[None]] = {}
+        self._clients: dict[str, Any] = {}
+        self.ctx = zmq.asyncio.Context()
+        self.socket = self.ctx.socket(zmq.ROUTER)
+        for opt, value in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0),
+                           (zmq.MAXMSGSIZE, frame_cap(max_message_bytes))):  # fmt: skip
+            self.socket.setsockopt(opt, value)
+        self.socket.bind(address)
+        self.address = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+
+    # --- one request ------------------------------------------------------------------------
+
+    def _model_client(self, client: dict[str, Any]) -> Any:
+        from verifiers.clients import ModelClient
+
+        fields = model_client_fields(client)
+        key = repr(sorted(fields.items()))
+        if key not in self._clients:
+            if len(self._clients) >= MAX_CLIENTS:  # a stream of distinct endpoints opens no unbounded sessions
+                raise ValueError(f"this server already holds {MAX_CLIENTS} model clients (one per distinct client config)")
+            self._clients[key] = ModelClient.from_any(fields)
+        return self._clients[key]
+
+    async def _run(self, request: RunRequest, send_delta: Any) -> RunResponse:
+        return await self.runs.run(request, self._model_client(request.client), send_delta, self._gate)
 
     async def _handle(self, client_id: bytes, request_id: bytes, method: bytes, payload: bytes) -> None:
         async def send(kind: bytes, data: bytes) -> None:
@@ -200,8 +259,8 @@ class EnvServer:
         """Serve until ``stop`` is set (or the task is cancelled); releases everything on exit."""
         stop = stop or asyncio.Event()
         tasks: set[asyncio.Task[None]] = set()
-        await self.runner.start()
-        logger.info("env server %s (taskset %s) on %s", self.env.env_id, self.env.config.taskset.id, self.address)
+        await self.runs.start()
+        logger.info("env server %s (%s) on %s", self.runs.env_id, self.runs.kind, self.address)
         waiter = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
@@ -230,6 +289,6 @@ class EnvServer:
                 with contextlib.suppress(Exception):
                     await client.aclose()
             self._clients.clear()
-            await self.runner.close()
+            await self.runs.close()
             self.socket.close(0)
             self.ctx.term()
