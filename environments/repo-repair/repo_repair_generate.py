@@ -247,7 +247,7 @@ def mutations(path: str, data: bytes) -> list[Mutation]:
     """Every mutation of ``path``'s functions that still parses and changes the program."""
     src = _Source(data)
     try:
-        tree = ast.parse(data)
+        tree = rr.quiet_parse(data)
     except SyntaxError:
         return []
     found: list[Mutation] = []
@@ -302,7 +302,7 @@ def mutations(path: str, data: bytes) -> list[Mutation]:
         if new in seen:
             continue
         try:
-            changed = ast.dump(ast.parse(new)) != original
+            changed = ast.dump(rr.quiet_parse(new)) != original
         except SyntaxError:
             continue
         if changed:

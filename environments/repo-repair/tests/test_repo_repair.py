@@ -52,7 +52,7 @@ def test_every_patch_applies_to_the_pristine_file_and_reverses_exactly(tasks: li
         assert rr.patched_path(d.patch) == d.file and d.file in task.package().sources
         buggy = rr.apply_patch(pristine, d.patch)
         assert buggy != pristine
-        ast.parse(buggy)  # the bug is a program, not a syntax error
+        rr.quiet_parse(buggy)  # the bug is a program, not a syntax error
         assert rr.apply_patch(buggy, d.patch, reverse=True) == pristine, d.id
         assert d.fail_to_pass and set(d.fail_to_pass) <= set(task.package().tests), d.id
         assert set(task.pass_to_pass()).isdisjoint(d.fail_to_pass)
@@ -78,12 +78,12 @@ def test_the_agents_copy_lacks_the_failing_tests_and_keeps_the_others(tasks: lis
             path, *names = node.split("::")
             if path not in visible:
                 continue  # hidden whole
-            defined = {n.name for n in ast.walk(ast.parse(visible[path])) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+            defined = {n.name for n in ast.walk(rr.quiet_parse(visible[path])) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
             assert re.sub(r"\[.*\]$", "", names[-1]) not in defined, (task.data.id, node)
         for path in changed:
             assert path not in task.package().sources  # only tests are hidden, never library code
             if path in visible:
-                ast.parse(visible[path])
+                rr.quiet_parse(visible[path])
 
 
 def test_the_problem_statement_quotes_failures_not_the_fix(tasks: list[rr.RepairTask]) -> None:
