@@ -261,6 +261,19 @@ def hidden_test_files(files: Mapping[str, bytes], node_ids: list[str]) -> dict[s
                 return None
         return trees[path]
 
+    by_name: dict[str, dict[str, set[tuple[int, int]]]] | None = None  # function name -> file -> spans
+
+    def named(name: str) -> dict[str, set[tuple[int, int]]]:
+        nonlocal by_name
+        if by_name is None:  # every test file walked once, on the first inherited test
+            by_name = {}
+            for p in sorted(files):
+                if p.endswith(".py") and _is_test_file(p) and (t := tree(p)) is not None:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
+                            by_name.setdefault(n.name, {}).setdefault(p, set()).add(_span(n))
+        return by_name.get(name, {})
+
     for path, chains in sorted(wanted.items()):
         mod = tree(path)
         if mod is None:
@@ -269,14 +282,11 @@ def hidden_test_files(files: Mapping[str, bytes], node_ids: list[str]) -> dict[s
         for chain in sorted(chains):
             spans = _definition_spans(mod, chain)
             if not spans:  # inherited: cut every test of that name in the test files
-                spans_elsewhere = {
-                    p: s for p in sorted(files) if p.endswith(".py") and _is_test_file(p)
-                    and (t := tree(p)) is not None and (s := _named_spans(t, chain[-1]))
-                }  # fmt: skip
-                if not spans_elsewhere:
+                elsewhere = named(chain[-1])
+                if not elsewhere:
                     gone.add(path)
-                for p, s in spans_elsewhere.items():
-                    cuts.setdefault(p, set()).update(s)
+                for p, found in elsewhere.items():
+                    cuts.setdefault(p, set()).update(found)
                 continue
             cuts.setdefault(path, set()).update(spans)
     out: dict[str, bytes | None] = {p: None for p in gone}
@@ -317,10 +327,6 @@ def _definition_spans(mod: ast.Module, chain: tuple[str, ...]) -> set[tuple[int,
             return set()
         body = found.body
     return set()
-
-
-def _named_spans(mod: ast.Module, name: str) -> set[tuple[int, int]]:
-    return {_span(n) for n in ast.walk(mod) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name}
 
 
 def _cut(text: str, spans: set[tuple[int, int]]) -> str:

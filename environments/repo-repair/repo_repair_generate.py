@@ -12,8 +12,9 @@ How a task is made, per package (SWE-smith's procedural recipe):
 2. List every mutation of the library's functions (below), in a seeded order that alternates
    between operators.
 3. For each: apply it and run the whole suite. Keep it when it ends in time, nothing fails to
-   collect and at least one test of the scored set fails (those are ``fail_to_pass``); then run the
-   agent's copy (those tests removed) on the bug and keep it only when that copy passes. At most one
+   collect and at least one test of the scored set fails (those are ``fail_to_pass``), and a second
+   run fails the same tests (no flaky bugs); then run the agent's copy (those tests removed) on the
+   bug and keep it only when that copy passes. At most one
    bug per function; ``--per-package`` bugs per package.
 4. The problem statement is written from the failing tests' error lines.
 """
@@ -415,6 +416,10 @@ async def try_mutation(pkg: rr.Package, files: Mapping[str, bytes], m: Mutation,
             return None
         failing = sorted(t for t in scored if not result.passed(t))
         if not failing:
+            return None
+        # a bug whose failures vary from run to run (code that draws random numbers) is no task
+        again = await rr.run_suite(runtime, pkg, buggy, timeout=timeout)
+        if again.timed_out or sorted(t for t in scored if not again.passed(t)) != failing:
             return None
         visible = dict(buggy)
         for path, data in rr.hidden_test_files(buggy, failing).items():

@@ -6,7 +6,6 @@ and 0 by submitting the bug untouched."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import random
 import shutil
@@ -30,14 +29,7 @@ if str(ENV_DIR) not in sys.path:  # the generator sits beside the package module
     sys.path.insert(0, str(ENV_DIR))
 
 import repo_repair as rr  # noqa: E402
-
-
-def _generator():
-    spec = importlib.util.spec_from_file_location("repo_repair_generate", ENV_DIR / "repo_repair_generate.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+import repo_repair_generate as gen  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -66,43 +58,65 @@ def _runtime() -> SandboxRuntime:
 
 
 async def test_every_kept_bug_is_caught_by_its_hidden_tests_and_fixed_by_its_reversal(_sandbox_dir: Path) -> None:
-    """Per task, in its own sandbox: the hidden failing tests fail on the bug (their test files run
-    against the buggy repository), and after the task's real set-up the reference fix (the bug's
-    patch reversed in the agent's work folder) makes the whole scored suite pass (`validate`, which
-    scores through the same path as the reward)."""
+    """Caught: per task, the package's whole test suite on the buggy repository (every test in it, as
+    the scorer runs it) fails exactly the recorded `fail_to_pass` tests, and no other scored test.
+    Fixed: the bug's patch reversed gives the pristine file byte for byte, and the pristine repository
+    passes every scored test (one run per package); and per package one task goes through the real
+    reward path: its set-up work folder, the reversal applied there, scored by `validate`."""
     tasks = list(rr.RepoRepair(rr.RepairConfig()).load())
     assert len(tasks) >= 50
 
-    async def one(task: rr.RepairTask) -> tuple[str, list[str], bool]:
+    async def in_sandbox(job):
         runtime = _runtime()
         await runtime.start()
         try:
-            files = sorted({node.split("::")[0] for node in task.data.fail_to_pass})
-            buggy = await rr.run_suite(runtime, task.package(), task.buggy_files(), paths=files)
-            still_passing = [t for t in task.data.fail_to_pass if buggy.passed(t)]
-            if buggy.timed_out or buggy.collect_errors or not buggy.outcomes:
-                still_passing = [f"no clean run: {buggy.collect_errors[:3]} {buggy.output[-500:]}"]
-            await task.setup(None, runtime)  # type: ignore[arg-type]  (setup does not read the trace)
-            fixed = await task.validate(runtime)
+            return await job(runtime)
         finally:
             await runtime.stop()
-        return task.data.id or "", still_passing, fixed
 
+    def caught(task: rr.RepairTask):
+        async def job(runtime):
+            result = await rr.run_suite(runtime, task.package(), task.buggy_files())
+            failing = sorted(t for t in task.package().tests if not result.passed(t))
+            return task.data.id, failing == sorted(task.data.fail_to_pass), result
+
+        return in_sandbox(job)
+
+    def pristine(name: str):
+        async def job(runtime):
+            result = await rr.run_suite(runtime, rr.packages()[name], rr.package_files(name))
+            return name, [t for t in rr.packages()[name].tests if not result.passed(t)]
+
+        return in_sandbox(job)
+
+    def reward_path(task: rr.RepairTask):
+        async def job(runtime):
+            await task.setup(None, runtime)  # type: ignore[arg-type]  (setup does not read the trace)
+            return task.data.id, await task.validate(runtime)
+
+        return in_sandbox(job)
+
+    for task in tasks:
+        pristine_file = rr.package_files(task.data.package)[task.data.file]
+        reversed_file = rr.apply_patch(task.buggy_files()[task.data.file].decode(), task.data.patch, reverse=True)
+        assert reversed_file.encode() == pristine_file, task.data.id
+    first_of_each = {t.data.package: t for t in reversed(tasks)}
     start = time.monotonic()
-    results = await rr.gather_limited([one(t) for t in tasks], limit=3)
-    elapsed = time.monotonic() - start
-    print(f"\n{len(tasks)} tasks checked in {elapsed:.1f} s")
-    not_caught = [(tid, left) for tid, left, _ in results if left]
-    not_fixed = [tid for tid, _, fixed in results if not fixed]
-    assert not not_caught, not_caught[:5]
-    assert not not_fixed, not_fixed[:5]
+    results = await rr.gather_limited([*(caught(t) for t in tasks), *(pristine(n) for n in sorted(rr.packages())),
+                                       *(reward_path(t) for t in first_of_each.values())], limit=3)  # fmt: skip
+    print(f"\n{len(tasks)} bugs, {len(rr.packages())} pristine packages and {len(first_of_each)} reward paths "
+          f"checked in the sandbox in {time.monotonic() - start:.1f} s")
+    bugs, packages, paths = results[:len(tasks)], results[len(tasks):len(tasks) + len(rr.packages())], results[-len(first_of_each):]
+    wrong = [(tid, r.failing[:5], r.collect_errors[:2], r.output[-300:]) for tid, ok, r in bugs if not ok]
+    assert not wrong, wrong[:3]
+    assert all(not failing for _, failing in packages), packages
+    assert all(fixed for _, fixed in paths), paths
     assert not _leftovers(_sandbox_dir)  # every sandbox's work folder is gone
 
 
 async def test_generation_is_deterministic_for_its_seed() -> None:
     """Regenerating a package from the committed sources (no network) with the committed seed gives
     the committed tasks, byte for byte; the candidate order is a function of the seed."""
-    gen = _generator()
     pkg = rr.packages()["parse"]
     files = rr.package_files("parse")
     candidates = [m for path in pkg.sources for m in gen.mutations(path, files[path])]

@@ -122,7 +122,7 @@ path = "{model}"
 
 [[env]]
 id = "repo-repair"
-args = {{ taskset = {{ packages = ["schema"] }}, agent = {{ harness = {{ id = "bash" }}, runtime = {{ type = "sandbox", timeout = 120 }}, max_turns = 2 }} }}
+args = {{ taskset = {{ ids = ["{task_id}"] }}, agent = {{ harness = {{ id = "bash" }}, runtime = {{ type = "sandbox", timeout = 120 }}, max_turns = 2 }} }}
 
 [inference]
 urls = ["{url}"]
@@ -139,10 +139,10 @@ group_size = 2
 max_in_flight = 1
 async_steps = 0
 drop_no_signal = false
-max_seq_len = 4096
+max_seq_len = 2048
 
 [trainer]
-seq_len = 4096
+seq_len = 2048
 micro_batch_rows = 2
 
 [run]
@@ -165,8 +165,13 @@ def test_vf_train_runs_the_repair_loop_with_the_tiny_model(vllm_server, tmp_path
     shutil.copytree(vllm_server.model_dir, model)
     tok = AutoTokenizer.from_pretrained(str(model))
     allowed = tok.convert_tokens_to_ids(["a", " "])
+    # the tiny model reads 2048 characters: the schema task with the shortest problem statement
+    import repo_repair as rr
+
+    task = min(rr.RepoRepair(rr.RepairConfig(packages=["schema"])).load(), key=lambda t: len(t.data.prompt or ""))
     config = tmp_path / "repair.toml"
-    config.write_text(TOML.format(model=model, url=vllm_server.base_url, served=vllm_server.model, allowed=allowed))
+    config.write_text(TOML.format(model=model, url=vllm_server.base_url, served=vllm_server.model, allowed=allowed,
+                                  task_id=task.data.id))
     trained: list = []
     episodes: list = []
     step, run_group = Trainer.step, V1TrainEnv.run_group
