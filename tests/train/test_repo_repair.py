@@ -130,8 +130,9 @@ model = "{served}"
 
 [sampling]
 max_tokens = 6
-# the random tiny model samples only "a" and " ": it never calls a tool, so each episode is one turn
-extra = {{ extra_body = {{ allowed_token_ids = {allowed} }} }}
+# the random tiny model samples only "a" and " ": it never calls a tool, so each episode is one turn;
+# the shared server has no tool-call parser, so the request asks for none (the tools stay in the prompt)
+extra = {{ extra_body = {{ allowed_token_ids = {allowed}, tool_choice = "none" }} }}
 
 [orchestrator]
 batch_groups = 1
