@@ -259,7 +259,7 @@ def hidden_test_files(files: Mapping[str, bytes], node_ids: list[str]) -> dict[s
     def tree(path: str) -> ast.Module | None:
         if path not in trees:
             try:
-                trees[path] = quiet_parse(files[path])
+                trees[path] = _parsed_test_file(files[path])
             except (KeyError, SyntaxError, ValueError):
                 return None
         return trees[path]
@@ -304,6 +304,13 @@ def quiet_parse(source: bytes | str) -> ast.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return ast.parse(source)
+
+
+@lru_cache(maxsize=256)
+def _parsed_test_file(source: bytes) -> ast.Module:
+    """A test file's tree, parsed once per process (the same pristine test files serve every task of
+    a package; the trees are only read)."""
+    return quiet_parse(source)
 
 
 def _is_test_file(path: str) -> bool:
