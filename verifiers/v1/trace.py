@@ -41,6 +41,10 @@ TRACE_VERSION = 1
 EXCLUDE_FIELDS: dict[str, Any] = {"nodes": {"__all__": {"routed_experts", "sampling_mask"}}}
 """Raw tensors: on the msgpack wire, not in JSON records."""
 
+TOKEN_PREFIX_KEY = "token_prefix"
+"""``info[TOKEN_PREFIX_KEY]``: ``{"extended": n, "split": n}``, the turns that continued a conversation
+with prompt ids made to extend its tokens (``verifiers.v1.prefix``), and those whose tokens broke it."""
+
 TRUNCATING_STOPS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "compaction_failed")
 
 
@@ -341,6 +345,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     _last_path: list[int] = PrivateAttr(default_factory=list)
     _reused_prefix_ids: list[int] = PrivateAttr(default_factory=list)
     _branch_calls_of: tuple[Any, Any, tuple[int, int], list[list[ModelCall]]] | None = PrivateAttr(default=None)
+    _token_counts_of: tuple[Any, Any, int, tuple[Any, ...], tuple[int, int, int]] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _graph_is_sound(self) -> Trace:
@@ -588,6 +593,11 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
                 have.extend(self.nodes[n].token_ids)
             if not have or tokens.prompt_ids[: len(have)] != have:
                 prefix_ids = []  # a prefix break: this call's tokens do not extend that path
+        last = self._last_path
+        if last and last[-1] not in prefix_ids and len(prompt) > len(last) and _same(self.nodes[last[0]].message, prompt[0]):
+            # the next turn of the last call's conversation (its tokens broke, or an earlier message
+            # was rewritten) that does not continue its path: the sample splits here
+            self.count_prefix("split")
         parent = prefix_ids[-1] if prefix_ids else None
         self._reused_prefix_ids, first_new = prefix_ids, len(self.nodes)
         offset = sum(len(self.nodes[n].token_ids) for n in prefix_ids) if tokens is not None else 0
@@ -617,6 +627,14 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
             self.tools = [t for t in self.tools if (t.namespace, t.name) != (tool.namespace, tool.name)] + [tool]
         self.notify()
         return node_id
+
+    def count_prefix(self, kind: str) -> None:
+        """One more turn under ``info["token_prefix"]``: ``extended`` (its prompt ids were made to
+        extend the conversation's tokens, ``verifiers.v1.prefix``) or ``split`` (they did not)."""
+        counts = self.info.get(TOKEN_PREFIX_KEY)
+        counts = {"extended": 0, "split": 0, **(counts if isinstance(counts, dict) else {})}
+        counts[kind] = int(counts.get(kind) or 0) + 1
+        self.info[TOKEN_PREFIX_KEY] = counts
 
     def _reused_prefix(self, prompt: list[Message]) -> list[int]:
         """The longest prefix of ``prompt`` that is a path of the graph (newest branch first).
@@ -672,22 +690,38 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
                     total += n
         return total
 
+    def _token_counts(self) -> tuple[int, int, int]:
+        """(input, output, total) tokens: each record reads all three, an episode's record
+        twice, so they are counted once per state of the graph and of the calls' usages (a usage is
+        replaced, never edited in place: an edited one is not seen)."""
+        nodes, calls = self.nodes, self.calls
+        usages = tuple(c.usage for c in calls)  # compared by identity, then by value
+        cached = self._token_counts_of
+        if cached is not None and cached[0] is nodes and cached[1] is calls and cached[2] == len(nodes) and cached[3] == usages:
+            return cached[4]
+        branch_calls = self._branch_calls()
+        new_input = self._input_tokens(branch_calls)
+        # a branch's output: the completion tokens of its calls (Branch.num_output_tokens)
+        output = sum(c.usage.completion_tokens for bc in branch_calls for c in bc if c.usage is not None)
+        completion = sum(c.usage.completion_tokens for c in calls if c.usage is not None)
+        counts = (new_input, output, new_input + completion)
+        self._token_counts_of = (nodes, calls, len(nodes), usages, counts)
+        return counts
+
     @computed_field
     @property
     def num_input_tokens(self) -> int:
-        return self._input_tokens(self._branch_calls())
+        return self._token_counts()[0]
 
     @computed_field
     @property
     def num_output_tokens(self) -> int:
-        # a branch's output: the completion tokens of its calls (Branch.num_output_tokens)
-        return sum(c.usage.completion_tokens for calls in self._branch_calls() for c in calls if c.usage is not None)
+        return self._token_counts()[1]
 
     @computed_field
     @property
     def num_total_tokens(self) -> int:
-        completion = sum(c.usage.completion_tokens for c in self.calls if c.usage is not None)
-        return self._input_tokens(self._branch_calls()) + completion
+        return self._token_counts()[2]
 
     def split_agent_time(self) -> None:
         span = self.timing.agent
