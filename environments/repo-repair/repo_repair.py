@@ -64,6 +64,9 @@ import os
 import re
 import sys
 
+if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
+    # a fixed hash seed: tests parametrized over a set get the same ids (and order) in every run
+    os.execve(sys.executable, [sys.executable, *sys.argv], {{**os.environ, "PYTHONHASHSEED": "0"}})
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [os.path.join(HERE, "pytest.zip"), os.path.normpath(os.path.join(ROOT, {src!r}))]
@@ -108,9 +111,6 @@ class Results:
 
 
 if __name__ == "__main__":
-    if os.environ.get("PYTHONHASHSEED") != "0":
-        # a fixed hash seed: tests parametrized over a set get the same ids (and order) in every run
-        os.execve(sys.executable, [sys.executable, *sys.argv], {{**os.environ, "PYTHONHASHSEED": "0"}})
     os.chdir(ROOT)
     args = ["-o", "addopts=", "-p", "no:cacheprovider", "-p", "no:randomly", *sys.argv[1:]]
     out = os.environ.get("VF_RESULTS")
