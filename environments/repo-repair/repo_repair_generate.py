@@ -297,16 +297,26 @@ def mutations(path: str, data: bytes) -> list[Mutation]:
             add("drop_if", fn, node, _drop_lines(src, node))
     out = []
     seen: set[bytes] = set()
-    original = ast.dump(tree)
+    # whether the program changed, by comparing only the top-level statement holding the edit (the
+    # others keep their text, so their trees too): the same verdict as comparing whole modules
+    # (and only that statement is parsed again: a top-level statement starts at column 0 on its own line)
+    spans = [(src.starts[stmt.lineno - 1], src.starts[stmt.end_lineno or stmt.lineno]) for stmt in tree.body]
+    dumps: dict[int, str] = {}
     for m in found:
         new = m.apply(data)
         if new in seen:
             continue
+        at = min(e[0] for e in m.edits)
+        i = next((k for k, (_, end) in enumerate(spans) if at < end), len(spans) - 1)
+        start, end = spans[i]
+        piece = new[start:end + len(new) - len(data)]
         try:
-            changed = ast.dump(rr.quiet_parse(new)) != original
+            parsed = rr.quiet_parse(piece)
         except SyntaxError:
             continue
-        if changed:
+        if i not in dumps:
+            dumps[i] = ast.dump(tree.body[i])
+        if len(parsed.body) != 1 or ast.dump(parsed.body[0]) != dumps[i]:
             seen.add(new)
             out.append(m)
     return out
