@@ -108,7 +108,8 @@ class Run:
         self.dist: DistInfo = init_distributed()
         self.out = Path(output or cfg.run.output).resolve()
         self.resume = resume
-        self.rollout_fn = rollout_fn or env_rollout_group
+        self.rollout_fn = rollout_fn  # None: env servers (verifiers.train.env_servers) play the episodes
+        self.env_servers: Any = None
         self.console = console or Console(stderr=True)
         self.servers: list[Any] = list(servers or [])
         self._own_servers = not servers
@@ -194,6 +195,12 @@ class Run:
         if self.role == "trainer":
             self._setup_remote()
             return
+        if self.rollout_fn is None:  # the env servers start while vLLM starts
+            from verifiers.train.env_servers import EnvServers
+
+            self.env_servers = EnvServers()
+            self.env_servers.start(self.envs, cfg.env)
+            self.rollout_fn = self.env_servers.rollout_fn(env_rollout_group)
         self.launched_servers = False
         if not self.servers:
             if cfg.inference.urls:
@@ -220,6 +227,8 @@ class Run:
                                                    request_timeout=cfg.inference.request_timeout_s)
                 self.log(f"vLLM ready in {time.perf_counter() - t0:.0f} s: "
                          + ", ".join(s.base_url for s in self.servers))
+        if self.env_servers is not None:
+            self.env_servers.ready(log=self.log)
         self.colocated = self._is_colocated()
         self.orch = Orchestrator(self.envs, self.servers, cfg.orchestrator, cfg.sampling.to_args(),
                                  rollout_fn=self.rollout_fn,
@@ -436,9 +445,9 @@ class Run:
                     ev = await self.heldout_eval(metrics, step)
                     if ev is not None:
                         self.log(f"held-out reward at step {step}: {ev['reward/mean']:.3f}")
-                    progress.update(task, completed=step, info=(
-                        f"reward {rec['reward/mean']:.3f}  loss {rec['loss/policy']:+.4f}  "
-                        f"off-policy {rec['off_policy/max']:.0f}  {rec['tokens_per_s']:.0f} tok/s"))
+                progress.update(task, completed=step, info=(
+                    f"reward {rec['reward/mean']:.3f}  loss {rec['loss/policy']:+.4f}  "
+                    f"off-policy {rec['off_policy/max']:.0f}  {rec['tokens_per_s']:.0f} tok/s"))
                 if on_step:
                     on_step(rec)
                 every = cfg.run.checkpoint_every
@@ -481,6 +490,8 @@ class Run:
     async def close(self, error: BaseException | None = None) -> None:
         if self.orch is not None:
             await self.orch.stop()
+        if self.env_servers is not None:
+            await self.env_servers.aclose()
         await close_envs(getattr(self, "envs", []))
         if self.nccl is not None:
             self.nccl.close()
@@ -508,6 +519,8 @@ async def run_training(cfg: TrainConfig, *, output: str | Path | None = None, re
     t0 = time.perf_counter()
     try:
         run.setup()
+        if run.env_servers is not None:
+            await run.env_servers.wait_ready()
         # Everything loaded so far (model, tokenizer, datasets, environments, libraries) lives for
         # the whole run: move it out of the cyclic GC's sight. Otherwise each full collection walks
         # it all, and one landing inside a step cost 0.1-0.26 s (measured on the tiny-model loop,
