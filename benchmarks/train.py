@@ -484,14 +484,15 @@ def trl_bridge_run_here(label: str, start: Path, base_url: str, model: str, env_
     )
     rollout_func = make_rollout_func(env, base_url, model=model, sampling_args={"max_tokens": max_tokens},
                                      max_concurrent=groups)
-    trainer = GRPOTrainer(model=str(start), reward_funcs=[env_reward], train_dataset=trl_dataset(env), args=args,
-                          rollout_func=rollout_func, callbacks=[Track()])
-    from transformers.trainer_callback import PrinterCallback
+    with rollout_func:  # its model client (an HTTP session), loop thread and weights folder: closed on every path
+        trainer = GRPOTrainer(model=str(start), reward_funcs=[env_reward], train_dataset=trl_dataset(env), args=args,
+                              rollout_func=rollout_func, callbacks=[Track()])
+        from transformers.trainer_callback import PrinterCallback
 
-    trainer.remove_callback(PrinterCallback)
-    cpu0, srv0 = process_cpu_s(), pid_cpu_s(server_pid)
-    t0 = time.perf_counter()
-    trainer.train()
+        trainer.remove_callback(PrinterCallback)
+        cpu0, srv0 = process_cpu_s(), pid_cpu_s(server_pid)
+        t0 = time.perf_counter()
+        trainer.train()
     res = summarise(label, trace, target, time.perf_counter() - t0)
     res["cpu_s"] = round(process_cpu_s() - cpu0 + pid_cpu_s(server_pid) - srv0, 1)
     res["off_policy_mean"] = 0.0  # the bridge reloads the weights before every step: on-policy
