@@ -310,14 +310,15 @@ def ours(label: str, start: Path, server: Any, env_id: str, **kw: Any) -> dict[s
 def ours_run(label: str, start: Path, base_url: str, model: str, env_id: str, *, async_steps: int,
              max_tokens: int, steps: int, target: float | None, out: Path, env_args: dict | None = None,
              seq_len: int = 128, dtype: str = "float32", lr: float = LR, max_in_flight: int | None = None,
-             server_pid: int | None = None, groups: int = GROUPS, group_size: int = GROUP_SIZE) -> dict[str, Any]:
+             server_pid: int | None = None, groups: int = GROUPS, group_size: int = GROUP_SIZE,
+             env_server: str = "auto", workers: int = 1) -> dict[str, Any]:
     from verifiers.train.config import TrainConfig
     from verifiers.train.inference import InferenceServer
     from verifiers.train.loop import run_training
 
     cfg = TrainConfig(**{
         "model": {"path": str(start)},
-        "env": [{"id": env_id, "ratio": 1.0, "args": env_args or {}}],
+        "env": [{"id": env_id, "ratio": 1.0, "args": env_args or {}, "server": env_server, "workers": workers}],
         "sampling": {"max_tokens": max_tokens, "temperature": 1.0},
         "inference": {"weights_dtype": dtype},  # what the server runs: it reloads the files as they are
         "orchestrator": {"batch_groups": groups, "group_size": group_size,
@@ -328,7 +329,7 @@ def ours_run(label: str, start: Path, base_url: str, model: str, env_id: str, *,
         "run": {"steps": steps, "output": str(out), "target_reward": target, "checkpoint_every": 0},
         "logging": {"sample_rollouts": 0},
     })
-    cpu0, srv0 = process_cpu_s(), pid_cpu_s(server_pid)
+    cpu0, srv0, kids0 = process_cpu_s(), pid_cpu_s(server_pid), children_cpu_s()
     t0 = time.perf_counter()
     asyncio.run(run_training(cfg, servers=[InferenceServer(base_url, model)]))
     wall = time.perf_counter() - t0
@@ -336,7 +337,9 @@ def ours_run(label: str, start: Path, base_url: str, model: str, env_id: str, *,
     rl = [r for r in rl if r.get("stage") == "rl"]
     res = summarise(label, [(r["step"], r["time/elapsed_s"], r["reward/mean"], r["tokens/sampled"]) for r in rl],
                     target, wall)
-    res["cpu_s"] = round(process_cpu_s() - cpu0 + pid_cpu_s(server_pid) - srv0, 1)
+    res["orchestrator_cpu_s"] = round(process_cpu_s() - cpu0, 1)  # this process: orchestrator + trainer
+    res["env_server_cpu_s"] = round(children_cpu_s() - kids0, 1)  # embedded env-server pools (reaped children)
+    res["cpu_s"] = round(res["orchestrator_cpu_s"] + res["env_server_cpu_s"] + pid_cpu_s(server_pid) - srv0, 1)
     res["off_policy_mean"] = round(sum(r.get("off_policy/mean", 0.0) for r in rl) / max(1, len(rl)), 2)
     res["mismatch_kl"] = float(f"{sum(r.get('loss/mismatch_kl', 0.0) for r in rl) / max(1, len(rl)):.3g}")
     return res
@@ -347,6 +350,14 @@ def process_cpu_s() -> float:
     import resource
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's finished (reaped) children and theirs."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
 
 
@@ -523,7 +534,8 @@ def main() -> None:
     ap.add_argument("--skip-generation", action="store_true", help="only the trivial workload")
     ap.add_argument("--skip-trivial", action="store_true", help="skip the trivial workload")
     ap.add_argument("--skip-agentic", action="store_true", help="skip the agentic (tool latency) workload")
-    ap.add_argument("--only", choices=["trivial", "generation", "agentic"], help="run one workload only")
+    ap.add_argument("--only", choices=["trivial", "generation", "agentic", "transport"],
+                    help="run one workload only (transport: env servers vs in process; only when asked)")
     ap.add_argument("--precision", choices=["auto", "bf16", "fp32", "both"], default="auto",
                     help="precision(s) of the generation-dominated workload (auto: bf16 only on CPUs "
                          "with native bf16, else fp32)")
@@ -548,6 +560,8 @@ def main() -> None:
             generation_workload(work, gen_steps, results, choose_precisions(a.precision))
         if "agentic" in want:
             agentic_workload(work, agent_steps, results)
+        if "transport" in want:
+            transport_workload(work, 10 if a.quick else 30, results)
         if a.json:
             a.json.write_text(json.dumps(results, indent=2))
     except KeyboardInterrupt as exc:
@@ -685,6 +699,38 @@ def agentic_workload(work: Path, max_steps: int, results: dict[str, Any]) -> Non
     report(f"Agentic workload: 2-4 tool calls per answer (log-normal latency, median {TOOL_MEDIAN_S} s, "
            f"p99 {TOOL_P99_S} s), 16-{AGENT_TOKENS} tokens per turn, {g}x{gs} rollouts per step, "
            f"0.42 M params, fp32", rows)
+
+
+def transport_workload(work: Path, steps: int, results: dict[str, Any]) -> None:
+    """The same short run of a v1 env (``sort-numbers``) with its episodes played by an embedded
+    env-server pool (1 and 2 workers) and in the orchestrator's own loop: does a one-machine run
+    need the in-process path? Same SFT-free tiny model, same vLLM server, fixed step count."""
+    from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
+
+    tiny = write_tiny_model(work / "transport-tiny", TinyModelSpec(seed=0))
+    env_id = str(REPO / "environments" / "sort-numbers")
+    log(f"transport workload: sort-numbers (v1), {steps} steps of {GROUPS}x{GROUP_SIZE} episodes")
+    with policy_server(tiny, ["--max-num-seqs", "256"]) as srv:
+        common = {"async_steps": 1, "max_tokens": 16, "steps": steps, "target": None, "seq_len": 256,
+                  "env_args": {"n": 256}}
+        rows = [
+            ours("env servers, embedded pool (1 worker)", tiny, srv, env_id, env_server="embedded", workers=1,
+                 out=work / "tr-e1", **common),
+            ours("env servers, embedded pool (2 workers)", tiny, srv, env_id, env_server="embedded", workers=2,
+                 out=work / "tr-e2", **common),
+            ours("in process", tiny, srv, env_id, env_server="in_process", out=work / "tr-ip", **common),
+        ]
+    results["transport"] = rows
+    cols = ["run", "steps", "s_per_step", "tokens_per_s", "rl_s", "wall_s", "orchestrator_cpu_s", "env_server_cpu_s",
+            "cpu_s"]
+    print("\n## Transport: env servers vs in process (sort-numbers, v1)\n")
+    print(" | ".join(cols))
+    print(" | ".join("---" for _ in cols))
+    for r in rows:
+        print(" | ".join(str(r.get(c)) for c in cols))
+    e1, _e2, ip = rows
+    print(f"\nembedded (1 worker) vs in process: s/step {ratio(e1['s_per_step'], ip['s_per_step'])}, "
+          f"CPU {ratio(e1['cpu_s'], ip['cpu_s'])}", flush=True)
 
 
 if __name__ == "__main__":
