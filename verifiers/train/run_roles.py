@@ -255,6 +255,11 @@ class TrainerRole(_Leader):
             self.orch.load_state_dict(run.ckpt["orchestrator"])
             set_rng_state(run.ckpt["rng"])
 
+    async def start(self) -> None:
+        run = self.run
+        if run.ckpt:  # the orchestrator process applies the resumed policy before it generates again
+            await self.orch.update_weights(str(run.resume_weights), run.start_step)
+
     async def server_urls(self) -> list[str]:
         return await self.orch.server_urls()
 
