@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import itertools
 import multiprocessing as mp
 import os
@@ -46,26 +47,40 @@ __all__ = ["EnvServers", "episode_state", "server_config"]
 EMBEDDED, IN_PROCESS = "embedded", "in_process"
 INFRA = "InfraError"
 BUSY = "ServerBusy"
-#: Whether env servers load classic environment ids (verifiers.v1.serve): "auto" then serves them too.
-CLASSIC_SERVED = False
+GROUP_KEY = "rollouts_per_example"
+#: Whether env servers load classic environment ids (``verifiers.v1.serve.classic``): "auto"
+#: then serves classic environments too.
+CLASSIC_SERVED = importlib.util.find_spec("verifiers.v1.serve.classic") is not None
 
 
 def server_config(env: Any, section: Any) -> dict[str, Any]:
-    """The ``[env]`` table an env server loads for ``section``'s environment: a v1 env's own table
-    (as the loader built it), else the id and its args as ``vf serve-env ID`` names one."""
+    """What an env server loads for ``section``'s environment: a v1 env's own ``[env]`` table (as
+    the loader built it), else the environment id and its args for the one loader (a classic
+    environment, served as v1 episodes)."""
     table = getattr(env, "server_table", None)
     if table is not None:
         return dict(table)
-    return {"taskset": {**dict(section.args), "id": section.id}}
+    return {"env_id": section.id, "env_args": dict(section.args)}
+
+
+def is_group_served(env: Any) -> bool:
+    """Whether a group is one request answered with one episode of ``n`` traces (a classic
+    environment: its group reward functions score the group together), rather than ``n`` requests
+    of one episode each (a v1 env: each episode is one task's run)."""
+    return getattr(env, "server_table", None) is None
+
+
+#: The keys of a classic dataset row a run request carries (the server formats the row itself).
+ROW_KEYS = ("prompt", "question", "answer", "info", "task", "example_id")
 
 
 def task_data(row: Mapping[str, Any]) -> dict[str, Any]:
-    """What a ``run`` carries for one row: a v1 task's dumped data, else the row itself."""
+    """What a ``run`` carries for one row: a v1 task's dumped data, else the dataset row's fields."""
     task = row.get("task")
     data = getattr(task, "data", None)
     if data is not None and hasattr(data, "model_dump"):
         return data.model_dump(mode="json", exclude_none=True)
-    return {k: v for k, v in row.items() if k != "task"}
+    return {k: row[k] for k in ROW_KEYS if row.get(k) is not None}
 
 
 def _model_error(err: Mapping[str, Any]) -> bool:
@@ -106,6 +121,7 @@ class _Target:
     rr: itertools.count = field(default_factory=itertools.count)
     lost: asyncio.Future | None = None  # set (to an EnvInfraError) when its server is gone
     misses: int = 0
+    grouped: bool = False  # a classic environment: one request per group (see is_group_served)
 
     def client(self) -> Any:
         return self.clients[next(self.rr) % len(self.clients)]
@@ -171,6 +187,7 @@ class EnvServers:
                     self.targets[entry.name] = _Target(entry.name, [], process=process, pipe=parent)
                 else:
                     self.targets[entry.name] = _Target(entry.name, [where] if isinstance(where, str) else list(where))
+                self.targets[entry.name].grouped = is_group_served(entry.env)
         except BaseException:
             self.stop_processes()
             raise
@@ -258,6 +275,13 @@ class EnvServers:
 
         config = client_config_data(client)
         data = task_data(row)
+        if target.grouped:  # one request, one episode of n traces: split into the n rollouts' states
+            data[GROUP_KEY] = n
+            episode = await self._episode(target, config, model, sampling_args, data)
+            traces = list(episode.traces)
+            if len(traces) != n:
+                raise EnvInfraError(f"env server of {target.name}: asked for {n} rollouts, got {len(traces)} traces")
+            return [episode_state(episode.model_copy(update={"traces": [t]}), row, i) for i, t in enumerate(traces)]
         runs = [asyncio.ensure_future(self._run_one(target, config, model, sampling_args, data, row, i))
                 for i in range(n)]
         try:
@@ -269,6 +293,12 @@ class EnvServers:
 
     async def _run_one(self, target: _Target, config: dict[str, Any], model: str, sampling_args: dict[str, Any],
                        data: dict[str, Any], row: dict[str, Any], index: int) -> dict[str, Any]:
+        episode = await self._episode(target, config, model, sampling_args, data)
+        return episode_state(episode, row, index)
+
+    async def _episode(self, target: _Target, config: dict[str, Any], model: str, sampling_args: dict[str, Any],
+                       data: dict[str, Any]) -> Any:
+        """One run on the target's servers: its episode (temperature checked), or EnvInfraError."""
         from verifiers.train.v1_envs import check_episode_temperature
         from verifiers.v1.serve import EnvServerError
 
@@ -286,7 +316,7 @@ class EnvServers:
         if infra:
             raise EnvInfraError(f"env server {env_client.address}: {infra[0].message}")
         check_episode_temperature(episode, sampling_args.get("temperature"))
-        return episode_state(episode, row, index)
+        return episode
 
     @staticmethod
     async def _or_lost(target: _Target, coro: Any) -> Any:
