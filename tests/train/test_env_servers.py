@@ -12,6 +12,7 @@ import pytest
 from verifiers.testing.scripted import FakeTokenizer, ScriptedServer, by_turn
 from verifiers.train.orchestrator import EnvEntry, EnvInfraError, Orchestrator, OrchestratorConfig
 
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(__file__).parent / "packages" / "vf_train_turns"
 SAMPLING = {"max_tokens": 8, "temperature": 1.0, "logprobs": True, "extra_body": {"return_token_ids": True}}
 
@@ -191,3 +192,49 @@ def test_env_server_addresses_in_the_config():
         EnvSection(id="x", server="http://a:5000")
     with pytest.raises(ValidationError, match="at least one"):
         EnvSection(id="x", server=[])
+
+
+async def test_a_classic_environment_trains_through_an_embedded_env_server_pool():
+    """The same code path for a classic environment id (``digit-copy``): one request per group (the
+    server scores the group together), its episode's traces split into the group's rollouts, each
+    sample the prompt's tokens then the reply's, exactly as the server sent them."""
+    from verifiers.train.config import EnvSection, load_env
+    from verifiers.train.env_rows import env_rows
+    from verifiers.train.env_servers import EnvServers
+
+    section = EnvSection(id=str(ROOT / "examples" / "envs" / "digit_copy.py"), name="digits", args={"num_examples": 8},
+                         server="embedded")
+    env = load_env(section)
+    entry = EnvEntry("digits", env, 1.0, env_rows(env))
+    before = children()
+    replies = iter(["7", "3"] * 16)
+    servers = EnvServers()
+    with ScriptedServer(lambda req: next(replies)) as srv:
+        server = _Server(srv)
+        servers.start([entry], [section])
+        try:
+            servers.ready(log=lambda _m: None)
+            await servers.wait_ready(timeout=120)
+            orch = Orchestrator([entry], [server], OrchestratorConfig(batch_groups=1, group_size=4, max_in_flight=1,
+                                                                      async_steps=0, max_seq_len=4096,
+                                                                      drop_no_signal=False),
+                                SAMPLING, rollout_fn=servers.rollout_fn(), health_check=False)
+            try:
+                batch = await orch.next_batch(timeout=60)
+            finally:
+                await orch.stop()
+        finally:
+            await servers.aclose()
+            await server.client.aclose()
+    assert children() == before
+    assert srv.request_count == 4 and len(batch.samples) == 4
+    tok = FakeTokenizer
+    (g,) = batch.groups
+    row = entry.rows[g.example_index]
+    prompt = tok.encode(tok.render_chat(row["prompt"]))
+    for s, (_e, _x, _v, state) in zip(batch.samples, batch.rollouts, strict=True):
+        reply = "7" if s.loss_mask.count(1) and tok.decode(t for t, m in zip(s.input_ids, s.loss_mask, strict=True) if m) == "7" else "3"
+        assert s.input_ids == prompt + tok.encode(reply)
+        assert s.loss_mask == [0] * len(prompt) + [1] * len(tok.encode(reply))
+        assert s.inference_logprobs[len(prompt):] == [tok.logprob(t, i) for i, t in enumerate(tok.encode(reply))]
+        assert s.reward == state["reward"] == float(reply == row["answer"])
