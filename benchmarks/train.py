@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
@@ -561,7 +562,7 @@ def main() -> None:
         if "agentic" in want:
             agentic_workload(work, agent_steps, results)
         if "transport" in want:
-            transport_workload(work, 10 if a.quick else 30, results)
+            transport_workload(work, 5 if a.quick else 20, results)
         if a.json:
             a.json.write_text(json.dumps(results, indent=2))
     except KeyboardInterrupt as exc:
@@ -701,36 +702,95 @@ def agentic_workload(work: Path, max_steps: int, results: dict[str, Any]) -> Non
            f"0.42 M params, fp32", rows)
 
 
-def transport_workload(work: Path, steps: int, results: dict[str, Any]) -> None:
-    """The same short run of a v1 env (``sort-numbers``) with its episodes played by an embedded
-    env-server pool (1 and 2 workers) and in the orchestrator's own loop: does a one-machine run
-    need the in-process path? Same SFT-free tiny model, same vLLM server, fixed step count."""
-    from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
-
-    tiny = write_tiny_model(work / "transport-tiny", TinyModelSpec(seed=0))
-    env_id = str(REPO / "environments" / "sort-numbers")
-    log(f"transport workload: sort-numbers (v1), {steps} steps of {GROUPS}x{GROUP_SIZE} episodes")
-    with policy_server(tiny, ["--max-num-seqs", "256"]) as srv:
-        common = {"async_steps": 1, "max_tokens": 16, "steps": steps, "target": None, "seq_len": 256,
-                  "env_args": {"n": 256}}
-        rows = [
-            ours("env servers, embedded pool (1 worker)", tiny, srv, env_id, env_server="embedded", workers=1,
-                 out=work / "tr-e1", **common),
-            ours("env servers, embedded pool (2 workers)", tiny, srv, env_id, env_server="embedded", workers=2,
-                 out=work / "tr-e2", **common),
-            ours("in process", tiny, srv, env_id, env_server="in_process", out=work / "tr-ip", **common),
-        ]
+def transport_workload(work: Path, batches: int, results: dict[str, Any]) -> None:
+    """Does a one-machine run need an in-process path? The orchestrator alone (no trainer: a
+    consumer takes each batch at once) on a v1 env (``sort-numbers``) against a scripted
+    OpenAI-compatible server (vLLM-shaped token data, 50 ms per reply), its episodes played by an
+    embedded env-server pool (1 and 2 workers) and in its own event loop. Per run: batches/s and the
+    CPU seconds of the orchestrator's process and of the pool's processes, in a fresh process each."""
+    rows = [in_fresh_process(transport_run, label, where, workers, batches)
+            for label, where, workers in (("env servers, embedded pool (1 worker)", "embedded", 1),
+                                          ("env servers, embedded pool (2 workers)", "embedded", 2),
+                                          ("in process", "in_process", 1))]
     results["transport"] = rows
-    cols = ["run", "steps", "s_per_step", "tokens_per_s", "rl_s", "wall_s", "orchestrator_cpu_s", "env_server_cpu_s",
-            "cpu_s"]
-    print("\n## Transport: env servers vs in process (sort-numbers, v1)\n")
+    cols = ["run", "batches", "episodes", "wall_s", "episodes_per_s", "orchestrator_cpu_s", "env_server_cpu_s",
+            "cpu_ms_per_episode"]
+    print("\n## Transport: env servers vs in process (orchestrator only, sort-numbers, scripted server)\n")
     print(" | ".join(cols))
     print(" | ".join("---" for _ in cols))
     for r in rows:
         print(" | ".join(str(r.get(c)) for c in cols))
-    e1, _e2, ip = rows
-    print(f"\nembedded (1 worker) vs in process: s/step {ratio(e1['s_per_step'], ip['s_per_step'])}, "
-          f"CPU {ratio(e1['cpu_s'], ip['cpu_s'])}", flush=True)
+    e1, e2, ip = rows
+    print(f"\nepisodes/s: embedded 1 worker {ratio(e1['episodes_per_s'], ip['episodes_per_s'])}, 2 workers "
+          f"{ratio(e2['episodes_per_s'], ip['episodes_per_s'])} of in process; CPU per episode (all processes): "
+          f"{ratio(e1['cpu_ms_per_episode'], ip['cpu_ms_per_episode'])}, "
+          f"{ratio(e2['cpu_ms_per_episode'], ip['cpu_ms_per_episode'])}", flush=True)
+
+
+def transport_run(label: str, where: str, workers: int, batches: int) -> dict[str, Any]:
+    from verifiers.testing.scripted import ScriptedServer
+    from verifiers.train.config import EnvSection, load_env
+    from verifiers.train.env_rows import env_rows
+    from verifiers.train.env_servers import EnvServers
+    from verifiers.train.orchestrator import EnvEntry, Orchestrator, OrchestratorConfig
+
+    section = EnvSection(id=str(REPO / "environments" / "sort-numbers"), args={"n": 256}, server=where, workers=workers)
+    env = load_env(section)
+    entry = EnvEntry("sort", env, 1.0, env_rows(env))
+    sampling = {"max_tokens": 16, "temperature": 1.0, "logprobs": True, "extra_body": {"return_token_ids": True}}
+
+    async def main() -> dict[str, Any]:
+        from verifiers.clients import ModelClient
+
+        servers = EnvServers()
+        with ScriptedServer("1 2 3", delay=0.05) as srv:
+            server = SimpleNamespace(client=ModelClient(base_url=srv.base_url), model=srv.model, healthy=True)
+            servers.start([entry], [section])
+            try:
+                servers.ready(log=lambda _m: None)
+                await servers.wait_ready()
+                orch = Orchestrator([entry], [server], OrchestratorConfig(
+                    batch_groups=GROUPS, group_size=GROUP_SIZE, max_in_flight=2 * GROUPS, async_steps=1,
+                    drop_no_signal=False, max_seq_len=256), sampling, rollout_fn=servers.rollout_fn(),
+                    health_check=False)
+                try:
+                    await orch.next_batch()  # warm-up (imports, the first episodes)
+                    cpu0, kids0, t0 = process_cpu_s(), _pool_cpu_s(servers), time.perf_counter()
+                    n = 0
+                    for _ in range(batches):
+                        batch = await orch.next_batch()
+                        n += len(batch.rollouts)
+                        orch.set_version(orch.batches_out)  # the consumer "trained": the next batch may start
+                    wall = time.perf_counter() - t0
+                    cpu, kids = process_cpu_s() - cpu0, _pool_cpu_s(servers) - kids0
+                finally:
+                    await orch.stop()
+            finally:
+                await servers.aclose()
+                await server.client.aclose()
+                with contextlib.suppress(Exception):
+                    await env.aclose()
+        return {"run": label, "batches": batches, "episodes": n, "wall_s": round(wall, 1),
+                "episodes_per_s": round(n / wall, 1), "orchestrator_cpu_s": round(cpu, 1),
+                "env_server_cpu_s": round(kids, 1), "cpu_ms_per_episode": round(1000 * (cpu + kids) / max(1, n), 2)}
+
+    return asyncio.run(main())
+
+
+def _pool_cpu_s(servers: Any) -> float:
+    """CPU seconds so far of the embedded pools' processes (each pool and its workers)."""
+    total = 0.0
+    for target in servers.targets.values():
+        if target.process is None:
+            continue
+        pids = {target.process.pid}
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == target.process.pid:
+                        pids.add(int(pid))
+        total += sum(pid_cpu_s(p) for p in pids)
+    return total
 
 
 if __name__ == "__main__":
