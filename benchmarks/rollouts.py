@@ -9,7 +9,10 @@ environment (one request per rollout) and a tool-using one (a tool call, the too
 answer: two requests per rollout), both at 256 rollouts in flight. Each library runs the same driver
 (``benchmarks/_rollout_driver.py``) in its own subprocess; the original is installed from PyPI into
 ``.venv-bench-verifiers-0.3.0`` on first use. The raw row is a bare aiohttp loop against the same
-server (the ceiling on this machine; a tool rollout costs two requests so its ceiling is half).
+server (the ceiling the issue names; a tool rollout costs two requests so its ceiling is half). It is
+the cost of the requests alone through aiohttp, not a bound on ours: our client reaches an
+``http://`` server through its own lean HTTP/1.1 transport (``verifiers/clients/http11.py``), which
+costs less per request than aiohttp, so ``ours/raw`` may pass 1.0.
 Every run is checked: all rollouts rewarded 1.0 and the server saw the expected number of requests.
 The figures are medians over ``--repeats`` rounds; each round runs every measurement once.
 

@@ -78,7 +78,9 @@ def shared_vllm() -> VLLMServer:
     with _lock:
         if _shared is None or not _shared.is_running():
             # The tokenizer is character level, so prompts are long in tokens: allow the model's full 2048.
-            _shared = start_vllm(model_dir, dev_mode=True, max_model_len=SHARED_MAX_MODEL_LEN)
+            # A request may bring its own chat template (tests of templates that rewrite history).
+            _shared = start_vllm(model_dir, dev_mode=True, max_model_len=SHARED_MAX_MODEL_LEN,
+                                 extra_args=["--trust-request-chat-template"])
             atexit.register(_shared.stop)
         return _shared
 

@@ -3,7 +3,13 @@
 import pytest
 
 from verifiers.train.advantages import group_advantages, has_signal
-from verifiers.train.samples import MissingTokenDataError, assign_advantage, rollout_to_samples
+from verifiers.train.samples import (
+    MissingTokenDataError,
+    Sample,
+    assign_advantage,
+    rollout_to_samples,
+    sample_metrics,
+)
 
 
 def step(prompt_ids, completion_ids, logprobs):
@@ -37,6 +43,24 @@ def test_turn_that_does_not_extend_previous_tokens_starts_a_new_sample():
     assert b.input_ids == [1, 2, 3, 99, 20, 21, 30, 12, 13]
     assert b.loss_mask == [0] * 7 + [1, 1]
     assert b.inference_logprobs[-2:] == [-0.3, -0.4]
+
+
+def test_a_split_is_counted_once_per_rollout():
+    a, b = rollout_to_samples(tool_rollout(extend_exactly=False))
+    assert (a.prefix_split, b.prefix_split) == (1, 0)
+    assert sample_metrics([a, b]) == {"samples/extended": 0.0, "samples/split": 1.0}
+    (s,) = rollout_to_samples(tool_rollout())
+    assert s.prefix_split == 0 and Sample.from_dict(a.to_dict()).prefix_split == 1  # survives the exchange
+
+
+def test_end_of_turn_glue_keeps_what_the_reply_already_ended_with():
+    from verifiers.v1.prefix import glue
+
+    close = [5, 9]  # the template's "<|im_end|>", "\n"
+    assert glue([1, 2, 5], close, stopped=True) == [9]  # the reply stopped on <|im_end|>: only "\n" is added
+    assert glue([1, 2, 3], close, stopped=True) == [5, 9]  # it stopped on another token (EOS)
+    assert glue([1, 2, 5], close, stopped=False) == [5, 9]  # cut by max_tokens: a 5 it sampled is content
+    assert glue([5, 9], close, stopped=True) == []
 
 
 def test_truncation_is_marked():

@@ -26,7 +26,6 @@ _RUNTIME = ("live runtime processes: not yet (issue 19 step 6 brought the subpro
             "artifact collect/restore; the container configs load and are refused at start)")
 _CLIENT = "model clients of the v1 agents: come with the env/harness layer (step 4/5) over our ModelClient"
 _SERVE = "env servers and their pools: the env-server issue (the wire shapes are here: verifiers.v1.wire)"
-_SCORE = "scoring helpers of the original's built-in tasksets (math, code, pytest output): come with those tasksets"
 _GIT = "patch capture from a runtime's git checkout: not yet (not part of issue 19 step 6's runtimes)"
 
 REASONS: dict[str, str] = {
@@ -45,10 +44,6 @@ REASONS: dict[str, str] = {
     ),
     **dict.fromkeys(("Client", "BaseClientConfig", "ClientConfig", "EvalClientConfig", "TrainClientConfig", "resolve_client", "ModelContext"), _CLIENT),
     **dict.fromkeys(("ServeConfig", "StaticPoolConfig", "ElasticPoolConfig", "pool_serve_kwargs"), _SERVE),
-    **dict.fromkeys(
-        ("compare_stdout_results", "parse_pytest_outcomes", "read_answer_file_or_last_reply"),
-        _SCORE,
-    ),
     **dict.fromkeys(("PATCH_CAP_BYTES", "capture_patch", "resolve_head"), _GIT),
     "ACP": "0.3.0's ACP harness namespace, removed in 0.4.0 (ACPHarness): with the harness layer",
     "KeptTokens": "0.3.0's token-retention record of its old graph builder, removed in 0.4.0; tokens live on MessageNode",

@@ -4,10 +4,26 @@ Why a client of our own instead of ``openai.AsyncOpenAI``: at the concurrency RL
 (hundreds of requests in flight on a 2-core machine) the HTTP transport is the engine's ceiling.
 Measured on this machine, 256 requests in flight against the fast loopback server
 (``verifiers.testing.fast_server``), requests/s: plain httpx (what openai uses) ~100, httpx over the
-``httpx-aiohttp`` transport ~3,800, aiohttp directly ~6,100, and ``ModelClient`` itself ~5,700. So
-requests go straight through an aiohttp session, and ``ModelClient.http`` offers an httpx
-``AsyncClient`` over the same aiohttp pool for anyone who wants httpx's API for raw requests. The
-heavy imports (aiohttp, httpx) happen on first use, so ``import verifiers`` stays light.
+``httpx-aiohttp`` transport ~3,800, aiohttp directly ~6,100. So requests go through a transport of
+our own or an aiohttp session, and ``ModelClient.http`` offers an httpx ``AsyncClient`` over an
+aiohttp pool for anyone who wants httpx's API for raw requests.
+
+Two transports, chosen once per client (:func:`lean_target`):
+
+* the lean HTTP/1.1 transport (:mod:`verifiers.clients.http11`: asyncio protocols, httptools'
+  parser, request heads encoded once) for plain ``http://`` base URLs, which is what model servers
+  for rollouts are (vLLM, SGLang, the scripted servers). It costs a fraction of aiohttp's CPU per
+  request, which is what a rollout spends most of on a fast server;
+* aiohttp for everything else: ``https://``, credentials in the URL, a query string or unusual
+  characters in the base URL, non-ASCII host names, client headers that the lean transport does
+  not send itself (``Host``, ``Accept-Encoding``, framing headers, or values it cannot send as is),
+  and whenever ``VF_HTTP_TRANSPORT=aiohttp`` is set (an escape hatch); per request, methods other
+  than GET and POST and ``extra_headers`` of those kinds.
+
+Both send the same headers, apply the same timeout, body cap and retry policy, and raise the same
+``ModelError`` shapes. Neither reads proxy settings from the environment (the aiohttp session has
+always been built with ``trust_env=False``). The heavy imports (aiohttp, httpx, httptools) happen on
+first use, so ``import verifiers`` stays light.
 """
 
 from __future__ import annotations
@@ -17,8 +33,10 @@ import dataclasses
 import email.utils
 import json
 import json.encoder as _json_encoder
+import os
 import random
 import time
+import urllib.parse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +53,8 @@ from verifiers.clients.slots import acquire_slot
 if TYPE_CHECKING:
     import aiohttp
     import httpx
+
+    from verifiers.clients.http11 import ConnectionPool, RequestHead
 
 
 def _json_default(obj: Any) -> Any:
@@ -167,6 +187,58 @@ def is_transient_status(status: int) -> bool:
     return status == 429 or status >= 500
 
 
+
+# Headers the lean transport writes itself (or whose meaning it would have to implement): a client
+# that sets one of them talks through aiohttp instead.
+_TRANSPORT_HEADERS = frozenset({"host", "accept-encoding", "content-length", "transfer-encoding", "connection", "te", "upgrade", "expect"})
+_LEAN_METHODS = frozenset({"POST", "GET"})  # others (HEAD: a response without its body) go through aiohttp
+_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/")
+
+
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def valid_header(name: str, value: str) -> bool:
+    """A header the lean transport can send as is: a token name, a value without CR, LF or NUL."""
+    return bool(name) and all(c in _TOKEN_CHARS for c in name) and not any(c in value for c in "\r\n\0")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeanTarget:
+    """Where the lean transport connects and what it writes before each path."""
+
+    host: str
+    port: int
+    host_header: str
+    base_path: str
+
+
+def lean_target(base_url: str, headers: Mapping[str, str]) -> LeanTarget | None:
+    """The lean transport's target for this base URL and these client headers, or None when the
+    request must go through aiohttp (see the module docstring for the rule)."""
+    if os.environ.get("VF_HTTP_TRANSPORT", "").strip().lower() == "aiohttp":
+        return None
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        port = parts.port if parts.port is not None else 80
+    except ValueError:
+        return None
+    host = parts.hostname
+    if parts.scheme.lower() != "http" or not host or parts.username is not None or parts.password is not None:
+        return None
+    if parts.query or parts.fragment or "?" in base_url or "#" in base_url:
+        return None
+    if not host.isascii() or not all(c.isalnum() or c in ".-:" for c in host):
+        return None
+    if any(c not in _PATH_CHARS for c in parts.path):
+        return None
+    for name, value in headers.items():
+        if name.lower() in _TRANSPORT_HEADERS or not valid_header(name, value):
+            return None
+    shown = f"[{host}]" if ":" in host else host
+    return LeanTarget(host, port, shown if port == 80 else f"{shown}:{port}", parts.path.rstrip("/"))
+
+
 class ModelClient:
     """An OpenAI-compatible chat/completions client with retries and a bound on requests in flight.
 
@@ -186,6 +258,9 @@ class ModelClient:
         if self._api_key:
             self._headers["authorization"] = f"Bearer {self._api_key}"
         self._headers.update({k.lower(): v for k, v in config.headers.items()})
+        self._lean = lean_target(self.base_url, self._headers)
+        self._head: RequestHead | None = None  # the lean transport's request heads, built on first use
+        self._pool: ConnectionPool | None = None  # the lean transport's connections (per event loop)
         self._session: aiohttp.ClientSession | None = None
         self._http: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -287,15 +362,28 @@ class ModelClient:
             )
         return self._http
 
+    @property
+    def transport(self) -> str:
+        """``"lean"`` or ``"aiohttp"``: which transport model requests take (see the module docstring)."""
+        return "lean" if self._lean is not None else "aiohttp"
+
     async def aclose(self) -> None:
-        """Close the connection pool (safe to call twice)."""
+        """Close the connection pools (safe to call twice)."""
         session, self._session = self._session, None
+        pool, self._pool = self._pool, None
         owner, self._loop = self._loop, None
         self._http = None
         self._semaphore = None
+        self._connections = None
+        current = asyncio.get_running_loop()
+        if pool is not None:
+            if owner is current:
+                await pool.close()
+            else:  # opened in an event loop that has finished: close its sockets directly
+                pool.abandon()
         if session is None or session.closed:
             return
-        if owner is asyncio.get_running_loop():
+        if owner is current:
             await session.close()
         else:  # opened in an event loop that has finished: its sockets cannot be awaited closed here
             _abandon(session)
@@ -368,7 +456,9 @@ class ModelClient:
         extra = (headers, params, timeout) if headers or params or timeout else None
         url = self.base_url + path
         content = encode_body(body) if body is not None else None
-        session = self._session_for_loop()
+        if self._loop is not asyncio.get_running_loop():
+            self._bind_loop()
+        send = self._send_lean if self._lean is not None and method in _LEAN_METHODS else self._send
         semaphore = self._semaphore
         connections = self._connections
         attempt = 0
@@ -385,7 +475,7 @@ class ModelClient:
                     if connections is not None:
                         await acquire_slot(connections)
                     try:
-                        status, resp_headers, data = await self._send(session, method, url, content, extra)
+                        status, resp_headers, data = await send(method, url, path, content, extra)
                     finally:
                         if connections is not None:
                             connections.release()
@@ -422,14 +512,67 @@ class ModelClient:
             await asyncio.sleep(delay)
             attempt += 1
 
-    async def _send(
+    async def _send_lean(
         self,
-        session: aiohttp.ClientSession,
         method: str,
         url: str,
+        path: str,
         content: bytes | None,
         extra: tuple[Mapping[str, str] | None, Mapping[str, str] | None, float | None] | None = None,
     ) -> tuple[int, Mapping[str, str], bytes]:
+        """One attempt through the lean transport (:mod:`verifiers.clients.http11`)."""
+        http11 = _http11 or _load_http11()
+        target = self._lean
+        assert target is not None
+        head = self._head
+        if head is None:
+            head = self._head = http11.RequestHead(target.host_header, {**self._headers, "accept-encoding": "gzip, deflate"})
+        limit = self.config.timeout
+        if extra is None:  # the hot path
+            data = head.build(method, target.base_path + path, content)
+        else:
+            headers, params, timeout = extra
+            limit = timeout or limit
+            if headers and any(
+                k.lower() in _TRANSPORT_HEADERS or not valid_header(str(k), str(v)) for k, v in headers.items()
+            ):  # a header only aiohttp knows how to send (or to refuse)
+                return await self._send(method, url, path, content, extra)
+            request_path = target.base_path + path
+            if params:
+                import yarl  # aiohttp's URL library: the query is encoded exactly as it encoded it
+
+                request_path = yarl.URL.build(path=request_path, encoded=True).extend_query(params).raw_path_qs
+            if headers:
+                merged = {**self._headers, "accept-encoding": "gzip, deflate", **{k.lower(): v for k, v in headers.items()}}
+                data = http11.RequestHead(target.host_header, merged).build(method, request_path, content)
+            else:
+                data = head.build(method, request_path, content)
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = http11.ConnectionPool(target.host, target.port)
+        scope = None
+        try:
+            async with asyncio.timeout(limit) as scope:
+                return await pool.request(data, self.config.max_response_bytes)
+        except http11.BodyTooLargeError as exc:
+            raise ModelError(exc.status, str(exc), False) from None
+        except (http11.TransportError, OSError) as exc:
+            if isinstance(exc, TimeoutError) and scope is not None and scope.expired():
+                raise ModelTimeoutError(f"no response within {limit:g}s from {url}") from None
+            error = ModelError(None, f"connection error talking to {url}: {type(exc).__name__}: {exc}", True)
+            error.stale_connection = isinstance(exc, http11.ServerDisconnectedError)  # type: ignore[attr-defined]
+            raise error from None
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        path: str,
+        content: bytes | None,
+        extra: tuple[Mapping[str, str] | None, Mapping[str, str] | None, float | None] | None = None,
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """One attempt through aiohttp."""
+        session = self._session_for_loop()
         limit = self.config.timeout
         try:
             if extra is None:  # the hot path: the session's default headers, no per-request merging
@@ -477,14 +620,32 @@ class ModelClient:
             )
         return message
 
+    def _bind_loop(self) -> None:
+        """Start over in a new event loop: pools and semaphores belong to the loop they were made in
+        (``evaluate_sync`` runs each call in a fresh loop)."""
+        if self._session is not None:
+            _abandon(self._session)
+            self._session = None
+            self._http = None
+        if self._pool is not None:
+            self._pool.abandon()
+            self._pool = None
+        cfg = self.config
+        self._loop = asyncio.get_running_loop()
+        self._semaphore = (
+            asyncio.Semaphore(cfg.max_concurrent_requests) if cfg.max_concurrent_requests else None
+        )
+        # the connection limit (0: none, as for aiohttp), waited for in request_json
+        self._connections = asyncio.Semaphore(cfg.max_connections) if cfg.max_connections > 0 else None
+
     def _session_for_loop(self) -> aiohttp.ClientSession:
-        loop = asyncio.get_running_loop()
-        if self._session is not None and self._loop is loop:
+        """The aiohttp session of the running event loop (built on first use)."""
+        if self._loop is not asyncio.get_running_loop():
+            self._bind_loop()
+        if self._session is not None:
             return self._session
         import aiohttp
 
-        if self._session is not None:
-            _abandon(self._session)
         cfg = self.config
         # keep idle connections for less time than servers do (uvicorn, hence vLLM: 5 s), so that a
         # request rarely goes out on a connection the server is closing at that moment
@@ -501,13 +662,18 @@ class ModelClient:
         self._connection_errors = (aiohttp.ClientError, OSError)
         self._stale_errors = (aiohttp.ServerDisconnectedError,)
         self._http = None
-        self._loop = loop
-        self._semaphore = (
-            asyncio.Semaphore(cfg.max_concurrent_requests) if cfg.max_concurrent_requests else None
-        )
-        # the connector's limit (0: none, as for aiohttp), waited for in request_json
-        self._connections = asyncio.Semaphore(cfg.max_connections) if cfg.max_connections > 0 else None
         return self._session
+
+
+_http11: Any = None  # verifiers.clients.http11 once loaded (on the first lean request: httptools)
+
+
+def _load_http11() -> Any:
+    global _http11
+    from verifiers.clients import http11
+
+    _http11 = http11
+    return http11
 
 
 def _mergeable(sampling_args: Mapping[str, Any] | None) -> bool:

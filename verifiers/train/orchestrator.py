@@ -50,7 +50,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.train.advantages import group_advantages, has_signal
-from verifiers.train.samples import Sample, assign_advantage, rollout_to_samples
+from verifiers.train.samples import Sample, assign_advantage, rollout_to_samples, sample_metrics
 
 
 class OrchestratorConfig(BaseModel):
@@ -630,6 +630,7 @@ class Orchestrator:
             "servers/down": float(len(self._down_since)),
             "samples/count": float(len(samples)),
             "samples/truncated_frac": sum(s.truncated for s in samples) / max(1, len(samples)),
+            **sample_metrics(samples),
             "tokens/sampled": float(sum(s.num_loss_tokens for s in samples)),
             "tokens/total": float(sum(len(s) for s in samples)),
             "time/wait_batch_s": wait_s,

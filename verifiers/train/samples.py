@@ -13,7 +13,15 @@ into several samples, each starting from that turn's full prompt.
 A v1 rollout (an episode, ``state["episode"]``) needs no merging: its traces already hold the
 message graph with each node's token ids, sampled-token mask and logprobs as the server returned
 them (``verifiers.v1.trace.Trace.commit_turn``), and every trainable root-to-leaf branch of every
-trainable agent's trace is one sample (a prefix break already starts a new branch there).
+trainable agent's trace is one sample (a prefix break already starts a new branch there). An
+episode played by an env server arrives as a ``WireEpisode`` (or its record, a dict) assembled
+from the streamed trace deltas; :func:`episode_samples` makes the same samples from it as from
+the in-process episode, id for id.
+
+Every split is counted, never silent: ``Sample.prefix_split`` / ``prefix_extended`` (on the first
+sample of each rollout or trace) carry the turns whose tokens broke the conversation's, and the
+turns whose prompt ids the interception layer made extend it (``verifiers.v1.prefix``);
+:func:`sample_metrics` sums them per batch (``samples/split``, ``samples/extended``).
 """
 
 from __future__ import annotations
@@ -42,6 +50,11 @@ class Sample:
     env: str = ""
     example_id: Any = None
     group_id: int = -1
+    prefix_extended: int = 0
+    """Turns of this sample's rollout whose prompt ids were made to extend the previous tokens
+    (counted on the first sample of a trace / rollout only, so a batch's sum counts each turn once)."""
+    prefix_split: int = 0
+    """Turns whose prompt tokens did not extend the previous turn's: the rollout split there."""
 
     def __post_init__(self) -> None:
         if not self.advantages:
@@ -127,12 +140,14 @@ def rollout_to_samples(
                        env=env, example_id=example_id, truncated=rollout_truncated)
             )
 
+    splits = 0
     for step in trajectory:
         prompt_ids, completion_ids, logprobs = _step_tokens(step)
         if ids and len(prompt_ids) >= len(ids) and prompt_ids[: len(ids)] == ids:
             new_prompt = prompt_ids[len(ids):]
         else:
             # Not an exact extension (or the first turn): start a new sample from the full prompt.
+            splits += 1 if ids else 0
             close()
             ids, mask, lps = [], [], []
             new_prompt = prompt_ids
@@ -143,6 +158,8 @@ def rollout_to_samples(
         mask.extend([1] * len(completion_ids))
         lps.extend(logprobs)
     close()
+    if samples:
+        samples[0].prefix_split = splits
     return _cut(samples, max_seq_len)
 
 
@@ -195,17 +212,43 @@ def trace_samples(
         samples.append(Sample(ids, [int(m) for m in branch.sampled_mask], list(branch.logprobs), reward=reward,
                               truncated=bool(trace.is_truncated), policy_version=policy_version, env=env,
                               example_id=example_id))
+    if samples:
+        from verifiers.v1.trace import TOKEN_PREFIX_KEY
+
+        counts = trace.info.get(TOKEN_PREFIX_KEY)
+        counts = counts if isinstance(counts, Mapping) else {}
+        samples[0].prefix_extended = int(counts.get("extended") or 0)
+        samples[0].prefix_split = int(counts.get("split") or 0)
     return _cut(samples, max_seq_len)
 
 
 def episode_samples(episode: Any, **kwargs: Any) -> list[Sample]:
     """The samples of a v1 episode: those of each trainable agent's trace (:func:`trace_samples`),
-    all with the episode's reward (advantages are per episode, over the group of one task)."""
+    all with the episode's reward (advantages are per episode, over the group of one task).
+
+    ``episode`` is an in-process ``Episode``, a ``WireEpisode`` an ``EnvClient`` assembled from a
+    served run, or either's record (a dict, validated as a ``WireEpisode``): the same samples.
+    Keywords: those of :func:`trace_samples` (``reward``, ``example_id``, ``max_seq_len``,
+    ``policy_version``, ``env``)."""
+    if isinstance(episode, Mapping):
+        from verifiers.v1.episode import WireEpisode
+
+        episode = WireEpisode.model_validate(episode)
     out: list[Sample] = []
     for trace in episode.traces:
         if trace.agent.trainable:
             out.extend(trace_samples(trace, **kwargs))
     return out
+
+
+def sample_metrics(samples: Sequence[Sample]) -> dict[str, float]:
+    """A batch's token-prefix counts: ``samples/extended`` (turns whose prompt ids were made to
+    extend the previous tokens) and ``samples/split`` (turns whose tokens broke them, so their
+    rollout trained as several samples)."""
+    return {
+        "samples/extended": float(sum(s.prefix_extended for s in samples)),
+        "samples/split": float(sum(s.prefix_split for s in samples)),
+    }
 
 
 def assign_advantage(samples: Sequence[Sample], advantage: float) -> None:

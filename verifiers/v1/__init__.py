@@ -134,6 +134,11 @@ if TYPE_CHECKING:
         Usage,
         UserMessage,
     )
+    from verifiers.v1.utils.score import (
+        compare_stdout_results,
+        parse_pytest_outcomes,
+        read_answer_file_or_last_reply,
+    )
 
 # public name -> "module:attribute"
 _LAZY: dict[str, str] = {
@@ -276,6 +281,9 @@ _LAZY: dict[str, str] = {
     "parse_judge_choice": "verifiers.v1.judge:parse_judge_choice",
     "extract_boxed_answer": "verifiers.v1.judge:extract_boxed_answer",
     "verify_boxed_math_answer": "verifiers.v1.judge:verify_boxed_math_answer",
+    "compare_stdout_results": "verifiers.v1.utils.score:compare_stdout_results",
+    "parse_pytest_outcomes": "verifiers.v1.utils.score:parse_pytest_outcomes",
+    "read_answer_file_or_last_reply": "verifiers.v1.utils.score:read_answer_file_or_last_reply",
     "DecisionJudge": "verifiers.v1.judges.decision:DecisionJudge",
     "DecisionJudgeConfig": "verifiers.v1.judges.decision:DecisionJudgeConfig",
     "ReferenceJudge": "verifiers.v1.judges.reference:ReferenceJudge",
@@ -404,6 +412,7 @@ __all__ = [
     "WireTrace",
     "WorkInfo",
     "collect",
+    "compare_stdout_results",
     "default_harness_id",
     "env_config_type",
     "environment_class",
@@ -422,6 +431,8 @@ __all__ = [
     "make_agent",
     "metric",
     "parse_judge_choice",
+    "parse_pytest_outcomes",
+    "read_answer_file_or_last_reply",
     "resolve_env_config",
     "restore",
     "reward",

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from verifiers.v1 import prefix
 from verifiers.v1.errors import InterceptionError, ProviderError
 from verifiers.v1.scoring import apply_intercepts, first_stop
 from verifiers.v1.trace import TimeSpan
@@ -199,13 +200,18 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
             raise Stopped(trace.stop_condition)
         args = {**(sampling or {}), **ctx.sampling}  # the agent's sampling wins over the program's
         started = time.time()
+        tools_body = tools_to_openai(request.tools)
+        forwarded = await prefix.extended_prompt_ids(ctx.client, ctx.model, trace, request.messages, tools_body, args)
+        send = args if forwarded is None else prefix.with_prompt_ids(args, forwarded)
         try:
-            raw = await ctx.client.chat(model=ctx.model, messages=messages_to_openai(request.messages), tools=tools_to_openai(request.tools), sampling_args=args)
+            raw = await ctx.client.chat(model=ctx.model, messages=messages_to_openai(request.messages), tools=tools_body, sampling_args=send)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
             raise ProviderError(f"{type(exc).__name__}: {exc}", status_code=getattr(exc, "status_code", None) or 502) from exc
         response = response_from_model(raw, ctx.model)
+        if forwarded is not None:
+            prefix.check_honoured(ctx.client, trace, forwarded, response.tokens.prompt_ids if response.tokens else None)
         response = await apply_intercepts(ctx.intercepts, trace, response, task=ctx.task, runtime=ctx.runtime)
         sampling_record = Sampling.model_validate({k: v for k, v in args.items() if k not in ("extra_headers",)}) if args else None
         trace.commit_turn(request.messages, response, tools=request.tools, sampling=sampling_record, endpoint=ctx.endpoint)
@@ -299,7 +305,8 @@ class InterceptionServer:
             # anything a program can send that is not a chat request: one 400, nothing recorded
             return _error(400, f"bad request: {type(exc).__name__}: {str(exc)[:500]}")
         stream = bool(body.get("stream"))
-        sampling = {k: v for k, v in body.items() if k not in ("messages", "tools", "model", "stream", "stream_options", "tool_choice")}
+        # prompt ids are the interception layer's to forward (verifiers.v1.prefix), never a program's
+        sampling = {k: v for k, v in body.items() if k not in ("messages", "tools", "model", "stream", "stream_options", "tool_choice", "kv_transfer_params")}
         try:
             response = await model_call(ctx, messages, tools, sampling)
         except Stopped as exc:

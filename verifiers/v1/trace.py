@@ -41,6 +41,10 @@ TRACE_VERSION = 1
 EXCLUDE_FIELDS: dict[str, Any] = {"nodes": {"__all__": {"routed_experts", "sampling_mask"}}}
 """Raw tensors: on the msgpack wire, not in JSON records."""
 
+TOKEN_PREFIX_KEY = "token_prefix"
+"""``info[TOKEN_PREFIX_KEY]``: ``{"extended": n, "split": n}``, the turns that continued a conversation
+with prompt ids made to extend its tokens (``verifiers.v1.prefix``), and those whose tokens broke it."""
+
 TRUNCATING_STOPS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "compaction_failed")
 
 
@@ -588,6 +592,11 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
                 have.extend(self.nodes[n].token_ids)
             if not have or tokens.prompt_ids[: len(have)] != have:
                 prefix_ids = []  # a prefix break: this call's tokens do not extend that path
+        last = self._last_path
+        if last and last[-1] not in prefix_ids and len(prompt) > len(last) and _same(self.nodes[last[0]].message, prompt[0]):
+            # the next turn of the last call's conversation (its tokens broke, or an earlier message
+            # was rewritten) that does not continue its path: the sample splits here
+            self.count_prefix("split")
         parent = prefix_ids[-1] if prefix_ids else None
         self._reused_prefix_ids, first_new = prefix_ids, len(self.nodes)
         offset = sum(len(self.nodes[n].token_ids) for n in prefix_ids) if tokens is not None else 0
@@ -617,6 +626,14 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
             self.tools = [t for t in self.tools if (t.namespace, t.name) != (tool.namespace, tool.name)] + [tool]
         self.notify()
         return node_id
+
+    def count_prefix(self, kind: str) -> None:
+        """One more turn under ``info["token_prefix"]``: ``extended`` (its prompt ids were made to
+        extend the conversation's tokens, ``verifiers.v1.prefix``) or ``split`` (they did not)."""
+        counts = self.info.get(TOKEN_PREFIX_KEY)
+        counts = {"extended": 0, "split": 0, **(counts if isinstance(counts, dict) else {})}
+        counts[kind] = int(counts.get(kind) or 0) + 1
+        self.info[TOKEN_PREFIX_KEY] = counts
 
     def _reused_prefix(self, prompt: list[Message]) -> list[int]:
         """The longest prefix of ``prompt`` that is a path of the graph (newest branch first).

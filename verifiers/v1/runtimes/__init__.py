@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
+import subprocess as _subprocess  # not `subprocess`: the submodule runtimes.subprocess (the original's path) takes that name in this package
 import sys
 import tempfile
 import uuid
@@ -339,7 +339,7 @@ def _remove_tree(path: Path) -> None:
     try:
         shutil.rmtree(path, onerror=unlock)
     except RecursionError:  # folders nested past Python's recursion limit: rm walks any depth
-        subprocess.run(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL, capture_output=True, check=False)
+        _subprocess.run(["rm", "-rf", "--", str(path)], stdin=_subprocess.DEVNULL, capture_output=True, check=False)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

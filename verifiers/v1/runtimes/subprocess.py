@@ -1,0 +1,7 @@
+"""The original's module path ``verifiers.v1.runtimes.subprocess``, kept so code written for it imports unchanged; the names live in ``verifiers.v1.runtimes``."""
+
+from __future__ import annotations
+
+from verifiers.v1.runtimes import SubprocessConfig, SubprocessRuntime
+
+__all__ = ["SubprocessConfig", "SubprocessRuntime"]
