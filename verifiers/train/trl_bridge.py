@@ -36,6 +36,7 @@ cut at the first such turn (TRL takes one sequence per rollout).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import tempfile
@@ -81,6 +82,9 @@ class _LoopThread:
         """Stop the loop and its thread, then close the loop (idempotent)."""
         if self.loop.is_closed():
             return
+        # the loop's default executor (asyncio.to_thread in environments) has threads of its own
+        with contextlib.suppress(Exception):
+            self.run(self.loop.shutdown_default_executor())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.loop.close()
