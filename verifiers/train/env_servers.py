@@ -274,8 +274,6 @@ class EnvServers:
         from verifiers.v1.serve.client import client_config_data
 
         config = client_config_data(client)
-        if target.process is not None and getattr(getattr(client, "config", None), "coalesce_samples", False):
-            config["coalesce_samples"] = True  # our own pool: a group's identical requests as one with n
         data = task_data(row)
         if target.grouped:  # one request, one episode of n traces: split into the n rollouts' states
             data[GROUP_KEY] = n
