@@ -68,8 +68,6 @@ def model_client_fields(client: dict[str, Any]) -> dict[str, Any]:
         fields["timeout"] = float(timeout)
     elif isinstance(timeout, dict) and isinstance(timeout.get("read"), int | float):
         fields["timeout"] = float(timeout["read"])
-    if client.get("coalesce_samples") is True:  # ours (a trainer's): a group's identical requests go as one with n
-        fields["coalesce_samples"] = True
     return fields
 
 
