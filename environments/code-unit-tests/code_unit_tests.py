@@ -276,8 +276,9 @@ class UnitTestScorer:
     """Runs a row's hidden tests against a reply in the sandbox; one instance per environment."""
 
     def __init__(self, sandbox: Any = None, timeout: float = 20.0, test_timeout: float = 5.0,
-                 max_concurrent: int = 4) -> None:
+                 max_concurrent: int = 4, warm: bool = True) -> None:
         self._sandbox = sandbox
+        self.warm = warm
         self.timeout = timeout
         self.test_timeout = test_timeout
         self.max_concurrent = max_concurrent
@@ -298,6 +299,11 @@ class UnitTestScorer:
             self._semaphores = {loop_id: asyncio.Semaphore(self.max_concurrent)}
         return self._semaphores[loop_id]
 
+    async def close(self) -> None:
+        """Stop the warm sandboxes the tests ran in (the sandbox stays usable)."""
+        if self._sandbox is not None:
+            await self._sandbox.aclose()
+
     async def fraction_passed(self, completion: Any, info: Any) -> float:
         """Share of the row's tests that pass (0.0 when there is no code or nothing could run)."""
         meta = vf.parse_info(info)
@@ -311,8 +317,21 @@ class UnitTestScorer:
         entry = meta.get("entry_point") if meta.get("harness") == "check" else None
         async with self._semaphore():
             report = await run_python_tests(self.sandbox, program, tests, timeout=self.timeout,
-                                            entry_point=entry, test_timeout=self.test_timeout)
+                                            entry_point=entry, test_timeout=self.test_timeout,
+                                            warm=None if self.warm else False)
         return report.fraction
+
+
+class CodeUnitTestsEnv(vf.SingleTurnEnv):
+    """A single-turn environment whose teardown stops the scorer's warm sandboxes."""
+
+    def __init__(self, scorer: UnitTestScorer, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.scorer = scorer
+
+    @vf.teardown
+    async def close_sandboxes(self) -> None:
+        await self.scorer.close()
 
 
 def load_environment(
@@ -326,6 +345,7 @@ def load_environment(
     max_concurrent_sandboxes: int = 4,
     system_prompt: str = SYSTEM_PROMPT,
     sandbox: Any = None,
+    warm_sandboxes: bool = True,
     **kwargs: Any,
 ) -> vf.Environment:
     """Build the code-unit-tests environment.
@@ -341,12 +361,14 @@ def load_environment(
         max_concurrent_sandboxes: sandboxed runs at once (per process).
         system_prompt: instruction shown before each task.
         sandbox: a ``verifiers.sandbox.Sandbox`` to use (default: one with the default backend).
+        warm_sandboxes: run the tests in warm sandboxes (pre-started, reset between uses; the
+            verdicts are those of a fresh sandbox) where the backend can host them.
     """
     if reward_mode not in ("fraction", "all"):
         raise ValueError("reward_mode must be 'fraction' or 'all'")
     if split_train not in ("procedural", "humaneval"):
         raise ValueError("split_train must be 'procedural' or 'humaneval'")
-    scorer = UnitTestScorer(sandbox, timeout=timeout, max_concurrent=max_concurrent_sandboxes)
+    scorer = UnitTestScorer(sandbox, timeout=timeout, max_concurrent=max_concurrent_sandboxes, warm=warm_sandboxes)
 
     async def pass_fraction(completion: Any, info: Any = None, **_: Any) -> float:
         """Share of hidden tests passed."""
@@ -371,7 +393,5 @@ def load_environment(
     else:
         funcs, weights = [all_passed], [1.0]
     rubric = vf.Rubric(funcs=funcs, weights=weights)
-    env = vf.SingleTurnEnv(dataset=train, eval_dataset=evaluation, system_prompt=system_prompt, rubric=rubric,
-                           **kwargs)
-    env.scorer = scorer
-    return env
+    return CodeUnitTestsEnv(scorer, dataset=train, eval_dataset=evaluation, system_prompt=system_prompt,
+                            rubric=rubric, **kwargs)

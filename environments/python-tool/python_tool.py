@@ -234,10 +234,12 @@ def format_result(result: Any) -> str:
 class PythonToolEnv(vf.StatefulToolEnv):
     """A ``python`` tool backed by one persistent sandboxed interpreter per rollout."""
 
-    def __init__(self, sandbox: Any = None, cell_timeout: float = 20.0, max_turns: int = 8, **kwargs: Any) -> None:
+    def __init__(self, sandbox: Any = None, cell_timeout: float = 20.0, max_turns: int = 8,
+                 warm_sandboxes: bool = True, **kwargs: Any) -> None:
         super().__init__(max_turns=max_turns, **kwargs)
         self._sandbox = sandbox
         self.cell_timeout = cell_timeout
+        self.warm_sandboxes = warm_sandboxes
         # Sessions live here, keyed by an id kept in the state, so the state stays plain data.
         self._sessions: dict[str, Any] = {}
         self.add_tool(self.python, args_to_skip=["session_id"])
@@ -267,7 +269,8 @@ class PythonToolEnv(vf.StatefulToolEnv):
 
     async def setup_state(self, state: Any, **kwargs: Any) -> Any:
         session_id = uuid.uuid4().hex
-        self._sessions[session_id] = self.sandbox.session(timeout=self.cell_timeout)
+        # warm: the rollout's interpreter starts in a pre-started sandbox, reset when handed back
+        self._sessions[session_id] = self.sandbox.session(timeout=self.cell_timeout, warm=self.warm_sandboxes)
         state["python_session_id"] = session_id
         return state
 
@@ -284,6 +287,16 @@ class PythonToolEnv(vf.StatefulToolEnv):
         if session is not None:
             await session.close()
 
+    @vf.teardown
+    async def close_sandboxes(self) -> None:
+        """Close sessions of rollouts that never reached their cleanup, and stop the warm sandboxes."""
+        sessions = list(self._sessions.values())
+        self._sessions.clear()
+        for session in sessions:
+            await session.close()
+        if self._sandbox is not None:
+            await self._sandbox.aclose()
+
 
 def load_environment(
     num_train_examples: int = 400,
@@ -294,6 +307,7 @@ def load_environment(
     seed: int = 0,
     system_prompt: str = SYSTEM_PROMPT,
     sandbox: Any = None,
+    warm_sandboxes: bool = True,
     **kwargs: Any,
 ) -> vf.Environment:
     """Build the python-tool environment.
@@ -308,12 +322,14 @@ def load_environment(
         seed: base seed.
         system_prompt: instructions shown to the model.
         sandbox: a ``verifiers.sandbox.Sandbox`` (default: the default backend).
+        warm_sandboxes: each rollout's interpreter runs in a warm sandbox (pre-started, reset
+            and reused after the rollout) where the backend can host them.
     """
     chosen = list(kinds) if kinds else None
     build_rows(1, seed, chosen)  # validate the kinds now, not on first dataset access
     rubric = vf.Rubric(funcs=[correct_answer, tool_calls_made], weights=[1.0, 0.0])
     return PythonToolEnv(
-        sandbox=sandbox, cell_timeout=cell_timeout, max_turns=max_turns,
+        sandbox=sandbox, cell_timeout=cell_timeout, max_turns=max_turns, warm_sandboxes=warm_sandboxes,
         dataset=lambda: Dataset.from_list(build_rows(num_train_examples, 2 * seed, chosen)),
         eval_dataset=lambda: Dataset.from_list(build_rows(num_eval_examples, 2 * seed + 1, chosen)),
         system_prompt=system_prompt, rubric=rubric, **kwargs,

@@ -47,8 +47,10 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def sandbox(backend: str) -> Sandbox:
-    return Sandbox(backend, timeout=10)
+def sandbox(backend: str) -> Iterator[Sandbox]:
+    sb = Sandbox(backend, timeout=10)
+    yield sb
+    sb.close()  # run_python_tests started warm sandboxes for it
 
 
 def sandbox_root() -> Path:

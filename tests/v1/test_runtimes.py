@@ -192,7 +192,7 @@ def test_the_default_runtime_is_subprocess_and_unknown_types_are_refused() -> No
         AgentConfig(runtime={"type": "subprocess", "imgae": "x"})  # a typo is not ignored
 
 
-@pytest.mark.parametrize("harness", ["claude_code", "codex", "mini-swe-agent", "terminus_2", "openclaw", "pi", "kimi_code",
+@pytest.mark.parametrize("harness", ["claude_code", "codex", "terminus_2", "openclaw", "pi", "kimi_code",
                                      "hermes_agent", "prime_agent", "browser_use", "rlm"])  # fmt: skip
 def test_external_agent_programs_load_and_are_refused_at_start(harness) -> None:
     env = load_environment({"taskset": {"id": "vf-sums"}, "agent": {"harness": {"id": harness, "version": "1.2"}}})

@@ -325,16 +325,6 @@ def test_missing_bubblewrap_is_refused_at_start_in_one_line(monkeypatch) -> None
     assert str(err.value).startswith("[env.agent.runtime]") and "bubblewrap" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_a_program_harness_is_refused_on_the_sandbox_runtime_in_one_line() -> None:
-    # its program would have to reach the interception proxy on the host's loopback
-    env = load_environment({"taskset": {"id": "vf-sums"}, "agent": {"harness": {"id": "vf-curl-harness"}, "runtime": {"type": "sandbox"}}})
-    with pytest.raises(PluginError) as err:
-        env.check()
-    msg = str(err.value)
-    assert msg.startswith("[env.agent.harness]") and "interception proxy" in msg and "\n" not in msg
-    load_environment({"taskset": {"id": "vf-sums"}, "agent": {"harness": {"id": "vf-curl-harness"}}}).check()  # subprocess: fine
-
-
 async def test_an_eval_on_the_bash_harness_runs_its_commands_in_the_sandbox(tmp_path, _sandbox_dir) -> None:
     secret = tmp_path / "host-secret.txt"
     secret.write_text("HOST-ONLY")

@@ -216,3 +216,25 @@ def test_token_counts_follow_each_new_turn_and_agree_with_the_branches() -> None
     assert trace.num_input_tokens == 4 and trace.num_total_tokens == 8
     trace.calls = trace.calls[:1]  # a replaced list is read afresh
     assert (trace.num_input_tokens, trace.num_output_tokens) == (2, 1)
+    trace.calls[0].usage = vf.Usage(prompt_tokens=7, completion_tokens=2)  # and so is a replaced usage
+    assert (trace.num_input_tokens, trace.num_output_tokens, trace.num_total_tokens) == (7, 2, 9)
+    assert {k: trace.to_record()[k] for k in ("num_input_tokens", "num_output_tokens", "num_total_tokens")} == {
+        "num_input_tokens": 7, "num_output_tokens": 2, "num_total_tokens": 9
+    }
+
+
+def test_json_records_round_the_per_token_float_streams_they_carry() -> None:
+    """A JSON record keeps RECORD_FLOAT_DECIMALS digits of each per-token float stream a node
+    carries (or the caller's ``float_decimals``; None keeps every digit); absent streams stay
+    null, and a Python dump is never rounded."""
+    trace = build_trace()
+    node = trace.nodes[2]
+    node.logprobs = [-0.123456789, -1.0]
+    node.advantages = [0.987654321] * len(node.token_ids)
+    rec = trace.to_record()["nodes"][2]
+    assert rec["logprobs"] == [-0.1235, -1.0] and rec["advantages"] == [0.9877] * len(node.token_ids)
+    assert rec["entropies"] is None and rec["trainer_logprobs"] is None and rec["reference_logprobs"] is None
+    assert trace.to_record(float_decimals=2)["nodes"][2]["logprobs"] == [-0.12, -1.0]
+    assert trace.to_record(float_decimals=None)["nodes"][2]["logprobs"] == [-0.123456789, -1.0]
+    assert node.model_dump()["logprobs"] == [-0.123456789, -1.0]
+    assert '"logprobs":[-0.1235,-1.0]' in node.model_dump_json()

@@ -21,6 +21,7 @@ from verifiers.sandbox.types import (
     UserNamespacesUnavailableError,
 )
 from verifiers.sandbox.unit_tests import TestReport, run_python_tests
+from verifiers.sandbox.warm import WarmPool
 
 __all__ = [
     "BACKENDS",
@@ -35,6 +36,7 @@ __all__ = [
     "SandboxUnavailableError",
     "TestReport",
     "UserNamespacesUnavailableError",
+    "WarmPool",
     "get_backend",
     "run_python_tests",
     "run_sync",

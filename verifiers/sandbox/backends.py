@@ -113,6 +113,9 @@ class Backend:
     name: ClassVar[str] = "base"
     #: whether the backend isolates at all (the subprocess backend does not)
     isolating: ClassVar[bool] = True
+    #: whether it can host warm sandboxes (`verifiers.sandbox.warm`): a supervisor as PID 1 of the
+    #: sandbox's own PID namespace, with a seccomp filter loaded before it starts
+    warm_capable: ClassVar[bool] = False
 
     def check(self) -> None:
         """Raise `SandboxUnavailableError` (with the fix) when this backend cannot run here."""
@@ -365,6 +368,7 @@ class BwrapBackend(_ProbedBackend):
     """Debian's bubblewrap: namespaces, read-only binds, ``--die-with-parent``; ~10 ms per start."""
 
     name = "bwrap"
+    warm_capable = True
 
     def binary(self) -> str:
         path = shutil.which("bwrap") or ("/usr/bin/bwrap" if os.path.exists("/usr/bin/bwrap") else None)
@@ -385,12 +389,19 @@ class BwrapBackend(_ProbedBackend):
         env: Mapping[str, str],
         ro_binds: Mapping[str, str],
         rw_binds: Mapping[str, str] | None = None,
+        as_pid_1: bool = False,
+        seccomp_fd: int | None = None,
     ) -> Launch:
+        """``as_pid_1``: the program itself is PID 1 of the sandbox's PID namespace (no bwrap
+        reaper), so no process of the sandbox can signal it; ``seccomp_fd``: a descriptor holding a
+        compiled seccomp filter, loaded before the program starts (it must be in ``pass_fds``)."""
         args = [
             *self._host_prefix(drop_to_sandbox_uid()),
             self.binary(),
             "--unshare-all",  # user, pid, net, ipc, uts, cgroup (and mount)
             "--die-with-parent",
+            *(["--as-pid-1"] if as_pid_1 else []),
+            *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
             "--new-session",
             "--cap-drop",
             "ALL",

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-__all__ = ["RELAY", "EgressProxy", "hosts_of"]
+__all__ = ["RELAY", "EgressProxy", "LoopbackForward", "hosts_of"]
 
 MAX_HEAD_BYTES = 16 * 1024
 MAX_CONNECTIONS = 16
@@ -210,6 +210,80 @@ class EgressProxy:
         finally:
             with contextlib.suppress(Exception):
                 up_w.close()
+
+
+class LoopbackForward:
+    """One host loopback port, reachable from one sandboxed run: a unix socket at ``socket_path``
+    (in the run's work dir) whose every connection is piped to ``127.0.0.1:port`` on the host.
+
+    With `RELAY` inside forwarding the sandbox's own ``127.0.0.1:port`` to the socket, a program in
+    the sandbox reaches the host service at the very URL the host uses (an agent program reaching
+    the interception proxy), and nothing else: no other port, host or name. Use ``async with``;
+    closing it ends the grant (the socket is removed, open connections are cut)."""
+
+    def __init__(self, socket_path: Path, port: int, *, max_connections: int = 64) -> None:
+        if not 0 < int(port) < 65536:
+            raise ValueError(f"not a port: {port!r}")
+        self.socket_path = Path(socket_path)
+        self.port = int(port)
+        self.connections = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._slots = asyncio.Semaphore(max_connections)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> LoopbackForward:
+        if len(os.fsencode(self.socket_path)) > 100:
+            raise OSError(f"the forward socket path is too long for a unix socket: {self.socket_path}")
+        self._server = await asyncio.start_unix_server(self._handle, path=str(self.socket_path))
+        os.chmod(self.socket_path, 0o666)  # the sandbox's uid connects; the folder is the run's own
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for t in list(self._tasks):
+            t.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        with contextlib.suppress(OSError):
+            self.socket_path.unlink()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            if self._slots.locked():
+                return
+            async with self._slots:
+                self.connections += 1
+                up_r, up_w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", self.port), IDLE_TIMEOUT_S)
+                await _splice(reader, writer, up_r, up_w)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self._tasks.discard(task)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+
+async def _splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, up_r: asyncio.StreamReader, up_w: asyncio.StreamWriter) -> None:
+    async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        try:
+            while data := await src.read(65536):
+                dst.write(data)
+                await dst.drain()
+        finally:
+            with contextlib.suppress(Exception):
+                if dst.can_write_eof():
+                    dst.write_eof()
+
+    try:
+        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+    finally:
+        with contextlib.suppress(Exception):
+            up_w.close()
 
 
 async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:

@@ -3,7 +3,8 @@
 Every run gets a fresh work dir on the host (under `sandbox_root()`), mounted writable at
 ``/workspace`` inside; it is deleted when the run ends, however it ends. A `SandboxSession` keeps
 one work dir (and, on demand, one live Python interpreter) across calls, for tool environments
-whose tools must see each other's files and variables during a rollout.
+whose tools must see each other's files and variables during a rollout. With ``warm``, runs and
+sessions use pre-started sandboxes instead (`verifiers.sandbox.warm`), reset between uses.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ import errno
 import functools
 import json
 import os
-import shutil
 import stat
 import struct
-import subprocess
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Coroutine, Mapping, Sequence
@@ -30,8 +30,11 @@ from typing import Any, TypeVar
 from verifiers.sandbox.backends import WORKDIR, Backend, get_backend, sandbox_root
 from verifiers.sandbox.binds import readable_binds
 from verifiers.sandbox.packages import PACKAGES_DIR, host_package_binds
-from verifiers.sandbox.process import kill_tree, poll_flag, run_process, wait_exit
+from verifiers.sandbox.process import ProcessOutcome, kill_tree, poll_flag, run_process, wait_exit
 from verifiers.sandbox.types import KillReason, Limits, RunResult, SandboxError
+from verifiers.sandbox.warm import WarmLease, WarmPool, WarmProcess
+from verifiers.sandbox.workdirs import remove_tree as _remove_tree
+from verifiers.sandbox.workdirs import work_dir_exceeds
 
 __all__ = ["Files", "Sandbox", "SandboxSession", "run_sync"]
 
@@ -97,6 +100,13 @@ class Sandbox:
             secrets or the project.
         python_packages: host-installed packages (e.g. ``["numpy", "sympy"]``) to make importable
             inside, mounted read-only with their requirements (see `host_package_binds`).
+        warm: one-shot runs (`run`) use warm sandboxes (pre-started, reset between uses; see
+            `verifiers.sandbox.warm`) by default. None: `run` is cold unless asked, and
+            `run_python_tests` and `session(warm=None)` are warm (``VF_SANDBOX_WARM=0`` turns that
+            off); False: never warm. Only backends that can host them (bwrap) go warm; others, and
+            runs whose limits exceed the sandbox's defaults, run cold.
+        warm_size: how many warm sandboxes at most (default ``VF_SANDBOX_WARM_SIZE``, else one
+            per core); they start on first use and stop at `close` or interpreter exit.
     """
 
     def __init__(
@@ -109,6 +119,8 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         ro_binds: Mapping[str, str] | None = None,
         python_packages: Sequence[str] = (),
+        warm: bool | None = None,
+        warm_size: int | None = None,
     ) -> None:
         self.backend = get_backend(backend)
         self.limits = Limits().merged(dict(limits) if isinstance(limits, Mapping) else limits)
@@ -121,6 +133,11 @@ class Sandbox:
             self.env.setdefault("PYTHONPATH", PACKAGES_DIR)
         self._checked = False
         self._mounted: tuple[tuple[tuple[str, str], ...], dict[str, str]] = ((), {})
+        self.warm = warm
+        self.warm_size = warm_size
+        self._pool: WarmPool | None = None
+        self._pool_key: tuple[Any, ...] = ()
+        self._pool_lock = threading.Lock()
 
     @property
     def backend_name(self) -> str:
@@ -150,6 +167,46 @@ class Sandbox:
             return await asyncio.to_thread(self._host_binds)
         return self._mounted[1]
 
+    # -- warm sandboxes ------------------------------------------------------------------------
+
+    def warm_by_default(self, requested: bool | None = None) -> bool:
+        """Whether a caller that prefers warm sandboxes (``requested`` None) gets them: not when
+        this sandbox was built with ``warm=False``, ``VF_SANDBOX_WARM=0`` is set, or the backend
+        cannot host them."""
+        if requested is not None:
+            return requested and self.backend.warm_capable
+        if self.warm is not None:
+            return self.warm and self.backend.warm_capable
+        return os.environ.get("VF_SANDBOX_WARM", "1").strip() != "0" and self.backend.warm_capable
+
+    @property
+    def pool(self) -> WarmPool:
+        """This sandbox's warm pool, created on first use (and again, after closing the old one,
+        when the interpreter, environment, mounts or default limits changed)."""
+        key = (self.python, tuple(self.env.items()), tuple(self.ro_binds.items()), self.limits)
+        with self._pool_lock:
+            old = None
+            if self._pool is not None and (self._pool_key != key or self._pool.closed):
+                old, self._pool = self._pool, None
+            if self._pool is None:
+                self._pool = WarmPool(self, self.warm_size)
+                self._pool_key = key
+            pool = self._pool
+        if old is not None:
+            old.close()
+        return pool
+
+    def close(self) -> None:
+        """Stop this sandbox's warm sandboxes (if any). The sandbox stays usable; a later warm run
+        starts new ones."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
     # -- one-shot runs -------------------------------------------------------------------------
 
     async def run(
@@ -162,13 +219,31 @@ class Sandbox:
         timeout: float | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
+        warm: bool | None = None,
     ) -> RunResult:
         """Run a shell command (a string, run by bash), an argv list, or a Python program (``python=``).
 
         ``files`` are written into the fresh work dir first (paths relative to it). The work dir and
         every process of the run are gone when this returns, raises, or is cancelled.
+        ``warm``: run it in a warm sandbox (default: as the constructor's ``warm`` says; True
+        falls back to a cold run where a warm one cannot be had, see `Sandbox`).
         """
         self.check()
+        if warm is None:
+            warm = self.warm is True
+        lim = self._limits(limits)
+        if warm and self.backend.warm_capable and self.pool.accepts(lim):
+            wall = self.timeout if timeout is None else timeout
+            outcome = await self.pool.run(
+                command,
+                python=python,
+                files=files,
+                stdin=stdin.encode() if isinstance(stdin, str) else stdin,
+                timeout=wall,
+                limits=lim,
+                env=env,
+            )
+            return _result(outcome, lim.cpu_limit(wall))
         workdir = self._new_workdir()
         try:
             self._write_files(workdir, files or {})
@@ -192,18 +267,25 @@ class Sandbox:
         files: Files | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        warm: bool | None = None,
     ) -> SandboxSession:
-        """A persistent work dir plus a lazily started Python interpreter; use ``async with``."""
-        return SandboxSession(self, files=files, limits=limits, timeout=timeout)
+        """A persistent work dir plus a lazily started Python interpreter; use ``async with``.
+
+        ``warm``: hold one warm sandbox for the session's life (its interpreter starts by a fork
+        instead of a new sandbox and interpreter; the sandbox is reset and reused after `close`).
+        None: as the constructor's ``warm`` says. Sessions whose limits exceed the sandbox's
+        defaults are cold."""
+        use = (self.warm is True if warm is None else warm) and self.backend.warm_capable
+        return SandboxSession(self, files=files, limits=limits, timeout=timeout, warm=use)
 
     # -- internals -----------------------------------------------------------------------------
 
     def _limits(self, overrides: Limits | Mapping[str, Any] | None) -> Limits:
         return self.limits.merged(dict(overrides) if isinstance(overrides, Mapping) else overrides)
 
-    def _new_workdir(self) -> Path:
+    def _new_workdir(self, kind: str = "run") -> Path:
         # the owner's pid in the name lets a later process remove what a killed one left behind
-        path = Path(tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=sandbox_root()))
+        path = Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-", dir=sandbox_root()))
         self.backend.prepare_workdir(path)
         return path
 
@@ -264,50 +346,29 @@ class Sandbox:
             output_cap=lim.output_bytes,
             over_limit=functools.partial(work_dir_exceeds, workdir, lim.disk_mb * _MIB),
         )
-        reason = _classify(outcome.exit_code, outcome.stderr, outcome.kill_reason, outcome.duration_s, cpu)
-        return RunResult(
-            stdout=outcome.stdout.decode("utf-8", "replace"),
-            stderr=outcome.stderr.decode("utf-8", "replace"),
-            exit_code=outcome.exit_code,
-            duration_s=outcome.duration_s,
-            killed=reason is not None,
-            kill_reason=reason,
-        )
+        return _result(outcome, cpu)
+
+
+def _result(outcome: ProcessOutcome, cpu: int | None) -> RunResult:
+    reason = _classify(outcome.exit_code, outcome.stderr, outcome.kill_reason, outcome.duration_s, cpu)
+    return RunResult(
+        stdout=outcome.stdout.decode("utf-8", "replace"),
+        stderr=outcome.stderr.decode("utf-8", "replace"),
+        exit_code=outcome.exit_code,
+        duration_s=outcome.duration_s,
+        killed=reason is not None,
+        kill_reason=reason,
+    )
 
 
 class _DiskLimitExceeded(Exception):
     pass
 
 
-def work_dir_exceeds(path: Path, max_bytes: int, max_entries: int = 100_000) -> bool:
-    """Whether the files under ``path`` use more than ``max_bytes`` of disk (or more than
-    ``max_entries`` entries, which would also make this walk itself slow). Links are not followed."""
-    used = 0
-    entries = 0
-    stack = [str(path)]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as it:
-                for entry in it:
-                    entries += 1
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    used += st.st_blocks * 512
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    if used > max_bytes or entries > max_entries:
-                        return True
-        except OSError:
-            continue
-    return False
-
-
 def sweep_stale_workdirs() -> list[Path]:
     """Delete work dirs whose owning process is gone (it was killed before it could clean up)."""
     removed = []
-    for path in sandbox_root().glob("run-*-*"):
+    for path in [*sandbox_root().glob("run-*-*"), *sandbox_root().glob("warm-*-*")]:
         pid = path.name.split("-")[1]
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
@@ -374,20 +435,6 @@ async def _release(proc: asyncio.subprocess.Process) -> None:
             transport.close()
 
 
-def _remove_tree(path: Path) -> None:
-    for attempt in range(2):
-        try:
-            shutil.rmtree(path, ignore_errors=True)
-        except RecursionError:
-            break  # folders nested past Python's recursion limit (the sandbox made them)
-        if not path.exists():
-            return
-        if attempt == 0:  # a process of the run was still writing; it is dead now
-            time.sleep(0.05)
-    if path.exists():  # rm walks any depth without recursing, and never follows a link
-        subprocess.run(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL, capture_output=True, check=False)
-
-
 # Sessions still open at interpreter exit are closed then (their processes killed, dirs removed).
 _open_sessions: weakref.WeakSet[SandboxSession] = weakref.WeakSet()
 
@@ -417,13 +464,16 @@ class SandboxSession:
         files: Files | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        warm: bool = False,
     ) -> None:
         self.sandbox = sandbox
         self.limits = sandbox._limits(limits)
+        self.warm = warm and sandbox.backend.warm_capable
+        self._lease: WarmLease | None = None
         self.timeout = sandbox.timeout if timeout is None else timeout
         self._initial_files = dict(files or {})
         self._workdir: Path | None = None
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: asyncio.subprocess.Process | WarmProcess | None = None
         self._stderr_task: asyncio.Task[None] | None = None
         self._stderr_tail = bytearray()
         self._lock = asyncio.Lock()
@@ -458,7 +508,11 @@ class SandboxSession:
         if self._workdir is not None:
             return
         self.sandbox.check()
-        self._workdir = self.sandbox._new_workdir()
+        if self.warm and self.sandbox.pool.accepts(self.limits):
+            self._lease = await self.sandbox.pool.lease()
+            self._workdir = self._lease.workdir
+        else:
+            self._workdir = self.sandbox._new_workdir()
         _open_sessions.add(self)
         self.sandbox._write_files(self._workdir, self._initial_files)
 
@@ -489,18 +543,22 @@ class SandboxSession:
         setup step filling a package cache); the source must be writable by the sandboxed uid and
         must never be the project or hold secrets."""
         await self.start()
+        wall = self.timeout if timeout is None else timeout
+        lim = self.limits if limits is None else self.limits.merged(dict(limits) if isinstance(limits, Mapping) else limits)
+        if self._lease is not None and not rw_binds and self._lease.pool.accepts(lim):
+            # in the leased warm sandbox, unless it is busy (the interpreter runs): then cold
+            outcome = await self._lease.run(
+                command,
+                python,
+                stdin=stdin.encode() if isinstance(stdin, str) else stdin,
+                timeout=wall,
+                limits=lim,
+                env=env,
+            )
+            if outcome is not None:
+                return _result(outcome, lim.cpu_limit(wall))
         return await self.sandbox._run_in(
-            self.workdir,
-            command,
-            python,
-            stdin,
-            self.timeout if timeout is None else timeout,
-            self.limits
-            if limits is None
-            else self.limits.merged(dict(limits) if isinstance(limits, Mapping) else limits),
-            env,
-            session=True,
-            rw_binds=rw_binds,
+            self.workdir, command, python, stdin, wall, lim, env, session=True, rw_binds=rw_binds
         )
 
     async def run_python(self, code: str, *, timeout: float | None = None) -> RunResult:
@@ -510,29 +568,49 @@ class SandboxSession:
             return await self._cell(code, self.timeout if timeout is None else timeout)
 
     async def close(self) -> None:
-        """Kill the interpreter and delete the work dir. Idempotent; safe to call when cancelled."""
-        self._close_now()
+        """Kill the interpreter and delete the work dir (a warm session's sandbox is reset and
+        handed back instead). Idempotent; safe to call when cancelled."""
+        lease, self._lease = self._lease, None
+        if lease is None:
+            self._close_now()
+        else:
+            self._closed = True
+            self._kill_interpreter()
+            _open_sessions.discard(self)
         reapers = list(self._reapers)
-        if reapers:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(asyncio.gather(*reapers, return_exceptions=True))
+        try:
+            if reapers:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(asyncio.gather(*reapers, return_exceptions=True))
+            if lease is not None:
+                await lease.release()
+        except BaseException:
+            if lease is not None:
+                lease.discard()
+            raise
 
     # -- internals -----------------------------------------------------------------------------
 
     def _close_now(self) -> None:
         self._closed = True
         self._kill_interpreter()
-        if self._workdir is not None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.discard()  # no event loop to reset it with (interpreter exit)
+        elif self._workdir is not None:
             _remove_tree(self._workdir)
         _open_sessions.discard(self)
 
     def _kill_interpreter(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
-            if proc.returncode is None:
+            if isinstance(proc, WarmProcess):
+                proc.kill()
+            elif proc.returncode is None:
                 kill_tree(proc.pid)
             try:
-                reaper = asyncio.get_running_loop().create_task(_release(proc))
+                loop = asyncio.get_running_loop()
+                reaper = loop.create_task(proc.finish() if isinstance(proc, WarmProcess) else _release(proc))
             except RuntimeError:  # no loop (interpreter exit): the kill is all that is left to do
                 pass
             else:
@@ -543,22 +621,25 @@ class SandboxSession:
             self._stderr_task = None
 
     async def _start_interpreter(self) -> None:
-        ro_binds = await self.sandbox._host_binds_async()
-        launch = self.sandbox.backend.launch(
-            [self.sandbox.python, "-u", "-c", _REPL_SOURCE],
-            workdir=self.workdir,
-            limits=self.limits,
-            cpu_seconds=self.limits.cpu_limit(None),
-            env=self.sandbox.env,
-            ro_binds=ro_binds,
-        )
-        self._proc = await asyncio.create_subprocess_exec(
-            *launch.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            **launch.popen_kwargs,
-        )
+        if self._lease is not None:
+            self._proc = await self._lease.start_python(_REPL_SOURCE, env={}, limits=self.limits)
+        else:
+            ro_binds = await self.sandbox._host_binds_async()
+            launch = self.sandbox.backend.launch(
+                [self.sandbox.python, "-u", "-c", _REPL_SOURCE],
+                workdir=self.workdir,
+                limits=self.limits,
+                cpu_seconds=self.limits.cpu_limit(None),
+                env=self.sandbox.env,
+                ro_binds=ro_binds,
+            )
+            self._proc = await asyncio.create_subprocess_exec(
+                *launch.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                **launch.popen_kwargs,
+            )
         self._stderr_tail.clear()
         self._stderr_task = asyncio.create_task(self._drain_stderr(self._proc))
         ready = await asyncio.wait_for(self._receive(), timeout=max(30.0, self.timeout))
@@ -636,7 +717,7 @@ class SandboxSession:
         except (EOFError, BrokenPipeError, ConnectionResetError, ValueError, SandboxError):
             # the interpreter died mid-cell (os._exit, a signal, a broken protocol)
             with contextlib.suppress(Exception):
-                await wait_exit(proc, 2.0)
+                await (proc.wait(2.0) if isinstance(proc, WarmProcess) else wait_exit(proc, 2.0))
             code_ = proc.returncode
             self._kill_interpreter()
             self._lost_state = True

@@ -113,6 +113,7 @@ async def run_python_tests(
     entry_point: str | None = None,
     test_timeout: float | None = None,
     module_name: str = "solution",
+    warm: bool | None = None,
 ) -> TestReport:
     """Run ``program`` then each test against it in one sandboxed process.
 
@@ -126,6 +127,9 @@ async def run_python_tests(
             with the program's function of this name.
         test_timeout: seconds per test (a hanging test fails alone); None: only the whole-run timeout.
         module_name: ``__name__`` the program sees (not ``"__main__"``, so script blocks stay quiet).
+        warm: run in a warm sandbox (pre-started, reset between uses; `verifiers.sandbox.warm`).
+            None: warm unless the sandbox was built with ``warm=False``, ``VF_SANDBOX_WARM=0``
+            is set, or its backend cannot host warm sandboxes. The verdict is the same either way.
     """
     test_list = [tests] if isinstance(tests, str) else list(tests)
     token = secrets.token_hex(16)
@@ -136,7 +140,12 @@ async def run_python_tests(
         "test_timeout": test_timeout or 0,
         "module_name": module_name,
     }
-    result = await sandbox.run(python=_HARNESS, stdin=token + "\n" + json.dumps(job), timeout=timeout)
+    result = await sandbox.run(
+        python=_HARNESS,
+        stdin=token + "\n" + json.dumps(job),
+        timeout=timeout,
+        warm=sandbox.warm_by_default(warm),
+    )
     total = len(test_list)
     for line in reversed(result.stdout.splitlines()):
         if line.startswith(token):

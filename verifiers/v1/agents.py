@@ -265,6 +265,9 @@ class Agent:
             try:
                 runtime = make_runtime(self.config.runtime)
                 trace.agent.runtime = runtime.info
+                refused = runtime.refuse_task(task.data)
+                if refused is not None:
+                    raise SandboxError(refused)
                 await runtime.start()
                 trace.agent.runtime = runtime.info
             except (asyncio.CancelledError, KeyboardInterrupt):
@@ -387,7 +390,15 @@ class Agent:
         endpoint = proxy.register(it.ctx)
         try:
             data = it.task.data.model_copy(update={"prompt": list(it.messages)})
-            result = await harness.launch(it.ctx, it.trace, it.runtime, endpoint, it.ctx.secret or "", {}, data)
+            # the program's one network grant (a sandbox's agent phase has no other)
+            if it.runtime is None:
+                raise HarnessError(f"harness {harness.config.id!r} has no runtime to run in")
+            await it.runtime.prepare_execution([endpoint])
+            inside = it.runtime.host_url(endpoint)
+            try:
+                result = await harness.launch(it.ctx, it.trace, it.runtime, inside, it.ctx.secret or "", {}, data)
+            finally:
+                await it.runtime.prepare_execution(None)
         finally:
             proxy.unregister(endpoint)
         if result is not None and not result.ok:

@@ -6,8 +6,10 @@ runtime once per rollout, ``launch(...)`` runs the program to completion; its mo
 to ``endpoint`` (the interception proxy), never straight to the model.
 
 Built in and runnable: ``null`` (a chat loop in this process that still takes the task's
-``@vf.tool`` tools) and ``bash`` (``null`` plus ``bash`` / ``edit`` tools run in the runtime).
-The external agent programs' configs load, and starting one is refused with one line.
+``@vf.tool`` tools), ``bash`` (``null`` plus ``bash`` / ``edit`` tools run in the runtime) and
+``mini_swe_agent`` (the real mini-swe-agent program from its tool folder, in the ``sandbox``
+runtime, its model calls through the interception proxy). The other external agent programs'
+configs load, and starting one is refused with one line.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
     from verifiers.v1.task import TaskData
 
 EXTERNAL_HARNESSES = (
-    "claude_code", "codex", "mini_swe_agent", "terminus_2", "openclaw", "pi", "kimi_code", "hermes_agent",
+    "claude_code", "codex", "terminus_2", "openclaw", "pi", "kimi_code", "hermes_agent",
     "prime_agent", "browser_use", "rlm",
 )  # fmt: skip
 """The original's external agent programs: their configs load; starting one is refused."""
@@ -97,14 +99,10 @@ class Harness(ABC, Generic[ConfigT]):
 
     def refusal(self, runtime_type: str) -> str | None:
         """Why this harness cannot start in a ``runtime_type`` runtime (None: it can)."""
-        if self.NEEDS_CONTAINER and runtime_type in ("subprocess", "sandbox"):
-            return f"harness {self.config.id!r} must run in a container runtime; set [env.<role>.runtime] type"
-        if not self.IN_PROCESS and runtime_type == "sandbox":
-            # the sandbox has no network: its programs cannot reach the loopback proxy
+        if self.NEEDS_CONTAINER and runtime_type == "subprocess":
             return (
-                f"harness {self.config.id!r} runs a program that calls the model through the interception proxy, "
-                "which programs in the sandbox runtime cannot reach yet (they have no network); use "
-                'type = "subprocess", or the null or bash harness'
+                f"harness {self.config.id!r} runs an agent program that must be isolated; "
+                'set [env.<role>.runtime] type = "sandbox" (bubblewrap, no Docker needed) or a container runtime'
             )
         return None
 

@@ -103,7 +103,7 @@ class TaskData(BaseModel):
 class WireTaskData(TaskData):
     """Task data read without the task's class: unknown fields are kept (``model_extra``)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)  # a record's: built on first use
 
 
 DataT = TypeVar("DataT", bound=TaskData, default=TaskData)

@@ -345,6 +345,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     _last_path: list[int] = PrivateAttr(default_factory=list)
     _reused_prefix_ids: list[int] = PrivateAttr(default_factory=list)
     _branch_calls_of: tuple[Any, Any, tuple[int, int], list[list[ModelCall]]] | None = PrivateAttr(default=None)
+    _token_counts_of: tuple[Any, Any, int, tuple[Any, ...], tuple[int, int, int]] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _graph_is_sound(self) -> Trace:
@@ -689,22 +690,38 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
                     total += n
         return total
 
+    def _token_counts(self) -> tuple[int, int, int]:
+        """(input, output, total) tokens: each record reads all three, an episode's record
+        twice, so they are counted once per state of the graph and of the calls' usages (a usage is
+        replaced, never edited in place: an edited one is not seen)."""
+        nodes, calls = self.nodes, self.calls
+        usages = tuple(c.usage for c in calls)  # compared by identity, then by value
+        cached = self._token_counts_of
+        if cached is not None and cached[0] is nodes and cached[1] is calls and cached[2] == len(nodes) and cached[3] == usages:
+            return cached[4]
+        branch_calls = self._branch_calls()
+        new_input = self._input_tokens(branch_calls)
+        # a branch's output: the completion tokens of its calls (Branch.num_output_tokens)
+        output = sum(c.usage.completion_tokens for bc in branch_calls for c in bc if c.usage is not None)
+        completion = sum(c.usage.completion_tokens for c in calls if c.usage is not None)
+        counts = (new_input, output, new_input + completion)
+        self._token_counts_of = (nodes, calls, len(nodes), usages, counts)
+        return counts
+
     @computed_field
     @property
     def num_input_tokens(self) -> int:
-        return self._input_tokens(self._branch_calls())
+        return self._token_counts()[0]
 
     @computed_field
     @property
     def num_output_tokens(self) -> int:
-        # a branch's output: the completion tokens of its calls (Branch.num_output_tokens)
-        return sum(c.usage.completion_tokens for calls in self._branch_calls() for c in calls if c.usage is not None)
+        return self._token_counts()[1]
 
     @computed_field
     @property
     def num_total_tokens(self) -> int:
-        completion = sum(c.usage.completion_tokens for c in self.calls if c.usage is not None)
-        return self._input_tokens(self._branch_calls()) + completion
+        return self._token_counts()[2]
 
     def split_agent_time(self) -> None:
         span = self.timing.agent

@@ -13,6 +13,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+ON_FIRST_USE = ConfigDict(defer_build=True)
+"""The config of a record the run path makes but defining a taskset does not: its validator and
+serializer are built on first use, not at import (``import verifiers.v1`` plus a taskset stays
+cheap; tests/v1/test_import.py)."""
+
 ID = str
 """A plugin id: the name of an installed package that exports the plugin (``owner/name@1.0`` works)."""
 
@@ -84,7 +89,7 @@ Messages = list[Message]
 
 class Tool(BaseModel):
     # provider-specific declaration keys ride along
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     type: str = "function"
     name: str
@@ -97,11 +102,15 @@ class Tool(BaseModel):
 class InterceptRecord(BaseModel):
     """One ``@vf.intercept`` rewrite, as the trace records it (``request_rewrites`` ...)."""
 
+    model_config = ON_FIRST_USE
+
     handler: str
 
 
 class Request(BaseModel):
     """The conversation about to go to the model (what ``@vf.stop`` / ``@vf.intercept`` see)."""
+
+    model_config = ON_FIRST_USE
 
     messages: Messages
     tools: list[Tool] | None = None
@@ -112,6 +121,8 @@ FinishReason = Literal["stop", "length", "tool_calls"] | None
 
 class Usage(BaseModel):
     """Token accounting of one model call. ``prompt_tokens`` excludes cache reads."""
+
+    model_config = ON_FIRST_USE
 
     prompt_tokens: int
     completion_tokens: int
@@ -179,6 +190,8 @@ class SamplingMask:
 class TurnTokens(BaseModel):
     """The token ids of one model call (for training): what the model read and what it sampled."""
 
+    model_config = ON_FIRST_USE
+
     prompt_ids: list[int] = Field(default_factory=list)
     completion_ids: list[int] = Field(default_factory=list)
     completion_logprobs: list[float] = Field(default_factory=list)
@@ -186,6 +199,8 @@ class TurnTokens(BaseModel):
 
 class Response(BaseModel):
     """One model reply as the interception layer records it."""
+
+    model_config = ON_FIRST_USE
 
     id: str
     created: int

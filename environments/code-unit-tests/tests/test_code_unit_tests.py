@@ -46,6 +46,8 @@ def test_references_pass_and_stubs_fail(scorer: cut.UnitTestScorer) -> None:
              for r in humaneval]
     stub_scores = _score_all(scorer, stubs)
     assert max(stub_scores) < 1.0 and sum(stub_scores) / len(stub_scores) < 0.15
+    # the tests ran in warm sandboxes (reused, never replaced: every reset was clean)
+    assert scorer.sandbox.pool.started >= 1 and scorer.sandbox.pool.discarded == 0
 
 
 def test_malicious_and_malformed_replies_score_zero(scorer: cut.UnitTestScorer) -> None:

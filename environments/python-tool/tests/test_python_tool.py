@@ -49,6 +49,9 @@ def test_a_tool_using_policy_solves_every_kind(env: vf.Environment) -> None:
         assert o["reward"] == 1.0, o["completion"]
         assert o["metrics"]["tool_calls_made"] == 2.0
     assert env._sessions == {}  # every rollout's interpreter was closed
+    # each rollout's interpreter ran in a warm sandbox, reset and handed back afterwards
+    pool = env.sandbox.pool
+    assert pool.started >= 1 and pool.discarded == 0 and len(pool.pids()) <= pool.size
 
 
 def test_hostile_code_is_contained_and_reported(env: vf.Environment) -> None:

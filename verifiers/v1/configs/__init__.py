@@ -269,6 +269,8 @@ class SelectConfig(BaseConfig):
 class SelectCLIConfig(SelectConfig):
     """``SelectConfig`` with the command line's short keys ``n`` (limit) and ``s`` (shuffle)."""
 
+    model_config = ConfigDict(defer_build=True)  # the command line's: built on first use
+
     shuffle: bool = Field(False, validation_alias=AliasChoices("shuffle", "s"))
     limit: int | None = Field(None, ge=1, validation_alias=AliasChoices("limit", "n"))
 
@@ -278,7 +280,7 @@ class WireAgentConfig(BaseModel):
     that produced the trace (harness, runtime, model, limits). Unknown keys are kept. The full
     ``AgentConfig`` (a role of an env) comes with the env layer and dumps to this shape."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)  # a trace's: built on first use
 
     harness: dict[str, Any] | None = None
     runtime: dict[str, Any] = Field(default_factory=lambda: {"type": "subprocess"})

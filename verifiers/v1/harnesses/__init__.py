@@ -1,1 +1,1 @@
-"""The built-in harnesses, by id (``null``, ``bash``); see ``verifiers.v1.harness``."""
+"""The built-in harnesses, by id (``null``, ``bash``, ``mini_swe_agent``); see ``verifiers.v1.harness``."""

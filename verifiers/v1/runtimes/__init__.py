@@ -14,10 +14,10 @@ uv cache (``prepare_uv_script`` warms it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess as _subprocess  # not `subprocess`: the submodule runtimes.subprocess (the original's path) takes that name in this package
-import sys
 import tempfile
 import uuid
 from collections.abc import Sequence
@@ -202,16 +202,29 @@ class Runtime:
 
     async def stop(self) -> None: ...
 
+    def refuse_task(self, data: Any) -> str | None:
+        """Why this runtime cannot run the task ``data`` describes (None: it can)."""
+        return None
+
+    async def prepare_execution(self, routes: list[str] | None) -> None:
+        """The last setup step before the agent's program starts: ``routes`` are the host URLs it
+        must reach (the interception proxy); None lifts the grant. A local runtime on the host's
+        network has nothing to do."""
+
+    def host_url(self, url: str) -> str:
+        """The URL a program inside this runtime uses to reach the host's ``url``."""
+        return url
+
 
 def _uv() -> str:
     """The ``uv`` of this interpreter's venv (else the one on PATH): the version the project pins."""
-    here = Path(sys.executable).parent / "uv"
-    if here.is_file():
-        return str(here)
-    found = shutil.which("uv")
-    if found is None:
-        raise SandboxError("uv is not installed in this venv (it runs the harnesses' PEP 723 scripts)")
-    return found
+    from verifiers.sandbox.toolenv import uv_binary
+    from verifiers.sandbox.types import SandboxError as Missing
+
+    try:
+        return uv_binary()
+    except Missing as exc:
+        raise SandboxError(str(exc)) from None
 
 
 class SubprocessRuntime(Runtime):
@@ -308,6 +321,20 @@ class SubprocessRuntime(Runtime):
                 raise SandboxError(f"read {path!r}: {size} bytes, over the {max_bytes} byte limit")
         return await asyncio.to_thread(target.read_bytes)
 
+    async def prepare_tools(self, requirements: Sequence[str], *, timeout: float = 1800.0) -> Any:
+        raise SandboxError('tool folders are mounted into sandboxes: use [env.<role>.runtime] type = "sandbox"')
+
+    async def prepare_environment(
+        self, requirements: Sequence[str] = (), files: dict[str, str | bytes] | None = None, *, workdir: str | None = None,
+    ) -> None:  # fmt: skip
+        """A task's files, written into the working folder; Python requirements are built into a
+        cached environment by the sandbox runtime only (here they are refused, not installed)."""
+        if requirements:
+            raise SandboxError(f'the task needs a Python environment ({", ".join(requirements)[:200]}), which the sandbox runtime builds: '
+                               'use [env.<role>.runtime] type = "sandbox"')  # fmt: skip
+        for path, content in (files or {}).items():
+            await self.write(path, content)
+
     async def prepare_uv_script(self, script: str | os.PathLike[str], *, timeout: float | None = 600.0) -> ProgramResult:
         """Resolve and install a PEP 723 script's dependencies into uv's cache (``uv sync
         --script``), so that later runs can go ``offline``."""
@@ -353,10 +380,19 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 
 # --- the sandbox runtime -------------------------------------------------------------------------
 
-_OPT = "/opt/vf"
-_UV_INSIDE = f"{_OPT}/bin/uv"
-_CACHE_INSIDE = f"{_OPT}/uv-cache"
-_CA_INSIDE = f"{_OPT}/ca-certificates.crt"
+# where the sandbox sees uv, its cache and the CA bundle while setting up (the tool-folder builder's
+# paths, verifiers.sandbox.toolenv, not imported here to keep this module's import light)
+_UV_INSIDE = "/opt/vf/bin/uv"
+_CACHE_INSIDE = "/opt/vf/uv-cache"
+_CA_INSIDE = "/opt/vf/ca-certificates.crt"
+
+
+def _ca_bundle() -> Path | None:
+    from verifiers.sandbox.toolenv import ca_bundle
+
+    return ca_bundle()
+
+
 _EGRESS_SOCKET = ".vf-egress.sock"
 
 # The setup phase: the egress relay (when the proxy is granted), then uv fills the cache and
@@ -376,12 +412,21 @@ fi
 """
 
 
-def _ca_bundle() -> Path | None:
-    """The host's CA certificates (the sandbox has no ``/etc/ssl``), for HTTPS in the setup phase."""
-    for candidate in (os.environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
-        if candidate and Path(candidate).is_file():
-            return Path(candidate)
-    return None
+# The agent phase's network: a relay per granted port (the sandbox's 127.0.0.1:PORT -> the unix
+# socket the host forwards to its own 127.0.0.1:PORT), then the program. $1: the relay's source,
+# $2: the ports; the rest: the program's argv.
+_ROUTED = r"""
+relay=$1; ports=$2; shift 2
+for port in $ports; do
+  /usr/bin/python3 -I -c "$relay" "/workspace/.vf-route-$port.sock" "$port" > "/tmp/.vf-relay-$port.log" 2>&1 &
+  i=0
+  until grep -q ready "/tmp/.vf-relay-$port.log" 2>/dev/null; do
+    i=$((i+1)); [ $i -gt 500 ] && { echo "[sandbox] the route to port $port did not start" >&2; exit 125; }
+    sleep 0.01
+  done
+done
+exec "$@"
+"""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -429,6 +474,10 @@ class SandboxRuntime(Runtime):
         self._cache: Path | None = None
         self._own_cache = False
         self._envs: dict[str, str] = {}
+        self._routes: list[int] = []
+        self._task_env: Any = None  # the task's environment (a ToolEnv), first on PATH
+        self._tools: dict[tuple[str, ...], Any] = {}
+        self._aliases: dict[str, str] = {}
 
     @property
     def info(self) -> dict[str, Any]:
@@ -486,6 +535,7 @@ class SandboxRuntime(Runtime):
         return path
 
     async def stop(self) -> None:
+        self._routes = []
         session, self._session = self._session, None
         if session is not None:
             await session.close()
@@ -506,33 +556,120 @@ class SandboxRuntime(Runtime):
 
         return f"{WORKDIR}/{_safe_relative(os.fspath(path))}"
 
+    # -- the container-runtime contract: tool folders, a task's environment, routes -------------
+
+    def refuse_task(self, data: Any) -> str | None:
+        image = getattr(data, "image", None)
+        if image:
+            return (f"task {getattr(data, 'name', None) or getattr(data, 'id', None) or '?'!r} needs the Docker image {image!r}, "
+                    "which the sandbox runtime cannot run (no Docker here): declare its environment as files plus Python "
+                    "requirements (runtime.prepare_environment), or use a container runtime")  # fmt: skip
+        return None
+
+    async def prepare_tools(self, requirements: Sequence[str], *, timeout: float = 1800.0) -> Any:
+        """The tool folder of ``requirements`` (``verifiers.sandbox.toolenv``: built once per
+        machine from ``registries``, cached by hash), mounted read-only into this runtime's later
+        programs at ``/opt/tools/<key>``. Returns its ``ToolEnv`` (``.python``, ``.bin``)."""
+        from verifiers.sandbox.toolenv import ensure_toolenv, normalized_requirements
+
+        reqs = normalized_requirements(requirements)
+        env = self._tools.get(reqs)
+        if env is None:
+            try:
+                env = await ensure_toolenv(reqs, registries=self.config.registries, backend=self.config.backend, timeout=timeout,
+                                           index_url=self.config.env.get("UV_INDEX_URL"))  # fmt: skip
+            except ValueError as exc:
+                raise SandboxError(f"tool folder: {exc}") from None
+            self._tools[reqs] = env
+            self._sandbox.ro_binds.update(env.bind)
+        return env
+
+    async def prepare_environment(
+        self, requirements: Sequence[str] = (), files: dict[str, str | bytes] | None = None, *, workdir: str | None = None,
+    ) -> Any:  # fmt: skip
+        """A task's environment without Docker: ``files`` written into the work folder, and
+        ``requirements`` built into a cached environment (the tool-folder builder) whose ``bin``
+        comes first on every later program's ``PATH`` (``python``, ``pytest``...). ``workdir``:
+        the work folder is also mounted there (a task written for ``/app``). Returns the
+        environment's ``ToolEnv`` (None without requirements)."""
+        if workdir and workdir.rstrip("/") not in ("", "/workspace"):
+            if not workdir.startswith("/") or ".." in workdir.split("/") or workdir.startswith(("/usr", "/proc", "/dev", "/etc", "/opt/vf", "/opt/tools", "/tmp")):
+                raise SandboxError(f"task workdir {workdir!r}: an absolute path outside the system folders is needed")
+            self._aliases[str(self._live().workdir)] = workdir.rstrip("/")
+        if files:
+            await self._live().write_files(files)
+        if requirements:
+            self._task_env = await self.prepare_tools(requirements)
+        return self._task_env
+
+    async def prepare_execution(self, routes: list[str] | None) -> None:
+        """Grant the next programs (``run_program``: the harness's) the host loopback ``routes``
+        and nothing else: each port is relayed from the sandbox's own ``127.0.0.1`` through a unix
+        socket to the host, so the URL is the same inside. None lifts the grant."""
+        from urllib.parse import urlsplit
+
+        ports = []
+        for url in routes or []:
+            parts = urlsplit(url)
+            if parts.hostname not in ("127.0.0.1", "localhost") or parts.port is None:
+                raise SandboxError(f"the sandbox runtime grants host loopback routes only (http://127.0.0.1:PORT/...), not {url!r}")
+            ports.append(parts.port)
+        self._routes = sorted(set(ports))
+
+    def host_url(self, url: str) -> str:
+        return url.replace("://localhost:", "://127.0.0.1:", 1)
+
+    def _env_for(self, env: dict[str, str] | None) -> dict[str, str] | None:
+        if self._task_env is None or "PATH" in self.config.env:
+            return env
+        from verifiers.sandbox.backends import DEFAULT_PATH
+
+        return {"PATH": f"{self._task_env.bin}:{DEFAULT_PATH}", "VIRTUAL_ENV": self._task_env.inside, **(env or {})}
+
     async def run_program(
         self, argv: list[str], *, env: dict[str, str] | None = None, timeout: float | None = None,
-        stdin: str | None = None, cwd: str | None = None,
+        stdin: str | None = None, cwd: str | None = None, limits: dict[str, Any] | None = None,
     ) -> ProgramResult:  # fmt: skip
         """Run ``argv`` (no shell) in a fresh sandbox on the work folder; past ``timeout`` (the
-        config's ``timeout`` when None) its whole PID namespace is killed and it is ``timed_out``."""
-        return await self._exec(list(argv), env=env, timeout=timeout, stdin=stdin, cwd=cwd)
+        config's ``timeout`` when None) its whole PID namespace is killed and it is ``timed_out``.
+        The routes of ``prepare_execution`` are reachable from it (and from what it starts)."""
+        argv = list(argv)
+        if not self._routes:
+            return await self._exec(argv, env=env, timeout=timeout, stdin=stdin, cwd=cwd, limits=limits)
+        from verifiers.sandbox.egress import RELAY, LoopbackForward
+
+        workdir = self._live().workdir
+        async with contextlib.AsyncExitStack() as stack:
+            for port in self._routes:
+                await stack.enter_async_context(LoopbackForward(workdir / f".vf-route-{port}.sock", port))
+            wrapped = ["/bin/sh", "-c", _ROUTED, "routed", RELAY, " ".join(map(str, self._routes)), *argv]
+            return await self._exec(wrapped, env=env, timeout=timeout, stdin=stdin, cwd=cwd, limits=limits)
 
     async def _exec(
         self, argv: list[str], *, env: dict[str, str] | None = None, timeout: float | None = None,
         stdin: str | None = None, cwd: str | None = None, rw_binds: dict[str, str] | None = None,
+        limits: dict[str, Any] | None = None,
     ) -> ProgramResult:  # fmt: skip
         session = self._live()
         if cwd is not None:
             argv = ["/bin/sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", self._inside(cwd), *argv]
+        if self._aliases:
+            rw_binds = {**self._aliases, **(rw_binds or {})}
         r = await session.run(argv, stdin=stdin, timeout=self.config.timeout if timeout is None else timeout,
-                              env=env, rw_binds=rw_binds)  # fmt: skip
+                              env=self._env_for(env), rw_binds=rw_binds, limits=limits)  # fmt: skip
         stderr = r.stderr
         if r.kill_reason in ("memory", "output"):
             stderr += f"\n[sandbox] stopped at its {r.kill_reason} limit\n"
         return ProgramResult(r.exit_code, r.stdout, stderr, timed_out=r.kill_reason == "timeout")
 
     async def run(
-        self, command: str | Sequence[str], env: dict[str, str] | None = None, *, timeout: float | None = None
-    ) -> ProgramResult:
-        """Run a shell command line (``bash -c``), or an argv list without a shell, in the work folder."""
-        return await self._exec(command_argv(command, "/bin/bash"), env=env, timeout=timeout)
+        self, command: str | Sequence[str], env: dict[str, str] | None = None, *, timeout: float | None = None,
+        binds: dict[str, str] | None = None,
+    ) -> ProgramResult:  # fmt: skip
+        """Run a shell command line (``bash -c``), or an argv list without a shell, in the work folder.
+        ``binds`` (``{host_folder: path_inside}``) are mounted writable for this call only (a
+        verifier's fresh ``/tests`` and ``/logs``); each must be writable by the sandbox's uid."""
+        return await self._exec(command_argv(command, "/bin/bash"), env=env, timeout=timeout, rw_binds=binds)
 
     async def write(self, path: str, content: str | bytes) -> None:
         """Write a file of the work folder (relative, or under ``/workspace``; links are not followed)."""
