@@ -45,19 +45,6 @@ from verifiers.train.samples import Sample
 from verifiers.train.trainer import Trainer
 
 
-def ensure_model(cfg: TrainConfig, console: Console) -> Path:
-    path = Path(cfg.model.path)
-    if (path / "config.json").exists():
-        return path
-    if not cfg.model.tiny:
-        raise FileNotFoundError(f"no model at {path} (set model.tiny = true to create the tiny local model)")
-    from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
-
-    console.print(f"[dim]writing the tiny model to {path}[/]")
-    write_tiny_model(path, TinyModelSpec(seed=cfg.model.tiny_seed))
-    return path
-
-
 def demonstration_samples(rows: list[dict[str, Any]], tokenizer: Any, n: int, offset: int) -> list[Sample]:
     """SFT samples from environment rows: chat-templated prompt + the reference answer + EOS.
 

@@ -19,7 +19,7 @@ import asyncio
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from verifiers.train.checkpoint import save_checkpoint, set_rng_state
 from verifiers.train.config import load_env
@@ -27,11 +27,22 @@ from verifiers.train.env_rows import close_envs, env_eval_rows, env_rows, eval_r
 from verifiers.train.metrics import MetricsLog, save_rollouts
 from verifiers.train.orchestrator import EnvEntry, Orchestrator, env_rollout_group, rollout_error, state_field
 
-if TYPE_CHECKING:
-    from verifiers.train.loop import Run
-
 #: Weight files of a model folder: the final model has its own, everything else is copied over.
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".safetensors.index.json", ".bin.index.json")
+
+
+def ensure_model(cfg: Any, console: Any) -> Path:
+    """The model folder ``model.path``; the tiny local model is written there when asked and missing."""
+    path = Path(cfg.model.path)
+    if (path / "config.json").exists():
+        return path
+    if not cfg.model.tiny:
+        raise FileNotFoundError(f"no model at {path} (set model.tiny = true to create the tiny local model)")
+    from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
+
+    console.print(f"[dim]writing the tiny model to {path}[/]")
+    write_tiny_model(path, TinyModelSpec(seed=cfg.model.tiny_seed))
+    return path
 
 
 class NullMetrics:
@@ -53,7 +64,7 @@ class FollowerRole:
     orch: Any = None
     colocated = False
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Any) -> None:
         self.run = run
 
     @property
@@ -120,8 +131,6 @@ class _Leader(FollowerRole):
         self.run.console.print(msg)
 
     def prepare(self) -> None:
-        from verifiers.train.loop import ensure_model
-
         run = self.run
         run.out.mkdir(parents=True, exist_ok=True)
         (run.out / "config.json").write_text(run.cfg.model_dump_json(indent=2))
@@ -275,7 +284,7 @@ class TrainerRole(_Leader):
 class ColocatedRole(_Leader):
     """``--role all``, rank 0: environments, env servers, inference servers and the orchestrator here."""
 
-    def __init__(self, run: Run, *, servers: list[Any] | None, rollout_fn: Any) -> None:
+    def __init__(self, run: Any, *, servers: list[Any] | None, rollout_fn: Any) -> None:
         super().__init__(run)
         self.servers: list[Any] = list(servers or [])
         self.own_servers = not servers
@@ -401,7 +410,7 @@ class ColocatedRole(_Leader):
                 s.stop_process()
 
 
-def make_role(run: Run, role: str, *, servers: list[Any] | None = None, rollout_fn: Any = None) -> FollowerRole:
+def make_role(run: Any, role: str, *, servers: list[Any] | None = None, rollout_fn: Any = None) -> FollowerRole:
     """The role of this process of the run (``role``: ``"all"`` or ``"trainer"``; the rank decides too)."""
     if role not in ("all", "trainer"):
         raise ValueError(f"Run role must be 'all' or 'trainer', not {role!r}")
