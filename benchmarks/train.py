@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
@@ -310,14 +311,15 @@ def ours(label: str, start: Path, server: Any, env_id: str, **kw: Any) -> dict[s
 def ours_run(label: str, start: Path, base_url: str, model: str, env_id: str, *, async_steps: int,
              max_tokens: int, steps: int, target: float | None, out: Path, env_args: dict | None = None,
              seq_len: int = 128, dtype: str = "float32", lr: float = LR, max_in_flight: int | None = None,
-             server_pid: int | None = None, groups: int = GROUPS, group_size: int = GROUP_SIZE) -> dict[str, Any]:
+             server_pid: int | None = None, groups: int = GROUPS, group_size: int = GROUP_SIZE,
+             env_server: str = "auto", workers: int = 1) -> dict[str, Any]:
     from verifiers.train.config import TrainConfig
     from verifiers.train.inference import InferenceServer
     from verifiers.train.loop import run_training
 
     cfg = TrainConfig(**{
         "model": {"path": str(start)},
-        "env": [{"id": env_id, "ratio": 1.0, "args": env_args or {}}],
+        "env": [{"id": env_id, "ratio": 1.0, "args": env_args or {}, "server": env_server, "workers": workers}],
         "sampling": {"max_tokens": max_tokens, "temperature": 1.0},
         "inference": {"weights_dtype": dtype},  # what the server runs: it reloads the files as they are
         "orchestrator": {"batch_groups": groups, "group_size": group_size,
@@ -328,7 +330,7 @@ def ours_run(label: str, start: Path, base_url: str, model: str, env_id: str, *,
         "run": {"steps": steps, "output": str(out), "target_reward": target, "checkpoint_every": 0},
         "logging": {"sample_rollouts": 0},
     })
-    cpu0, srv0 = process_cpu_s(), pid_cpu_s(server_pid)
+    cpu0, srv0, kids0 = process_cpu_s(), pid_cpu_s(server_pid), children_cpu_s()
     t0 = time.perf_counter()
     asyncio.run(run_training(cfg, servers=[InferenceServer(base_url, model)]))
     wall = time.perf_counter() - t0
@@ -336,7 +338,9 @@ def ours_run(label: str, start: Path, base_url: str, model: str, env_id: str, *,
     rl = [r for r in rl if r.get("stage") == "rl"]
     res = summarise(label, [(r["step"], r["time/elapsed_s"], r["reward/mean"], r["tokens/sampled"]) for r in rl],
                     target, wall)
-    res["cpu_s"] = round(process_cpu_s() - cpu0 + pid_cpu_s(server_pid) - srv0, 1)
+    res["orchestrator_cpu_s"] = round(process_cpu_s() - cpu0, 1)  # this process: orchestrator + trainer
+    res["env_server_cpu_s"] = round(children_cpu_s() - kids0, 1)  # embedded env-server pools (reaped children)
+    res["cpu_s"] = round(res["orchestrator_cpu_s"] + res["env_server_cpu_s"] + pid_cpu_s(server_pid) - srv0, 1)
     res["off_policy_mean"] = round(sum(r.get("off_policy/mean", 0.0) for r in rl) / max(1, len(rl)), 2)
     res["mismatch_kl"] = float(f"{sum(r.get('loss/mismatch_kl', 0.0) for r in rl) / max(1, len(rl)):.3g}")
     return res
@@ -347,6 +351,14 @@ def process_cpu_s() -> float:
     import resource
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's finished (reaped) children and theirs."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
 
 
@@ -484,14 +496,15 @@ def trl_bridge_run_here(label: str, start: Path, base_url: str, model: str, env_
     )
     rollout_func = make_rollout_func(env, base_url, model=model, sampling_args={"max_tokens": max_tokens},
                                      max_concurrent=groups)
-    trainer = GRPOTrainer(model=str(start), reward_funcs=[env_reward], train_dataset=trl_dataset(env), args=args,
-                          rollout_func=rollout_func, callbacks=[Track()])
-    from transformers.trainer_callback import PrinterCallback
+    with rollout_func:  # its model client (an HTTP session), loop thread and weights folder: closed on every path
+        trainer = GRPOTrainer(model=str(start), reward_funcs=[env_reward], train_dataset=trl_dataset(env), args=args,
+                              rollout_func=rollout_func, callbacks=[Track()])
+        from transformers.trainer_callback import PrinterCallback
 
-    trainer.remove_callback(PrinterCallback)
-    cpu0, srv0 = process_cpu_s(), pid_cpu_s(server_pid)
-    t0 = time.perf_counter()
-    trainer.train()
+        trainer.remove_callback(PrinterCallback)
+        cpu0, srv0 = process_cpu_s(), pid_cpu_s(server_pid)
+        t0 = time.perf_counter()
+        trainer.train()
     res = summarise(label, trace, target, time.perf_counter() - t0)
     res["cpu_s"] = round(process_cpu_s() - cpu0 + pid_cpu_s(server_pid) - srv0, 1)
     res["off_policy_mean"] = 0.0  # the bridge reloads the weights before every step: on-policy
@@ -522,7 +535,8 @@ def main() -> None:
     ap.add_argument("--skip-generation", action="store_true", help="only the trivial workload")
     ap.add_argument("--skip-trivial", action="store_true", help="skip the trivial workload")
     ap.add_argument("--skip-agentic", action="store_true", help="skip the agentic (tool latency) workload")
-    ap.add_argument("--only", choices=["trivial", "generation", "agentic"], help="run one workload only")
+    ap.add_argument("--only", choices=["trivial", "generation", "agentic", "transport"],
+                    help="run one workload only (transport: env servers vs in process; only when asked)")
     ap.add_argument("--precision", choices=["auto", "bf16", "fp32", "both"], default="auto",
                     help="precision(s) of the generation-dominated workload (auto: bf16 only on CPUs "
                          "with native bf16, else fp32)")
@@ -547,6 +561,8 @@ def main() -> None:
             generation_workload(work, gen_steps, results, choose_precisions(a.precision))
         if "agentic" in want:
             agentic_workload(work, agent_steps, results)
+        if "transport" in want:
+            transport_workload(work, 5 if a.quick else 20, results)
         if a.json:
             a.json.write_text(json.dumps(results, indent=2))
     except KeyboardInterrupt as exc:
@@ -684,6 +700,97 @@ def agentic_workload(work: Path, max_steps: int, results: dict[str, Any]) -> Non
     report(f"Agentic workload: 2-4 tool calls per answer (log-normal latency, median {TOOL_MEDIAN_S} s, "
            f"p99 {TOOL_P99_S} s), 16-{AGENT_TOKENS} tokens per turn, {g}x{gs} rollouts per step, "
            f"0.42 M params, fp32", rows)
+
+
+def transport_workload(work: Path, batches: int, results: dict[str, Any]) -> None:
+    """Does a one-machine run need an in-process path? The orchestrator alone (no trainer: a
+    consumer takes each batch at once) on a v1 env (``sort-numbers``) against a scripted
+    OpenAI-compatible server (vLLM-shaped token data, 50 ms per reply), its episodes played by an
+    embedded env-server pool (1 and 2 workers) and in its own event loop. Per run: batches/s and the
+    CPU seconds of the orchestrator's process and of the pool's processes, in a fresh process each."""
+    rows = [in_fresh_process(transport_run, label, where, workers, batches)
+            for label, where, workers in (("env servers, embedded pool (1 worker)", "embedded", 1),
+                                          ("env servers, embedded pool (2 workers)", "embedded", 2),
+                                          ("in process", "in_process", 1))]
+    results["transport"] = rows
+    cols = ["run", "batches", "episodes", "wall_s", "episodes_per_s", "orchestrator_cpu_s", "env_server_cpu_s",
+            "cpu_ms_per_episode"]
+    print("\n## Transport: env servers vs in process (orchestrator only, sort-numbers, scripted server)\n")
+    print(" | ".join(cols))
+    print(" | ".join("---" for _ in cols))
+    for r in rows:
+        print(" | ".join(str(r.get(c)) for c in cols))
+    e1, e2, ip = rows
+    print(f"\nepisodes/s: embedded 1 worker {ratio(e1['episodes_per_s'], ip['episodes_per_s'])}, 2 workers "
+          f"{ratio(e2['episodes_per_s'], ip['episodes_per_s'])} of in process; CPU per episode (all processes): "
+          f"{ratio(e1['cpu_ms_per_episode'], ip['cpu_ms_per_episode'])}, "
+          f"{ratio(e2['cpu_ms_per_episode'], ip['cpu_ms_per_episode'])}", flush=True)
+
+
+def transport_run(label: str, where: str, workers: int, batches: int) -> dict[str, Any]:
+    from verifiers.testing.scripted import ScriptedServer
+    from verifiers.train.config import EnvSection, load_env
+    from verifiers.train.env_rows import env_rows
+    from verifiers.train.env_servers import EnvServers
+    from verifiers.train.orchestrator import EnvEntry, Orchestrator, OrchestratorConfig
+
+    section = EnvSection(id=str(REPO / "environments" / "sort-numbers"), args={"n": 256}, server=where, workers=workers)
+    env = load_env(section)
+    entry = EnvEntry("sort", env, 1.0, env_rows(env))
+    sampling = {"max_tokens": 16, "temperature": 1.0, "logprobs": True, "extra_body": {"return_token_ids": True}}
+
+    async def main() -> dict[str, Any]:
+        from verifiers.clients import ModelClient
+
+        servers = EnvServers()
+        with ScriptedServer("1 2 3", delay=0.05) as srv:
+            server = SimpleNamespace(client=ModelClient(base_url=srv.base_url), model=srv.model, healthy=True)
+            servers.start([entry], [section])
+            try:
+                servers.ready(log=lambda _m: None)
+                await servers.wait_ready()
+                orch = Orchestrator([entry], [server], OrchestratorConfig(
+                    batch_groups=GROUPS, group_size=GROUP_SIZE, max_in_flight=2 * GROUPS, async_steps=1,
+                    drop_no_signal=False, max_seq_len=256), sampling, rollout_fn=servers.rollout_fn(),
+                    health_check=False)
+                try:
+                    await orch.next_batch()  # warm-up (imports, the first episodes)
+                    cpu0, kids0, t0 = process_cpu_s(), _pool_cpu_s(servers), time.perf_counter()
+                    n = 0
+                    for _ in range(batches):
+                        batch = await orch.next_batch()
+                        n += len(batch.rollouts)
+                        orch.set_version(orch.batches_out)  # the consumer "trained": the next batch may start
+                    wall = time.perf_counter() - t0
+                    cpu, kids = process_cpu_s() - cpu0, _pool_cpu_s(servers) - kids0
+                finally:
+                    await orch.stop()
+            finally:
+                await servers.aclose()
+                await server.client.aclose()
+                with contextlib.suppress(Exception):
+                    await env.aclose()
+        return {"run": label, "batches": batches, "episodes": n, "wall_s": round(wall, 1),
+                "episodes_per_s": round(n / wall, 1), "orchestrator_cpu_s": round(cpu, 1),
+                "env_server_cpu_s": round(kids, 1), "cpu_ms_per_episode": round(1000 * (cpu + kids) / max(1, n), 2)}
+
+    return asyncio.run(main())
+
+
+def _pool_cpu_s(servers: Any) -> float:
+    """CPU seconds so far of the embedded pools' processes (each pool and its workers)."""
+    total = 0.0
+    for target in servers.targets.values():
+        if target.process is None:
+            continue
+        pids = {target.process.pid}
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == target.process.pid:
+                        pids.add(int(pid))
+        total += sum(pid_cpu_s(p) for p in pids)
+    return total
 
 
 if __name__ == "__main__":

@@ -52,9 +52,9 @@ def main() -> None:
     stall = int(sys.argv[sys.argv.index("--stall-after") + 1]) if "--stall-after" in sys.argv else None
     rows = [{"id": i, "prompt": [{"role": "user", "content": str(i)}], "answer": "0"} for i in range(50)]
     env = SimpleNamespace(dataset=rows, get_dataset=lambda: SimpleNamespace(to_list=lambda: rows))
-    import verifiers.train.loop as loop
+    import verifiers.train.run_roles as run_roles
 
-    loop.load_env = lambda section: env
+    run_roles.load_env = lambda section: env
     cfg = TrainConfig(**{
         "model": {"path": model_dir}, "env": [{"id": "fake", "ratio": 1.0}],
         "inference": {"weight_update": "filesystem"}, "sampling": {"max_tokens": 3},

@@ -61,8 +61,9 @@ def main() -> None:
     env = SimpleNamespace(dataset=rows, get_dataset=lambda: SimpleNamespace(to_list=lambda: rows))
     import verifiers.train.loop as loop
     import verifiers.train.roles as roles
+    import verifiers.train.run_roles as run_roles
 
-    loop.load_env = roles.load_env = lambda section: env
+    run_roles.load_env = roles.load_env = lambda section: env
     cfg = TrainConfig(**{
         "model": {"path": model_dir}, "env": [{"id": "fake", "ratio": 1.0}],
         "inference": {"weight_update": "filesystem"}, "sampling": {"max_tokens": 3},

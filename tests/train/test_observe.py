@@ -53,7 +53,7 @@ def test_heldout_eval_rollout_samples_tensorboard_and_wandb(tiny_model_dir, tmp_
         return out
 
     envs = {"fake-a": fake_env(rows(0, 40), rows(1000, 1010)), "fake-b": fake_env(rows(2000, 2040), None)}
-    monkeypatch.setattr(loop, "load_env", lambda section: envs[section.id])
+    monkeypatch.setattr("verifiers.train.run_roles.load_env", lambda section: envs[section.id])
     out = tmp_path / "run"
     cfg = TrainConfig(**{
         "model": {"path": str(tiny_model_dir)}, "env": [{"id": "fake-a"}, {"id": "fake-b"}],

@@ -26,7 +26,7 @@ def test_next_batch_is_generated_during_the_training_step(tiny_model_dir, tmp_pa
 
     rows = [{"id": i, "prompt": [{"role": "user", "content": str(i)}], "answer": "0"} for i in range(50)]
     env = SimpleNamespace(dataset=rows, get_dataset=lambda: SimpleNamespace(to_list=lambda: rows))
-    monkeypatch.setattr(loop, "load_env", lambda section: env)
+    monkeypatch.setattr("verifiers.train.run_roles.load_env", lambda section: env)
     batch_groups, steps = 2, 4
     state = {"in_step": False, "groups": 0, "finished_in_step": 0, "steps_waited_out": 0}
     step_began: dict[str, asyncio.Event] = {}

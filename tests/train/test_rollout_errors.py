@@ -224,6 +224,7 @@ async def test_run_whose_rollouts_all_fail_stops_with_the_message(tiny_model_dir
     from types import SimpleNamespace
 
     import verifiers.train.loop as loop
+    import verifiers.train.run_roles as run_roles
     from verifiers.train.config import TrainConfig
 
     rows = [{"id": i, "prompt": [{"role": "user", "content": str(i)}], "answer": "0"} for i in range(50)]
@@ -243,13 +244,13 @@ async def test_run_whose_rollouts_all_fail_stops_with_the_message(tiny_model_dir
         "trainer": {"seq_len": 16, "micro_batch_rows": 4}, "sampling": {"max_tokens": 4},
         "run": {"steps": 3, "output": str(tmp_path / "run"), "checkpoint_every": 0},
     })
-    orig = loop.load_env
-    loop.load_env = lambda section: env
+    orig = run_roles.load_env
+    run_roles.load_env = lambda section: env
     try:
         with pytest.raises(RolloutsFailingError, match=r"SandboxError from setup.*no sandbox"):
             await loop.run_training(cfg, rollout_fn=failing, servers=[FakeServer()])
     finally:
-        loop.load_env = orig
+        run_roles.load_env = orig
     assert len(started) <= (16 + 2 * 4) // 4 + 2
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()] \
         if (tmp_path / "run" / "metrics.jsonl").exists() else []

@@ -30,7 +30,7 @@ def test_the_output_folder_holds_the_trained_model_and_the_rl_time(tiny_model_di
     import verifiers.train.loop as loop
 
     rows = [{"id": i, "prompt": [{"role": "user", "content": str(i)}], "answer": "0"} for i in range(40)]
-    monkeypatch.setattr(loop, "load_env", lambda section: SimpleNamespace(
+    monkeypatch.setattr("verifiers.train.run_roles.load_env", lambda section: SimpleNamespace(
         dataset=rows, get_dataset=lambda: SimpleNamespace(to_list=lambda: rows), eval_dataset=None))
 
     async def rollout(entry, row, n, client, model, sampling_args):

@@ -64,23 +64,21 @@ def test_elastic_threads_follow_generation_on_this_machine(tmp_path, monkeypatch
     cfg = TrainConfig(model={"path": str(tmp_path / "m")}, env=[{"id": str(ROOT / "examples" / "envs" /
                                                                           "digit_copy.py")}])
     run = Run(cfg, output=tmp_path / "out")
+    role = run.role                             # rank 0 of a colocated run
     run.trainer = SimpleNamespace(cpu_share=lambda: 4)
-    run.orch = SimpleNamespace(generating=True)
-    run.servers = [SimpleNamespace(base_url="http://127.0.0.1:8000/v1")]
-    run.colocated = run._is_colocated()         # what setup decides once the servers are known
+    role.orch = SimpleNamespace(generating=True)
+    role.servers = [SimpleNamespace(base_url="http://127.0.0.1:8000/v1")]
     assert run._trainer_threads() == 2          # a local server is generating: leave it half
-    run.orch.generating = False
+    role.orch.generating = False
     assert run._trainer_threads() == 4          # nothing generating: every core
-    run.orch.generating = True
-    run.servers = [SimpleNamespace(base_url="http://10.1.2.3:8000/v1")]
-    run.colocated = run._is_colocated()
+    role.orch.generating = True
+    role.servers = [SimpleNamespace(base_url="http://10.1.2.3:8000/v1")]
     assert run._trainer_threads() == 4          # the servers are elsewhere
-    run.launched_servers = True
-    run.colocated = run._is_colocated()
+    role.launched_servers = True
     assert run._trainer_threads() == 2          # ... unless the run started its own here
     run.trainer = SimpleNamespace(cpu_share=lambda: 1)
     assert run._trainer_threads() == 1
-    run.orch = None
+    role.orch = None
     run.trainer = SimpleNamespace(cpu_share=lambda: 4)
     assert run._trainer_threads() == 4
 

@@ -243,13 +243,18 @@ sample_rollouts = 2
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_vf_train_on_a_v1_environment(vllm_server, tmp_path, monkeypatch):
-    from transformers import AutoTokenizer
-    from typer.testing import CliRunner
+def test_vf_train_on_a_v1_environment_through_env_servers(vllm_server, tmp_path):
+    """`vf train` on a v1 env, in a fresh interpreter with ``-W error::ResourceWarning``: the run
+    starts an env-server pool for the env (worker processes), every group's episodes are played
+    there against the shared vLLM server, every trained sample is one trace branch as the env server
+    sent it (token for token, mask for mask, logprob for logprob), the progress bar advances with
+    ``eval_every = 0``, and nothing is left: no child process, no env-server process, no unclosed
+    session or socket."""
+    import os
+    import subprocess
+    import sys
 
-    from verifiers.train.cli import app
-    from verifiers.train.trainer import Trainer
-    from verifiers.train.v1_envs import V1TrainEnv
+    from transformers import AutoTokenizer
 
     model = tmp_path / "model"
     shutil.copytree(vllm_server.model_dir, model)  # the trainer starts from the weights the server holds
@@ -258,55 +263,50 @@ def test_vf_train_on_a_v1_environment(vllm_server, tmp_path, monkeypatch):
     allowed = tok.convert_tokens_to_ids(["a", " "])
     config.write_text(TOML.format(model=model, env=PACKAGE, url=vllm_server.base_url, served=vllm_server.model,
                                   allowed=allowed))
-    trained: list = []
-    episodes: list = []
-    step, run_group = Trainer.step, V1TrainEnv.run_group
-
-    def recording_step(self, samples):
-        trained.extend(samples)
-        return step(self, samples)
-
-    async def recording_run_group(self, *args, **kwargs):
-        states = await run_group(self, *args, **kwargs)
-        episodes.extend(s["episode"] for s in states)
-        return states
-
-    monkeypatch.setattr(Trainer, "step", recording_step)
-    monkeypatch.setattr(V1TrainEnv, "run_group", recording_run_group)
-    out = tmp_path / "run"
+    out, record_path = tmp_path / "run", tmp_path / "record.json"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     try:
-        result = CliRunner().invoke(app, [str(config), "--output", str(out)], catch_exceptions=False)
+        proc = subprocess.run([sys.executable, "-W", "error::ResourceWarning", str(Path(__file__).parent / "v1_train_worker.py"),
+                               str(config), str(out), str(record_path)], capture_output=True, text=True, timeout=600,
+                              env=env, cwd=tmp_path)
     finally:
         vllm_server.reload_weights(vllm_server.model_dir)  # leave the shared server as we found it
-    assert result.exit_code == 0, result.output[-3000:]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads(record_path.read_text())
+    assert record["exit_code"] == 0, record["output"]
+    assert "Unclosed" not in proc.stderr and "ResourceWarning" not in proc.stderr, proc.stderr[-3000:]
+    # the run's env-server pool and its workers existed, and none of them is left
+    assert len(record["env_server_pids"]) >= 2
+    assert record["children_left"] == []
+    assert not [p for p in record["env_server_pids"] if Path(f"/proc/{p}").exists()]
+    assert record["progress"][-2:] == [1, 2]  # eval_every = 0: the RL bar still moves every step
 
     rl = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rl] == [1, 2] and [r["policy_version"] for r in rl] == [0, 1]
     assert all(math.isfinite(r["loss/policy"]) and r["weights/update_s"] > 0 for r in rl)
+    assert all(r["groups/rescheduled_infra"] == 0 for r in rl)
     assert (out / "model" / "config.json").is_file()
     saved = [json.loads(line) for line in (out / "rollouts" / "step_1.jsonl").read_text().splitlines()]
     assert saved and all("[agent agent]" in r["completion"] and "Once more." in r["completion"] for r in saved)
 
-    # every trained sample is one branch of a recorded trace, token for token, mask for mask
-    branches = {}
-    for episode in episodes:
-        for trace in episode.traces:
-            for b in trace.branches:
-                branches[tuple(b.token_ids)] = (trace, b)
+    # every trained sample is one branch of a trace the env server sent, token for token, mask for mask
+    branches = {tuple(b["ids"]): b for b in record["branches"]}
+    trained = record["samples"]
     assert len(trained) == 2 * 2 * 4  # 2 steps x 2 groups x 4 episodes, one sample each
     follow_up = tok.encode("Once more.", add_special_tokens=False)
     for s in trained:
-        trace, b = branches[tuple(s.input_ids)]
-        assert s.loss_mask == [int(m) for m in b.sampled_mask]
-        assert s.inference_logprobs == b.logprobs
-        assert any(s.inference_logprobs[i] != 0.0 for i, m in enumerate(s.loss_mask) if m)
+        b = branches[tuple(s["ids"])]
+        assert s["mask"] == b["mask"]
+        assert s["lps"] == b["lps"]
+        assert any(s["lps"][i] != 0.0 for i, m in enumerate(s["mask"]) if m)
         # the sampled tokens are what vLLM reported generating, call by call
-        assert sum(s.loss_mask) == sum(c.usage.completion_tokens for c in b.calls)
-        assert {t for t, m in zip(s.input_ids, s.loss_mask, strict=True) if m} <= set(allowed)
+        assert sum(s["mask"]) == b["completion_tokens"]
+        assert {t for t, m in zip(s["ids"], s["mask"], strict=True) if m} <= set(allowed)
         # both turns in one sample: the user's follow-up is in it, masked out
-        assert len(b.calls) == 2
-        runs = [m for i, m in enumerate(s.loss_mask) if i == 0 or m != s.loss_mask[i - 1]]
+        assert b["calls"] == 2
+        runs = [m for i, m in enumerate(s["mask"]) if i == 0 or m != s["mask"][i - 1]]
         assert runs == [0, 1, 0, 1]
-        gap = [t for t, m in zip(s.input_ids, s.loss_mask, strict=True) if not m]
+        gap = [t for t, m in zip(s["ids"], s["mask"], strict=True) if not m]
         assert any(gap[i:i + len(follow_up)] == follow_up for i in range(len(gap)))
-    assert len({s.reward for s in trained}) > 1  # the group had signal: the loss saw nonzero advantages
+    assert len({s["reward"] for s in trained}) > 1  # the group had signal: the loss saw nonzero advantages

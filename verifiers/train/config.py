@@ -39,6 +39,26 @@ class EnvSection(BaseModel):
     ratio: float = 1.0
     args: dict[str, Any] = {}
     name: str | None = None      # display name in metrics (default: derived from id)
+    # Where its episodes are played (verifiers.train.env_servers): "embedded" (an env-server pool the
+    # run starts and stops, `workers` processes), the address(es) of running env servers
+    # ("tcp://host:5000" or a list; `vf serve-env`), or "in_process" (the orchestrator's own loop).
+    # "auto" (default): embedded (see env_servers.EnvServers.transport).
+    server: str | list[str] = "auto"
+    workers: int = Field(1, ge=1)
+
+    @field_validator("server")
+    @classmethod
+    def _server(cls, v: str | list[str]) -> str | list[str]:
+        addresses = [v] if isinstance(v, str) else list(v)
+        if not addresses:
+            raise ValueError("server: give at least one env-server address, or 'embedded' / 'in_process'")
+        for a in addresses:
+            if a in ("auto", "embedded", "in_process") and isinstance(v, str):
+                continue
+            if not a.startswith(("tcp://", "ipc://")):
+                raise ValueError(f"server {a!r}: an env-server address (tcp://host:port or ipc://path), "
+                                 f"or 'embedded' / 'in_process'")
+        return v
 
     @field_validator("id")
     @classmethod
@@ -264,8 +284,10 @@ def load_env(section: EnvSection) -> Any:
     env = env_loading.load(source, section.args)
     from verifiers.train.v1_envs import V1TrainEnv, is_v1_env
 
-    if is_v1_env(env):  # a v1 package (a Taskset in __all__): its episodes run in process, as v1 runs them
-        env = V1TrainEnv(env)
+    if is_v1_env(env):  # a v1 package (a Taskset in __all__): its tasks are the rows, env servers play them
+        from verifiers.v1.env import env_table
+
+        env = V1TrainEnv(env, env_table(source.module, dict(section.args)))
     for attr, value in (("env_id", section.display_name), ("env_args", dict(section.args))):
         if getattr(env, attr, None) in (None, ""):
             try:

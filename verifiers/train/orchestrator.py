@@ -92,6 +92,11 @@ class ServerLostError(RuntimeError):
         self.server_i = server_i
 
 
+class EnvInfraError(RuntimeError):
+    """An env server lost the group's episodes (its worker died, it refused the run, it stopped
+    answering): the group is rescheduled, never scored (``groups/rescheduled_infra``)."""
+
+
 def state_field(state: Any, key: str) -> Any:
     """A field of a rollout state (a dict-like State or an object with attributes)."""
     return state.get(key) if hasattr(state, "get") else getattr(state, key, None)
@@ -233,7 +238,7 @@ class Orchestrator:
         self._admit_task: asyncio.Task | None = None
         self._health_task: asyncio.Task | None = None
         self.counters = {"dropped_off_policy": 0, "cancelled": 0, "filtered_no_signal": 0, "errors": 0,
-                         "rescheduled_server": 0, "server_restarts": 0, "dropped_error_groups": 0}
+                         "rescheduled_server": 0, "rescheduled_infra": 0, "server_restarts": 0, "dropped_error_groups": 0}
         self._last_error: BaseException | None = None
         self._consecutive_errors = 0
         # Failed-rollout bookkeeping: the last `error_window` rollouts (True = failed) and their errors.
@@ -296,8 +301,15 @@ class Orchestrator:
         entry = self.envs[env_i]
         server = self.servers[server_i]
         started = time.perf_counter()
-        states = await self.rollout_fn(entry, entry.rows[ex], self.cfg.group_size, server.client,
-                                       server.model, self.sampling_args)
+        try:
+            states = await self.rollout_fn(entry, entry.rows[ex], self.cfg.group_size, server.client,
+                                           server.model, self.sampling_args)
+        except EnvInfraError:
+            if self._infra_retries[(env_i, ex)] >= self.cfg.max_infra_retries:
+                raise RuntimeError(f"{entry.name} example {ex}: env servers lost it "
+                                   f"{self.cfg.max_infra_retries + 1} times (orchestrator.max_infra_retries)")
+            self._infra_retries[(env_i, ex)] += 1
+            raise
         infra = [e for e in map(rollout_error, states) if _infra_error(e)]
         if infra and self._infra_retries[(env_i, ex)] < self.cfg.max_infra_retries:
             # Requests got no answer: ask the server. Down -> reschedule elsewhere; up again -> it may
@@ -329,6 +341,11 @@ class Orchestrator:
         env_i, ex, _version, _server = self._inflight.pop(task, (None, None, None, None))
         if task.cancelled():
             pass
+        elif isinstance(task.exception(), EnvInfraError):
+            self.counters["rescheduled_infra"] += 1
+            self._last_error = task.exception()
+            if env_i is not None:
+                self.retry.appendleft((env_i, ex))
         elif isinstance(task.exception(), ServerLostError):
             self.counters["rescheduled_server"] += 1
             if env_i is not None:
@@ -608,6 +625,7 @@ class Orchestrator:
             "groups/errors": float(self.counters["errors"]),
             "groups/dropped_errors": float(self.counters["dropped_error_groups"]),
             "groups/rescheduled_server": float(self.counters["rescheduled_server"]),
+            "groups/rescheduled_infra": float(self.counters["rescheduled_infra"]),
             "servers/restarts": float(self.counters["server_restarts"]),
             "servers/down": float(len(self._down_since)),
             "samples/count": float(len(samples)),

@@ -136,7 +136,7 @@ async def run_orchestrator(cfg: TrainConfig, *, output: str | Path | None = None
     """The orchestrator process of a split run; returns what it did (batches written, versions applied)."""
     console = console or Console(stderr=True)
     out = _absolute(output or cfg.run.output)
-    rollout_fn = rollout_fn or env_rollout_group
+    env_servers: Any = None
     ex = Exchange(out, "orchestrator", peer_timeout=cfg.run.peer_timeout_s).start()
     console.print(f"orchestrator: run folder {out}")
     own = servers is None
@@ -153,6 +153,12 @@ async def run_orchestrator(cfg: TrainConfig, *, output: str | Path | None = None
             envs.append(EnvEntry(e.display_name, env, e.ratio, env_rows(env)))
         if not envs:
             raise ValueError("no environment configured: add an [[env]] table with an id")
+        if rollout_fn is None:  # env servers play the episodes (they start while the trainer starts)
+            from verifiers.train.env_servers import EnvServers
+
+            env_servers = EnvServers()
+            env_servers.start(envs, cfg.env)
+            rollout_fn = env_servers.rollout_fn(env_rollout_group)
         # The trainer writes the model (model.tiny) before its first heartbeat: wait for it.
         while ex.peer_state() is None:
             await asyncio.sleep(ex.poll_s)
@@ -171,6 +177,9 @@ async def run_orchestrator(cfg: TrainConfig, *, output: str | Path | None = None
                     log_dir=out / "logs", coalesce_samples=cfg.inference.coalesce_samples, devices=devices,
                     weight_update=cfg.inference.weight_update, variant=variant,
                     request_timeout=cfg.inference.request_timeout_s)
+        if env_servers is not None:
+            env_servers.ready(log=console.print)
+            await env_servers.wait_ready()
         ex.put("servers.json", {"root_urls": [s.root_url for s in servers], "base_urls": [s.base_url for s in servers],
                                 "model": servers[0].model})
         orch = Orchestrator(envs, servers, cfg.orchestrator, cfg.sampling.to_args(), rollout_fn=rollout_fn,
@@ -244,6 +253,8 @@ async def run_orchestrator(cfg: TrainConfig, *, output: str | Path | None = None
                 await watcher
         if orch is not None:
             await orch.stop()
+        if env_servers is not None:
+            await env_servers.aclose()
         await close_envs(envs)
         for s in servers:
             with contextlib.suppress(Exception):

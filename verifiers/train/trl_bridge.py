@@ -36,7 +36,9 @@ cut at the first such turn (TRL takes one sequence per rollout).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -76,6 +78,17 @@ class _LoopThread:
     def run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
+    def close(self) -> None:
+        """Stop the loop and its thread, then close the loop (idempotent)."""
+        if self.loop.is_closed():
+            return
+        # the loop's default executor (asyncio.to_thread in environments) has threads of its own
+        with contextlib.suppress(Exception):
+            self.run(self.loop.shutdown_default_executor())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
 
 def make_rollout_func(env: Any, client: Any, *, model: str, sampling_args: dict[str, Any] | None = None,
                       sync_weights: bool = True, max_concurrent: int = 64, max_error_rate: float = 0.5,
@@ -93,6 +106,10 @@ def make_rollout_func(env: Any, client: Any, *, model: str, sampling_args: dict[
     leaving the sample out). A group in which every rollout failed gets reward 0 everywhere and no
     loss tokens. When more than ``max_error_rate`` of the last ``error_window`` rollouts failed,
     :class:`~verifiers.train.orchestrator.RolloutsFailingError` stops training with the commonest error.
+
+    ``rollout_func.close()`` (also ``with make_rollout_func(...) as f``) closes what the bridge opened:
+    the model client it made (its HTTP session; a client passed in stays the caller's), its event
+    loop thread and its weights folder. Call it when training ends, on every path.
     """
     from collections import Counter, deque
 
@@ -100,6 +117,7 @@ def make_rollout_func(env: Any, client: Any, *, model: str, sampling_args: dict[
     from verifiers.train.orchestrator import RolloutsFailingError, rollout_error
 
     mc = ModelClient.from_any(client)
+    own_client = mc is not client
     rows = {_key(r["prompt"]): r for r in env_rows(env)}
     args = dict(sampling_args or {})
     args["logprobs"] = True
@@ -188,4 +206,31 @@ def make_rollout_func(env: Any, client: Any, *, model: str, sampling_args: dict[
                 f"commonest: {src}: {typ} ({count}x), e.g. {samples_of_errors[(src, typ)][:300]!r}")
         return out
 
-    return rollout_func
+    def close() -> None:
+        if runner.loop.is_closed():
+            return
+        try:
+            if own_client:
+                runner.run(mc.aclose())
+        finally:
+            runner.close()
+            shutil.rmtree(weights_dir, ignore_errors=True)
+
+    return _RolloutFunc(rollout_func, close)
+
+
+class _RolloutFunc:
+    """The ``rollout_func`` TRL calls, with ``close()`` (and ``with``) for what the bridge opened."""
+
+    def __init__(self, fn: Callable[[list[Any], Any], dict], close: Callable[[], None]) -> None:
+        self._fn = fn
+        self.close = close
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        return self._fn(prompts, trainer)
+
+    def __enter__(self) -> _RolloutFunc:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["V1TrainEnv", "is_v1_env"]
+__all__ = ["V1TrainEnv", "check_episode_temperature", "describe_episode", "is_v1_env"]
 
 
 def is_v1_env(env: Any) -> bool:
@@ -33,7 +33,7 @@ class V1TrainEnv:
     task: ``example_id``, ``task``, ``prompt``), ``eval_dataset`` (None: tasksets have no eval
     split), ``run_group`` and ``aclose``."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any, server_table: dict[str, Any] | None = None) -> None:
         from verifiers.v1.rollout import EpisodeRunner
 
         env.check()  # a role whose harness or runtime cannot start here: refused before any server starts
@@ -52,6 +52,8 @@ class V1TrainEnv:
         self.dataset = [{"example_id": t.data.idx if t.data.idx is not None else i, "task": t,
                          "prompt": t.data.prompt} for i, t in enumerate(tasks)]
         self.eval_dataset = None
+        # the [env] table an env server loads to play this env's episodes (verifiers.train.env_servers)
+        self.server_table = server_table
         self._runner = EpisodeRunner(env)
         self._started: asyncio.Task | None = None
 
@@ -75,11 +77,8 @@ class V1TrainEnv:
             state["episode"] = episode
             if episode is None:
                 continue
-            trainable = [t for t in episode.traces if t.agent.trainable]
-            _check_temperature(trainable, args.get("temperature"))
-            # readable rollouts (rollouts/step_N.jsonl): the task's prompt and what the agents said
-            state["prompt"] = state["_task"].data.prompt
-            state["completion"] = "\n\n".join(f"[agent {t.agent.name}]\n{t.transcript}" for t in trainable)
+            check_episode_temperature(episode, args.get("temperature"))
+            describe_episode(state, episode, state["_task"].data.prompt)
         return states
 
     async def aclose(self) -> None:
@@ -89,12 +88,19 @@ class V1TrainEnv:
             await self._runner.close()
 
 
-def _check_temperature(traces: Sequence[Any], temperature: float | None) -> None:
+def describe_episode(state: dict[str, Any], episode: Any, prompt: Any) -> None:
+    """The readable rollout (``rollouts/step_N.jsonl``): the task's prompt and what the agents said."""
+    state["prompt"] = prompt
+    state["completion"] = "\n\n".join(f"[agent {t.agent.name}]\n{t.transcript}"
+                                       for t in episode.traces if t.agent.trainable)
+
+
+def check_episode_temperature(episode: Any, temperature: float | None) -> None:
     """A trainable agent sampling at another temperature than the trainer's would train on
     logprobs of a different distribution: stop with what to change."""
     if temperature is None:
         return
-    for trace in traces:
+    for trace in (t for t in episode.traces if t.agent.trainable):
         for call in trace.calls:
             used = call.sampling.temperature if call.sampling is not None else None
             if used is not None and float(used) != float(temperature):
