@@ -53,6 +53,11 @@ def _leftovers(root: Path) -> list[Path]:
     return list(root.glob("run-*"))
 
 
+def _warm_folders(root: Path) -> list[Path]:
+    """Work folders of warm boxes still on disk."""
+    return list(root.glob("warm-*"))
+
+
 def _runtime() -> SandboxRuntime:
     return SandboxRuntime(SandboxConfig(timeout=300, limits={"memory_mb": 2048, "processes": 256}))
 
@@ -139,10 +144,12 @@ def _fix_command(task: rr.RepairTask) -> str:
             "git apply -R .vf/fix.diff && git diff --stat && python3 .vf/pytest -q 2>&1 | tail -1")  # fmt: skip
 
 
-async def test_a_scripted_agent_that_fixes_the_bug_gets_1_and_one_that_does_not_gets_0(_sandbox_dir: Path) -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+async def test_a_scripted_agent_that_fixes_the_bug_gets_1_and_one_that_does_not_gets_0(_sandbox_dir: Path, warm: bool) -> None:
+    # warm: both rollouts (the agent's commands and the hidden tests) run in pre-started boxes of one pool
     env = load_environment({
         "taskset": {"id": "repo-repair", "packages": ["parse"]},
-        "agent": {"harness": {"id": "bash"}, "runtime": {"type": "sandbox", "timeout": 120}, "max_turns": 4},
+        "agent": {"harness": {"id": "bash"}, "runtime": {"type": "sandbox", "timeout": 120, "warm": warm}, "max_turns": 4},
     })  # fmt: skip
     env.check()
     fixer, idler = list(env.taskset.take(2))
@@ -176,6 +183,12 @@ async def test_a_scripted_agent_that_fixes_the_bug_gets_1_and_one_that_does_not_
     for st in (fixed, idle):
         trace = st["_episode"].traces[0]
         assert trace.agent.runtime["type"] == "sandbox" and not trace.errors
+    if warm:
+        from verifiers.v1.runtimes import close_warm_sandboxes
+
+        assert _warm_folders(_sandbox_dir), "no warm box was used"
+        close_warm_sandboxes()
+        assert not _warm_folders(_sandbox_dir)
     assert not _leftovers(_sandbox_dir)
 
 

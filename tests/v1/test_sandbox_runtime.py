@@ -388,3 +388,48 @@ async def test_a_timed_out_rollout_leaves_no_sandboxed_process_and_no_folder(tmp
     assert out["metadata"]["num_errors"] == 1  # the rollout's timeout, not the command's 120 s
     assert await wait_until_gone(marker, timeout=10) == []
     assert not list(_sandbox_dir.glob("run-*"))
+
+
+async def test_warm_rollouts_reuse_one_box_and_never_see_each_others_state(_sandbox_dir: Path) -> None:
+    """``warm = true``: the runtimes of one config share one pool; a hostile rollout (files in its
+    work folder and /tmp, a background process, a changed environment) leaves nothing for the next
+    rollout on the same box; tool folders are refused in one line; closing stops every box."""
+    from verifiers.v1.runtimes import close_warm_sandboxes
+
+    marker = f"vf-warm-{secrets.token_hex(4)}"
+    config = SandboxConfig(warm=True, timeout=20)
+    first = SandboxRuntime(config)
+    await first.start()
+    await first.write("secret.txt", "one")
+    r = await first.run(f"echo leak > /tmp/left.txt; export LEAK=1; (exec -a {marker} sleep 300 &) ; cat secret.txt")
+    assert r.ok and r.stdout == "one"
+    boxes = first._sandbox.pool.pids()
+    assert len(boxes) == 1  # the rollout holds a pre-started box
+    with pytest.raises(SandboxError, match="warm = false"):
+        await first.prepare_tools(["pytest"])
+    await first.stop()
+    assert not live_processes(marker), "the rollout's background process outlived it"
+
+    second = SandboxRuntime(config)
+    assert second._sandbox is first._sandbox  # one pool for the config
+    await second.start()
+    r = await second.run("ls -A; ls -A /tmp; echo leak=${LEAK:-none}")
+    assert r.ok and r.stdout.split() == ["leak=none"], r.stdout
+    assert second._sandbox.pool.pids() == boxes  # the same pre-started box served the second rollout
+    await second.stop()
+    close_warm_sandboxes()
+    assert not await wait_until_gone(marker, timeout=10)
+    assert not _warm_leftovers(_sandbox_dir, boxes)
+
+
+def _warm_leftovers(root: Path, boxes: list[int]) -> list[str]:
+    """Warm boxes still alive (not zombies) and warm work folders or shared caches still on disk."""
+    alive = []
+    for pid in boxes:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.append(f"pid {pid}")
+    return alive + [p.name for p in [*root.glob("warm-*"), *root.glob("run-*")]]

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import subprocess as _subprocess  # not `subprocess`: the submodule runtimes.subprocess (the original's path) takes that name in this package
 import tempfile
+import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,6 +68,13 @@ class SandboxConfig(RuntimeConfig):
     uv_cache_dir: Path | None = None
     """A uv cache shared by the runtimes that name it (warm: ``prepare_uv_script`` then needs no
     registry); it must be writable by the sandbox's uid. None: a fresh cache per rollout."""
+    warm: bool = False
+    """Each rollout in a pre-started sandbox (``verifiers.sandbox.warm``) that is reset between
+    rollouts and never shares state between them: a rollout's box starts in milliseconds. The
+    runtimes of one config (in one process) share one pool, and the uv cache is then shared by
+    them too (``uv_cache_dir``, else one made for the process). Tool folders and task
+    environments (``prepare_tools`` / ``prepare_environment`` with requirements) change a box's
+    mounts, so a warm runtime refuses them: use ``warm = false`` for such tasks."""
     registries: list[str] = Field(default_factory=lambda: list(PACKAGE_REGISTRIES))
     """The hosts ``prepare_uv_script`` may reach through the allow-listed egress proxy, as
     ``http(s)://host[:port]`` (an index named in ``env``, ``UV_INDEX_URL``, must be listed too);
@@ -97,6 +106,55 @@ class SandboxConfig(RuntimeConfig):
 
 
 PACKAGE_REGISTRIES = ("https://pypi.org", "https://files.pythonhosted.org")
+
+# warm sandbox runtimes: one Sandbox (and so one pool of warm boxes) and one uv cache per config
+_WARM_SANDBOXES: dict[str, Any] = {}
+_WARM_CACHES: dict[str, Path] = {}
+_WARM_LOCK = threading.Lock()
+
+
+def _warm_key(config: SandboxConfig) -> str:
+    return config.model_dump_json()
+
+
+def _warm_sandbox(config: SandboxConfig, env: dict[str, str], binds: dict[str, str]) -> Any:
+    """The process's shared warm ``Sandbox`` for ``config`` (made on first use; its boxes stop at
+    interpreter exit, or with ``close_warm_sandboxes``)."""
+    from verifiers.sandbox import Sandbox
+
+    with _WARM_LOCK:
+        sandbox = _WARM_SANDBOXES.get(_warm_key(config))
+        if sandbox is None:
+            sandbox = Sandbox(config.backend, limits=dict(config.limits), timeout=config.timeout, env=env, ro_binds=binds, warm=True)
+            _WARM_SANDBOXES[_warm_key(config)] = sandbox
+        return sandbox
+
+
+def _warm_cache(runtime: SandboxRuntime, root: Path, uid: int | None) -> Path:
+    """The uv cache of the warm runtimes of one config: ``uv_cache_dir``, else one folder made
+    for this process (removed by ``close_warm_sandboxes`` or the next process's sweep)."""
+    key = _warm_key(runtime.config)
+    with _WARM_LOCK:
+        path = _WARM_CACHES.get(key)
+        if path is None:
+            path = runtime._cache_dir(root, uid)
+            runtime._own_cache = False  # shared: not removed when one rollout stops
+            _WARM_CACHES[key] = path
+        return path
+
+
+def close_warm_sandboxes() -> None:
+    """Stop every warm box of the warm sandbox runtimes and remove the caches made for them."""
+    with _WARM_LOCK:
+        sandboxes, caches = list(_WARM_SANDBOXES.values()), [
+            (key, path) for key, path in _WARM_CACHES.items() if json.loads(key).get("uv_cache_dir") is None
+        ]
+        _WARM_SANDBOXES.clear()
+        _WARM_CACHES.clear()
+    for sandbox in sandboxes:
+        sandbox.close()
+    for _, path in caches:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class _ContainerConfig(RuntimeConfig):
@@ -465,8 +523,11 @@ class SandboxRuntime(Runtime):
         env = {"UV_CACHE_DIR": _CACHE_INSIDE, "UV_PYTHON": "/usr/bin/python3", "UV_PYTHON_DOWNLOADS": "never",
                "UV_NO_CONFIG": "1", "UV_NO_PROGRESS": "1", **self.config.env}  # fmt: skip
         try:
-            self._sandbox = Sandbox(self.config.backend, limits=dict(self.config.limits), timeout=self.config.timeout,
-                                    env=env, ro_binds=binds)  # fmt: skip
+            if self.config.warm:
+                self._sandbox = _warm_sandbox(self.config, env, binds)
+            else:
+                self._sandbox = Sandbox(self.config.backend, limits=dict(self.config.limits), timeout=self.config.timeout,
+                                        env=env, ro_binds=binds, warm=False)  # fmt: skip
             self._sandbox.check()  # bwrap missing, user namespaces off: refused before any rollout
         except SandboxFailure as exc:
             raise SandboxError(f"the sandbox runtime cannot start here: {_one_line(exc)}") from None
@@ -498,9 +559,13 @@ class SandboxRuntime(Runtime):
 
         if self._session is not None:
             return
-        self._cache = await asyncio.to_thread(self._cache_dir, sandbox_root(), SANDBOX_UID if drop_to_sandbox_uid() else None)
+        if self.config.warm:
+            # one cache for the shared pool: a bind that changed per rollout would restart the pool
+            self._cache = await asyncio.to_thread(_warm_cache, self, sandbox_root(), SANDBOX_UID if drop_to_sandbox_uid() else None)
+        else:
+            self._cache = await asyncio.to_thread(self._cache_dir, sandbox_root(), SANDBOX_UID if drop_to_sandbox_uid() else None)
         self._sandbox.ro_binds[str(self._cache)] = _CACHE_INSIDE  # read-only but while preparing
-        session = self._sandbox.session()
+        session = self._sandbox.session(warm=self.config.warm)
         await session.start()
         self._session = session
 
@@ -574,6 +639,9 @@ class SandboxRuntime(Runtime):
 
         reqs = normalized_requirements(requirements)
         env = self._tools.get(reqs)
+        if env is None and self.config.warm:
+            raise SandboxError("a warm sandbox runtime cannot mount tool folders or task environments (they change every "
+                               "box's mounts); set [env.<role>.runtime] warm = false for this task")  # fmt: skip
         if env is None:
             try:
                 env = await ensure_toolenv(reqs, registries=self.config.registries, backend=self.config.backend, timeout=timeout,
