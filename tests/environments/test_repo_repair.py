@@ -6,18 +6,15 @@ and 0 by submitting the bug untouched."""
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.sandbox.conftest import ensure_bwrap
+from tests.sandbox.conftest import private_sandbox_root
 from verifiers.clients import ModelClient
 from verifiers.testing.scripted import ScriptedServer, reply, tool_call, tool_calls
 from verifiers.v1.env import load_environment
@@ -34,18 +31,8 @@ import repo_repair_generate as gen  # noqa: E402
 
 @pytest.fixture(scope="module", autouse=True)
 def _sandbox_dir() -> Iterator[Path]:
-    # our own sandbox root (the sandbox's uid must traverse to it; pytest's tmp folders are private)
-    root = Path(tempfile.mkdtemp(prefix="vf-repo-repair-test-"))
-    root.chmod(0o711)
-    previous = os.environ.get("VF_SANDBOX_DIR")
-    os.environ["VF_SANDBOX_DIR"] = str(root)
-    ensure_bwrap()
-    yield root
-    if previous is None:
-        os.environ.pop("VF_SANDBOX_DIR", None)
-    else:
-        os.environ["VF_SANDBOX_DIR"] = previous
-    shutil.rmtree(root, ignore_errors=True)
+    with private_sandbox_root("vf-repo-repair-test-") as root:
+        yield root
 
 
 def _leftovers(root: Path) -> list[Path]:

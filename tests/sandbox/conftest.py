@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -24,21 +25,30 @@ def ensure_bwrap() -> None:
     assert shutil.which("bwrap"), "scripts/setup-system.sh did not install bubblewrap"
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _sandbox_dir() -> Iterator[None]:
-    # this test run's own sandbox root, so leak checks see only our runs; under /tmp because the
-    # sandbox's uid must be able to traverse to it (pytest's own tmp folders are private)
-    root = Path(tempfile.mkdtemp(prefix="vf-sandbox-test-"))
+@contextlib.contextmanager
+def private_sandbox_root(prefix: str) -> Iterator[Path]:
+    """A sandbox root of the caller's own (``VF_SANDBOX_DIR`` while it is open), so leak checks see
+    only the caller's runs; under /tmp because the sandbox's uid must be able to traverse to it
+    (pytest's own tmp folders are private). Removed, and the previous root restored, at the end."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     root.chmod(0o711)
     previous = os.environ.get("VF_SANDBOX_DIR")
     os.environ["VF_SANDBOX_DIR"] = str(root)
     ensure_bwrap()
-    yield
-    if previous is None:
-        os.environ.pop("VF_SANDBOX_DIR", None)
-    else:
-        os.environ["VF_SANDBOX_DIR"] = previous
-    shutil.rmtree(root, ignore_errors=True)
+    try:
+        yield root
+    finally:
+        if previous is None:
+            os.environ.pop("VF_SANDBOX_DIR", None)
+        else:
+            os.environ["VF_SANDBOX_DIR"] = previous
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sandbox_dir() -> Iterator[None]:
+    with private_sandbox_root("vf-sandbox-test-"):
+        yield
 
 
 @pytest.fixture(params=ISOLATING_BACKENDS)

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.sandbox.conftest import ensure_bwrap
+from tests.sandbox.conftest import private_sandbox_root
 from verifiers.testing.scripted import ScriptedServer, reply, tool_call, tool_calls
 from verifiers.train.orchestrator import EnvEntry, Orchestrator, OrchestratorConfig
 
@@ -27,18 +25,8 @@ ENV_ARGS = {
 
 @pytest.fixture(scope="module", autouse=True)
 def _sandbox_dir() -> Iterator[Path]:
-    # our own sandbox root (the sandbox's uid must traverse to it; pytest's tmp folders are private)
-    root = Path(tempfile.mkdtemp(prefix="vf-repo-repair-train-"))
-    root.chmod(0o711)
-    previous = os.environ.get("VF_SANDBOX_DIR")
-    os.environ["VF_SANDBOX_DIR"] = str(root)
-    ensure_bwrap()
-    yield root
-    if previous is None:
-        os.environ.pop("VF_SANDBOX_DIR", None)
-    else:
-        os.environ["VF_SANDBOX_DIR"] = previous
-    shutil.rmtree(root, ignore_errors=True)
+    with private_sandbox_root("vf-repo-repair-train-") as root:
+        yield root
 
 
 def _leftovers(root: Path) -> list[Path]:
@@ -159,8 +147,8 @@ def test_vf_train_runs_the_repair_loop_with_the_tiny_model(vllm_server, tmp_path
     from typer.testing import CliRunner
 
     from verifiers.train.cli import app
+    from verifiers.train.env_servers import EnvServers
     from verifiers.train.trainer import Trainer
-    from verifiers.train.v1_envs import V1TrainEnv
 
     model = tmp_path / "model"
     shutil.copytree(vllm_server.model_dir, model)
@@ -175,7 +163,7 @@ def test_vf_train_runs_the_repair_loop_with_the_tiny_model(vllm_server, tmp_path
                                   task_id=task.data.id))
     trained: list = []
     episodes: list = []
-    step, run_group = Trainer.step, V1TrainEnv.run_group
+    step, run_group = Trainer.step, EnvServers.run_group
 
     def recording_step(self, samples):
         trained.extend(samples)
@@ -187,7 +175,9 @@ def test_vf_train_runs_the_repair_loop_with_the_tiny_model(vllm_server, tmp_path
         return states
 
     monkeypatch.setattr(Trainer, "step", recording_step)
-    monkeypatch.setattr(V1TrainEnv, "run_group", recording_run_group)
+    # the run plays its v1 episodes through an env server pool it launches (the default): what came
+    # back over the wire is what is checked
+    monkeypatch.setattr(EnvServers, "run_group", recording_run_group)
     out = tmp_path / "run"
     try:
         result = CliRunner().invoke(app, [str(config), "--output", str(out)], catch_exceptions=False)

@@ -13,16 +13,13 @@
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.sandbox.conftest import ensure_bwrap
+from tests.sandbox.conftest import private_sandbox_root
 from tests.sandbox.support import live_processes, wait_until_gone
 from verifiers.clients import ModelClient
 from verifiers.testing.scripted import ScriptedServer, tool_call, tool_calls
@@ -35,17 +32,8 @@ SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 @pytest.fixture(scope="module", autouse=True)
 def _sandbox_dir() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="vf-agent-test-"))
-    root.chmod(0o711)
-    previous = os.environ.get("VF_SANDBOX_DIR")
-    os.environ["VF_SANDBOX_DIR"] = str(root)
-    ensure_bwrap()
-    yield root
-    if previous is None:
-        os.environ.pop("VF_SANDBOX_DIR", None)
-    else:
-        os.environ["VF_SANDBOX_DIR"] = previous
-    shutil.rmtree(root, ignore_errors=True)
+    with private_sandbox_root("vf-agent-test-") as root:
+        yield root
 
 
 def _env(**agent: object) -> object:

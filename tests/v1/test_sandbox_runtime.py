@@ -12,7 +12,6 @@ import asyncio
 import os
 import re
 import secrets
-import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.conftest import ensure_bwrap
+from tests.sandbox.conftest import private_sandbox_root
 from tests.sandbox.support import live_processes, wait_until_gone
 from tests.v1.test_runtimes import _index, _wheel
 from verifiers.clients import ModelClient
@@ -35,18 +34,8 @@ from verifiers.v1.runtimes import SandboxConfig, SandboxRuntime, make_runtime, r
 
 @pytest.fixture(scope="module", autouse=True)
 def _sandbox_dir() -> Iterator[Path]:
-    # our own sandbox root (the sandbox's uid must traverse to it; pytest's tmp folders are private)
-    root = Path(tempfile.mkdtemp(prefix="vf-sandboxrt-test-"))
-    root.chmod(0o711)
-    previous = os.environ.get("VF_SANDBOX_DIR")
-    os.environ["VF_SANDBOX_DIR"] = str(root)
-    ensure_bwrap()
-    yield root
-    if previous is None:
-        os.environ.pop("VF_SANDBOX_DIR", None)
-    else:
-        os.environ["VF_SANDBOX_DIR"] = previous
-    shutil.rmtree(root, ignore_errors=True)
+    with private_sandbox_root("vf-sandboxrt-test-") as root:
+        yield root
 
 
 @pytest.fixture
