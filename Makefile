@@ -42,6 +42,7 @@ bench: venv
 	$(BIN)/python benchmarks/resume_memory.py
 	$(BIN)/python benchmarks/hub_limits.py
 	$(BIN)/python benchmarks/serve.py
+	$(BIN)/python benchmarks/harness.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache outputs
