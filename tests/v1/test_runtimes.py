@@ -9,6 +9,7 @@ import hashlib
 import http.server
 import sys
 import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -101,8 +102,9 @@ def _wheel(folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _index(wheel: Path):
-    """A PEP 503 package index on loopback serving ``wheel`` (a registry, without the network)."""
+def _index(wheel: Path, delay: float = 0.0):
+    """A PEP 503 package index on loopback serving ``wheel`` (a registry, without the network);
+    ``delay``: seconds it waits before sending the wheel (a slow registry)."""
     pages = {"/simple/": b'<a href="/simple/vfprobe/">vfprobe</a>',
              "/simple/vfprobe/": f'<a href="/files/{wheel.name}">{wheel.name}</a>'.encode(),
              f"/files/{wheel.name}": wheel.read_bytes()}  # fmt: skip
@@ -110,6 +112,8 @@ def _index(wheel: Path):
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self, head: bool = False) -> None:
             body = pages.get(self.path)
+            if delay and self.path.startswith("/files/"):
+                time.sleep(delay)
             self.send_response(200 if body is not None else 404)
             self.send_header("content-type", "text/html" if self.path.startswith("/simple") else "application/octet-stream")
             self.send_header("content-length", str(len(body or b"")))

@@ -79,9 +79,12 @@ async def test_a_failed_build_is_one_line_and_leaves_nothing(roots, tmp_path) ->
 
 
 async def test_a_cancelled_caller_does_not_cancel_the_build(roots, tmp_path) -> None:
-    with _index(_wheel(tmp_path)) as index:
+    # the registry takes 3 s to send the wheel: the caller is cancelled while the build waits on it
+    # (on a quiet machine a build from a fast local index can finish before the cancel)
+    with _index(_wheel(tmp_path), delay=3.0) as index:
         first = asyncio.ensure_future(ensure_toolenv(["vfprobe==1.0"], registries=[index], index_url=index, timeout=120))
         await asyncio.sleep(0.3)  # the build has started in its sandbox
+        assert not first.done()
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
