@@ -11,6 +11,7 @@ is gone with it; closing the pool ends the rest.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
@@ -25,7 +26,7 @@ pytest.importorskip("mcp", reason="the toolset tests need the mcp package (verif
 
 CONFIG = {"taskset": {"id": "vf-mcp-tools", "n": 4, "shared": True}}
 ELASTIC = {"min_workers": 1, "max_workers": 2, "max_concurrent": 2, "idle_timeout": 4.0, "health_interval": 0.2}
-RELEASE = {"at": 0.0}
+RELEASE = threading.Event()  # set by the test once both workers hold two runs each
 
 
 def _tool_servers_of(pids: set[int]) -> dict[int, list[int]]:
@@ -44,13 +45,15 @@ def _tool_servers_of(pids: set[int]) -> dict[int, list[int]]:
     return out
 
 
-def _script(req):
+async def _script(req):
     tool = _last_tool(req)
     a, b = _numbers(req)
-    if tool is None:  # every first reply comes at one moment: runs wait in the broker's queue until the
+    if tool is None:  # every first reply waits for the release: runs wait in the broker's queue until the
         # second worker is up, and both workers finish together (neither idles while the other plays)
-        delay = max(0.0, RELEASE["at"] - time.monotonic())
-        return tool_calls(tool_call("ledger_record", {"item": f"{a}-first"}, id="r1"), delay=delay)
+        deadline = time.monotonic() + 120.0
+        while not RELEASE.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return tool_calls(tool_call("ledger_record", {"item": f"{a}-first"}, id="r1"))
     if tool["tool_call_id"] == "r1":
         return tool_calls(tool_call("ledger_record", {"item": f"{a}-second"}, id="r2"))
     if tool["tool_call_id"] == "r2":
@@ -77,12 +80,13 @@ async def test_an_elastic_pool_grows_with_queued_runs_and_shrinks_when_idle() ->
             first = await _until(client, lambda s: s["workers"] and all(w["ready"] for w in s["workers"]))
             assert first["elastic"] and len(first["workers"]) == 1 and first["grown"] == 0
             tasks = [{"prompt": f"What is {i} + {i + 10}?", "a": i, "b": i + 10, "id": f"m{i}", "idx": i} for i in range(4)]
-            RELEASE["at"] = time.monotonic() + 25.0
+            RELEASE.clear()
             runs = [asyncio.ensure_future(client.run(srv.base_url, "scripted-model", {}, t)) for t in tasks]
             grown = await _until(client, lambda s: len(s["workers"]) == 2)
             assert grown["grown"] == 1 and grown["queued"] > 0  # it grew because runs waited
             both = await _until(client, lambda s: all(w["running"] == 2 for w in s["workers"]) and len(s["workers"]) == 2)
             assert both["queued"] == 0
+            RELEASE.set()
             episodes = await asyncio.wait_for(asyncio.gather(*runs), 180)
             busy = await client.status()
             assert [w["served"] for w in busy["workers"]] == [2, 2]
