@@ -422,3 +422,38 @@ def _warm_leftovers(root: Path, boxes: list[int]) -> list[str]:
         if state != "Z":
             alive.append(f"pid {pid}")
     return alive + [p.name for p in [*root.glob("warm-*"), *root.glob("run-*")]]
+
+
+async def test_a_tasks_declared_resources_set_the_sandbox_limits_unless_the_config_sets_them(caplog, monkeypatch) -> None:
+    """``TaskData.resources`` (GB) become the box's ``memory_mb`` / ``disk_mb``; a limit the runtime
+    config sets wins; what the runtime cannot enforce (``cpu``, ``gpu``; everything on
+    ``subprocess``) is ignored with one warning per runtime type and resource, never silently."""
+    import logging
+
+    import verifiers.v1 as vf
+    from verifiers.v1.agents import RunContext, make_agent
+    from verifiers.v1 import runtimes
+    from verifiers.v1.runtimes import SubprocessConfig, task_runtime_config
+
+    monkeypatch.setattr(runtimes, "_IGNORED_RESOURCES", set())  # warned once per process: start this test's count at none
+    task = vf.Task(vf.TaskData(prompt="hi", resources={"memory": 0.125, "disk": 0.25, "cpu": 2}))
+    plain = make_agent(AgentConfig(runtime={"type": "sandbox", "timeout": 20}), run_ctx=RunContext(client=None, model="m"))
+    with caplog.at_level(logging.WARNING, logger="verifiers.v1.runtimes"):
+        async with plain.provision(task) as box:
+            r = await box.run_program(["/usr/bin/python3", "-c", "b = bytearray(256 * 1024 * 1024); print('ALLOCATED')"])
+            assert not r.ok and "ALLOCATED" not in r.stdout and "MemoryError" in r.stderr  # 128 MB, not the 1 GB default
+            assert (await box.run("ulimit -v")).stdout.split() == [str(128 * 1024)]
+        async with plain.provision(vf.Task(vf.TaskData(prompt="hi"))) as box:  # nothing declared: the defaults
+            assert (await box.run("ulimit -v")).stdout.split() == [str(1024 * 1024)]
+        async with plain.provision(task) as box:
+            pass
+    warned = [rec.getMessage() for rec in caplog.records if "does not enforce" in rec.getMessage()]
+    assert warned == ["the sandbox runtime does not enforce the task resource 'cpu' (2.0); ignoring it"]  # once, not per box
+
+    configured = make_agent(AgentConfig(runtime={"type": "sandbox", "timeout": 20, "limits": {"memory_mb": 512}}),
+                            run_ctx=RunContext(client=None, model="m"))  # fmt: skip
+    async with configured.provision(task) as box:
+        assert (await box.run("ulimit -v")).stdout.split() == [str(512 * 1024)]  # the config's limit wins
+    assert task_runtime_config(SandboxConfig(), task.data.resources).limits == {"memory_mb": 128, "disk_mb": 256}
+    sub = SubprocessConfig()
+    assert task_runtime_config(sub, task.data.resources) is sub  # nothing it can enforce: unchanged

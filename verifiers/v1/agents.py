@@ -27,7 +27,13 @@ from verifiers.v1.configs import BaseConfig, WireAgentConfig
 from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, ToolsetError
 from verifiers.v1.harness import Harness, HarnessConfig, chat_loop, last_reply, load_harness, tool_functions
 from verifiers.v1.plugins import narrow_field
-from verifiers.v1.runtimes import RuntimeConfig, SubprocessConfig, make_runtime, resolve_runtime_config
+from verifiers.v1.runtimes import (
+    RuntimeConfig,
+    SubprocessConfig,
+    make_runtime,
+    resolve_runtime_config,
+    task_runtime_config,
+)
 from verifiers.v1.task import Task
 from verifiers.v1.trace import AgentInfo, Trace, TraceTask
 from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMessage
@@ -227,7 +233,7 @@ class Agent:
     async def provision(self, task: Task | None = None) -> AsyncIterator[Runtime]:
         """A started box from this role's runtime config, stopped on exit: share it between runs
         with ``run(task, runtime=box)``."""
-        runtime = make_runtime(self.config.runtime)
+        runtime = make_runtime(task_runtime_config(self.config.runtime, getattr(task.data, "resources", None)) if task is not None else self.config.runtime)
         await runtime.start()
         try:
             yield runtime
@@ -263,7 +269,7 @@ class Agent:
             trace.agent.runtime = runtime.info  # type: ignore[union-attr]
         else:
             try:
-                runtime = make_runtime(self.config.runtime)
+                runtime = make_runtime(task_runtime_config(self.config.runtime, getattr(task.data, "resources", None)))
                 trace.agent.runtime = runtime.info
                 refused = runtime.refuse_task(task.data)
                 if refused is not None:

@@ -802,6 +802,39 @@ class SandboxRuntime(Runtime):
                                 timeout=timeout, stdin=stdin)  # fmt: skip
 
 
+_IGNORED_RESOURCES: set[tuple[str, str]] = set()
+
+
+def task_runtime_config(config: RuntimeConfig, resources: Any) -> RuntimeConfig:
+    """``config`` with a task's declared ``resources`` (``TaskResources``: ``cpu`` cores, ``memory``
+    and ``disk`` in GB, ``gpu``) applied where the config leaves that limit at its default: a value
+    set in the config (TOML or command line) wins over the task's. On ``sandbox``, ``memory`` sets
+    ``limits.memory_mb`` and ``disk`` sets ``limits.disk_mb``; a resource this runtime cannot
+    enforce (``cpu`` and ``gpu`` on ``sandbox``, everything on ``subprocess``) is ignored with one
+    warning per runtime type and resource."""
+    declared = {k: v for k, v in (resources.model_dump(exclude_none=True) if resources is not None else {}).items()}
+    if not declared:
+        return config
+    applied: dict[str, int] = {}
+    if isinstance(config, SandboxConfig):
+        import math
+
+        for name, limit in (("memory", "memory_mb"), ("disk", "disk_mb")):
+            value = declared.pop(name, None)
+            if value is not None and limit not in config.limits:
+                applied[limit] = max(1, math.ceil(float(value) * 1024))
+    for name in declared:
+        if (config.type, name) not in _IGNORED_RESOURCES:
+            _IGNORED_RESOURCES.add((config.type, name))
+            import logging
+
+            logging.getLogger("verifiers.v1.runtimes").warning(
+                "the %s runtime does not enforce the task resource %r (%r); ignoring it", config.type, name, declared[name])
+    if not applied:
+        return config
+    return config.model_copy(update={"limits": {**config.limits, **applied}})
+
+
 def make_runtime(config: RuntimeConfig) -> Runtime:
     """The runtime ``config`` describes; a runtime this version cannot start is one ``SandboxError``."""
     if isinstance(config, SubprocessConfig):
