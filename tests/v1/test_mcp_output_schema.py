@@ -81,3 +81,46 @@ async def test_results_are_checked_against_the_schema_on_every_call(tmp_path) ->
         assert sorted(validators) == ["good", "liar"]  # one checked schema per tool, reused
     finally:
         await conn.close()
+
+
+def test_our_server_checks_structured_output_as_the_sdk_does_with_one_schema_check(monkeypatch) -> None:
+    """Our toolset server (``toolset._server_for``) makes the SDK's low-level server's result of a
+    FastMCP tool's output itself: the same normalization and the same error results, with the
+    schema checked against the metaschema once per tool instead of on every call."""
+    import jsonschema
+    from jsonschema import validators
+    from mcp.types import CallToolResult, TextContent
+
+    import verifiers.v1 as vf
+    from verifiers.v1.mcp.toolset import _server_for
+
+    class Calc(vf.Toolset[vf.SharedToolsetConfig, vf.State]):
+        @vf.tool
+        def add(self, a: int, b: int) -> int:
+            """Add."""
+            return a + b
+
+    server = _server_for(Calc(vf.SharedToolsetConfig()))
+    Calc(vf.SharedToolsetConfig()).register(server)
+    schema = server._tool_manager.get_tool("add").output_schema
+    assert schema is not None
+    with pytest.raises(jsonschema.ValidationError) as sdk:  # what the SDK's check says of it
+        jsonschema.validate(instance={"result": "four"}, schema=schema)
+    made = []
+    real = validators.validator_for
+    monkeypatch.setattr(validators, "validator_for", lambda s, *a, **k: made.append(s) or real(s, *a, **k))
+    text = [TextContent(type="text", text="4")]
+    for _ in range(3):
+        ok = server._checked("add", (text, {"result": 4}))
+        assert isinstance(ok, CallToolResult) and not ok.isError and ok.structuredContent == {"result": 4}
+    for _ in range(2):  # a structured result that breaks the schema: the SDK's error result, each time
+        bad = server._checked("add", (text, {"result": "four"}))
+        assert bad.isError and bad.content[0].text == f"Output validation error: {sdk.value.message}"
+    missing = server._checked("add", text)  # content only, though the tool has an output schema
+    assert missing.isError
+    assert missing.content[0].text == "Output validation error: outputSchema defined but no structured output returned"
+    assert [s for s in made if s is schema] == [schema]  # five checks, one validator built
+    as_dict = server._checked("add", {"result": 5})  # a dict: structured, its JSON as the text
+    assert as_dict.structuredContent == {"result": 5} and as_dict.content[0].text == '{\n  "result": 5\n}'
+    built = CallToolResult(content=text, structuredContent={"result": "anything"})
+    assert server._checked("add", built) is built  # a built result passes through, as in the SDK
