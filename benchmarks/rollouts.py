@@ -25,7 +25,10 @@ server for the run) whose ``calc_add`` each rollout calls once between two model
 without MCP toolsets prints a 'not available' line for that row instead of figures. The original
 runs every rollout's harness as a program (``uv run``) in the runtime, so its rate is a few
 rollouts per second: ``--v1-peer-rollouts`` keeps its share of the run short. The v1 CPU figures
-count the driver's finished child processes too (the original's harness programs and tool server).
+count the driver's finished child processes too (the original's harness programs and tool server,
+our MCP tool server). Both v1 sides write each episode to ``traces.jsonl`` as their ``vf eval``
+does (the original's record shape on ours); the classic rows and the bare loop write nothing, so
+the v1 rows' ``ours/raw`` includes building and writing that record (about 60 us a rollout here).
 
 A second table divides by the CPU time of the driver process instead of wall time. Against an
 instant server every client is CPU-bound, so this rate is what the library costs, and it stays

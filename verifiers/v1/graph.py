@@ -101,7 +101,8 @@ class MessageNode(BaseModel):
     def logical_ids(self) -> list[int]:
         return self.token_ids if self.renderer_token_ids is None else self.renderer_token_ids
 
-    @field_serializer("logprobs", "advantages", "reference_logprobs", "trainer_logprobs", "entropies", when_used="json")
+    # json-unless-none: the optional lists are mostly None, and a None needs no call into Python
+    @field_serializer("logprobs", "advantages", "reference_logprobs", "trainer_logprobs", "entropies", when_used="json-unless-none")
     def _round(self, values: list[float] | None, info: FieldSerializationInfo) -> list[float] | None:
         decimals = (info.context or {}).get("float_decimals", RECORD_FLOAT_DECIMALS)
         if values is None or decimals is None:

@@ -695,8 +695,9 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         twice, so they are counted once per state of the graph and of the calls' usages (a usage is
         replaced, never edited in place: an edited one is not seen)."""
         nodes, calls = self.nodes, self.calls
-        usages = tuple(c.usage for c in calls)  # compared by identity, then by value
-        cached = self._token_counts_of
+        usages = tuple([c.usage for c in calls])  # compared by identity, then by value
+        private = self.__pydantic_private__  # read directly: a private attribute's getattr is slow
+        cached = private["_token_counts_of"] if private is not None else None
         if cached is not None and cached[0] is nodes and cached[1] is calls and cached[2] == len(nodes) and cached[3] == usages:
             return cached[4]
         branch_calls = self._branch_calls()

@@ -132,12 +132,10 @@ class Connection:
         return self
 
     async def _own(self, ready: asyncio.Future[Any]) -> None:
-        from mcp import ClientSession
-
         try:
             async with contextlib.AsyncExitStack() as stack:
                 streams = await stack.enter_async_context(self._open())
-                session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+                session = await stack.enter_async_context(_session_type()(streams[0], streams[1]))
                 await session.initialize()
                 tools = await _list_tools(session)
                 ready.set_result((session, tools))
@@ -461,3 +459,61 @@ class SharedToolsets:
             self._closed = True
             connections, self._connections = self._connections or [], None
         await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+
+
+_SESSION: type | None = None
+
+
+def _session_type() -> type:
+    """The SDK's ``ClientSession`` with each tool's output-schema validator built once.
+
+    The SDK validates every structured tool result with ``jsonschema.validate``, which checks the
+    schema against its metaschema on every call (most of a tool call's client-side cost). Here the
+    schema is checked once per schema the server listed (a relisted tool's new schema is checked
+    again), and every result is still validated against it, with the SDK's errors: a result that
+    does not match, a missing structured content, a schema that is invalid or has a ``$ref`` that
+    does not resolve within itself are each a ``RuntimeError`` as before."""
+    global _SESSION
+    if _SESSION is not None:
+        return _SESSION
+    from mcp import ClientSession
+
+    class CachedValidatorSession(ClientSession):
+        _vf_validators: dict[str, tuple[Any, Any]]
+
+        async def _validate_tool_result(self, name: str, result: Any) -> None:
+            schemas = getattr(self, "_tool_output_schemas", None)
+            if not isinstance(schemas, dict):  # not the SDK this was written against: its own check
+                return await super()._validate_tool_result(name, result)
+            if name not in schemas:
+                await self.list_tools()  # the SDK's refresh of its schema cache
+            schema = schemas.get(name)
+            if schema is None:  # no output schema, or a tool the server did not list
+                return await super()._validate_tool_result(name, result)
+            if result.structuredContent is None:
+                raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
+            from jsonschema import SchemaError, ValidationError, exceptions, validators
+            from referencing import Registry
+            from referencing.exceptions import Unresolvable
+
+            cache = self.__dict__.setdefault("_vf_validators", {})
+            cached = cache.get(name)
+            if cached is None or cached[0] is not schema:
+                cls = validators.validator_for(schema)
+                try:
+                    cls.check_schema(schema)
+                except SchemaError as e:
+                    raise RuntimeError(f"Invalid schema for tool {name}: {e}") from None
+                # an explicit empty registry, as the SDK: $refs resolve within the schema document
+                cached = cache[name] = (schema, cls(schema, registry=Registry()))
+            try:
+                error = exceptions.best_match(cached[1].iter_errors(result.structuredContent))
+            except Unresolvable as e:
+                raise RuntimeError(f"Invalid schema for tool {name}: {e}") from e
+            if error is not None:
+                if isinstance(error, ValidationError):
+                    raise RuntimeError(f"Invalid structured content returned by tool {name}: {error}")
+                raise error
+
+    _SESSION = CachedValidatorSession
+    return _SESSION

@@ -228,7 +228,7 @@ def _server_for(toolset: Toolset) -> FastMCP:
             meta = self.get_context().request_context.meta
             sent = getattr(meta, "model_extra", None) or {}
             if STATE_META_KEY not in sent:
-                return await super().call_tool(name, arguments)
+                return self._checked(name, await super().call_tool(name, arguments))
             given = sent[STATE_META_KEY] if isinstance(sent[STATE_META_KEY], dict) else {}
             state = state_cls.model_validate({k: given[k] for k in fields if k in given})
             token = _call_state.set(state)
@@ -245,6 +245,43 @@ def _server_for(toolset: Toolset) -> FastMCP:
             if isinstance(content, dict):
                 content, structured = [TextContent(type="text", text=json.dumps(content))], content
             return CallToolResult(content=list(content), structuredContent=structured, _meta=_state_meta(state))
+
+        def _checked(self, name: str, result: Any) -> Any:
+            """What the SDK's low-level server makes of a FastMCP result (its output normalization and
+            output-schema check, with the same error results), except that each tool's schema is
+            checked against the metaschema once, not on every call as its ``jsonschema.validate``
+            does. A result of another shape goes back as it came, for the SDK to handle."""
+            if isinstance(result, CallToolResult):
+                return result  # the SDK passes a built result through unchecked
+            if isinstance(result, tuple) and len(result) == 2:
+                content, structured = result
+            elif isinstance(result, dict):
+                content, structured = [TextContent(type="text", text=json.dumps(result, indent=2))], result
+            elif hasattr(result, "__iter__"):
+                content, structured = result, None
+            else:
+                return result
+            tool = self._tool_manager.get_tool(name)
+            schema = tool.output_schema if tool is not None else None
+            if schema is not None:
+                if structured is None:
+                    return _error("Output validation error: outputSchema defined but no structured output returned")
+                from jsonschema import exceptions, validators
+
+                cached = checked.get(name)
+                if cached is None or cached[0] is not schema:
+                    cls = validators.validator_for(schema)
+                    cls.check_schema(schema)  # a SchemaError is the SDK's error result, as before
+                    cached = checked[name] = (schema, cls(schema))
+                error = exceptions.best_match(cached[1].iter_errors(structured))
+                if error is not None:
+                    return _error(f"Output validation error: {error.message}")
+            return CallToolResult(content=list(content), structuredContent=structured, isError=False)
+
+    checked: dict[str, tuple[Any, Any]] = {}  # tool name -> (its output schema, that schema's validator)
+
+    def _error(message: str) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=message)], isError=True)
 
     def _state_meta(state: State) -> dict[str, Any]:
         return {STATE_META_KEY: state.model_dump(mode="json", exclude=set(STATE_EXCLUDE))}
