@@ -104,6 +104,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, _apply_priority, add_priority_argument, machine, set_priority, table
 
 GROUP = 8
+GC_THRESHOLD = (50_000, 10, 10)
+"""The driver's collector thresholds after its start-up heap is frozen: the engine's (``relaxed_gc``)."""
 
 
 # -- a scripted server process -------------------------------------------------------------------
@@ -121,6 +123,11 @@ def serve(port_file: str, sigma: float, seed: int) -> None:
 
     script = by_turn(first, lambda req: reply(rng.choice(["5", "6"]), delay=delay()))
     srv = ScriptedServer(script).start()
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
     Path(port_file).write_text(srv.base_url)
     while True:  # the server keeps every request for tests; a benchmark must not grow without bound
         time.sleep(2.0)
@@ -205,7 +212,8 @@ async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float
 
 
 # -- the env-server rows: a driver process holding N runs in flight through one EnvClient ----------
-async def drive(address: str, urls: list[str], in_flight: int, seconds: float, warmup: float, classic: bool) -> dict:
+async def drive(address: str, urls: list[str], in_flight: int, seconds: float, warmup: float, classic: bool,
+                watch: dict[str, list[int]] | None = None) -> dict:
     import gc
 
     from verifiers.v1.serve import EnvClient
@@ -217,6 +225,7 @@ async def drive(address: str, urls: list[str], in_flight: int, seconds: float, w
         await client.wait_for_server_startup(timeout=300)
         gc.collect()
         gc.freeze()
+        gc.set_threshold(*GC_THRESHOLD)
         started = time.perf_counter()
         first_error: list[str] = []
 
@@ -250,16 +259,28 @@ async def drive(address: str, urls: list[str], in_flight: int, seconds: float, w
                     state["lags"].append(time.perf_counter() - t - 0.05)
                     state.setdefault("inflight", []).append(state["in_flight"])
 
+        gc_pauses: list[tuple[int, float, float]] = []
+        gc_start = [0.0, 0.0]
+
+        def gc_timer(phase: str, info: dict) -> None:  # how long each collection held the loop (wall, CPU)
+            if phase == "start":
+                gc_start[:] = time.perf_counter(), time.thread_time()
+            elif state["measuring"]:
+                gc_pauses.append((info["generation"], time.perf_counter() - gc_start[0], time.thread_time() - gc_start[1]))
+
+        gc.callbacks.append(gc_timer)
         tasks = [asyncio.ensure_future(one(i)) for i in range(in_flight)]
         probe = asyncio.ensure_future(lag_probe())
         await asyncio.sleep(warmup)
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        others0 = cpu_by_role(watch or {})
         t0 = time.perf_counter()
         state["measuring"] = True
         await asyncio.sleep(seconds)
         state["measuring"] = False
         wall = time.perf_counter() - t0
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        others1 = cpu_by_role(watch or {})
         for t in [*tasks, probe]:
             t.cancel()
         await asyncio.gather(*tasks, probe, return_exceptions=True)
@@ -273,6 +294,10 @@ async def drive(address: str, urls: list[str], in_flight: int, seconds: float, w
         "lag_p50_ms": 1000 * lags[len(lags) // 2], "lag_p99_ms": 1000 * lags[min(len(lags) - 1, int(0.99 * len(lags)))],
         "lag_max_ms": 1000 * lags[-1], "peak_rss_mb": ru1.ru_maxrss / 1024, "errors": state["errors"],
         "batches": n // batch, "first_batch_s": state["first_batch_s"], "first_error": first_error[0] if first_error else None,
+        "gc": {f"gen{g}": [len(p := [d for gg, d, _ in gc_pauses if gg == g]), round(1000 * sum(p), 1), round(1000 * max(p, default=0), 1),
+                           round(1000 * sum(c for gg, _, c in gc_pauses if gg == g), 1)]
+               for g in range(3)},  # collections, total wall ms, longest wall ms, total CPU ms
+        "cpu_ms_per_rollout_by_role": {role: 1000 * (others1[role] - others0[role]) / n if n else float("nan") for role in others1},
     }
 
 
@@ -314,6 +339,29 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (its threads; not its children's), 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def cpu_by_role(watch: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds so far by role: ``broker`` (the pool process itself), ``workers`` (every live
+    descendant of the pool process: its workers and what they started) and ``scripted`` (the
+    scripted servers)."""
+    out = {}
+    if watch.get("pool"):
+        pool = watch["pool"][0]
+        out["broker"] = cpu_seconds(pool)
+        out["workers"] = sum(cpu_seconds(p) for p in _children(pool))
+    if watch.get("scripted"):
+        out["scripted"] = sum(cpu_seconds(p) for p in watch["scripted"])
+    return out
+
+
 def peak_mb(pid: int) -> float:
     """The process's peak resident memory (VmHWM), MB; 0 when it is gone."""
     try:
@@ -349,6 +397,7 @@ def main() -> None:
     p.add_argument("--serve", help=argparse.SUPPRESS)
     p.add_argument("--measure", type=int, help=argparse.SUPPRESS)
     p.add_argument("--urls", nargs="*", help=argparse.SUPPRESS)
+    p.add_argument("--watch", default="{}", help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
     set_priority(args.nice)
@@ -359,7 +408,8 @@ def main() -> None:
         print(json.dumps(asyncio.run(measure(args.urls, args.measure, args.seconds, args.warmup))), flush=True)
         return
     if args.drive:
-        print(json.dumps(asyncio.run(drive(args.address, args.urls, args.drive, args.seconds, args.warmup, args.classic))), flush=True)
+        print(json.dumps(asyncio.run(drive(args.address, args.urls, args.drive, args.seconds, args.warmup, args.classic,
+                                                json.loads(args.watch)))), flush=True)
         return
 
     env = {**os.environ, "PYTHONPATH": f"{REPO}:{os.environ.get('PYTHONPATH', '')}", "TQDM_DISABLE": "1",
@@ -428,7 +478,9 @@ def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: d
             with open(Path(tmp) / f"{kind}-{workers}.log", "wb") as log:
                 pool = subprocess.Popen([python, "-c", code, address, str(workers), str(target), *extra], env=pool_env, stdout=log,
                                         stderr=log, cwd=tempfile.gettempdir(), preexec_fn=_apply_priority)  # fmt: skip
-            cmd = [sys.executable, __file__, "--drive", str(target), "--address", address, *(["--classic"] if kind == "classic" else [])]
+            watch = {"pool": [pool.pid], "scripted": [s.pid for s in servers]}
+            cmd = [sys.executable, __file__, "--drive", str(target), "--address", address, "--watch", json.dumps(watch),
+                   *(["--classic"] if kind == "classic" else [])]
         proc = subprocess.run([*cmd, "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--urls", *urls], env=env,
                               capture_output=True, text=True, timeout=args.seconds + args.warmup + 900,
                               preexec_fn=_apply_priority)  # fmt: skip

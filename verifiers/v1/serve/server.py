@@ -257,11 +257,15 @@ class EnvServer:
 
     async def serve(self, stop: asyncio.Event | None = None) -> None:
         """Serve until ``stop`` is set (or the task is cancelled); releases everything on exit."""
+        from verifiers.engine.run import relaxed_gc
+
         stop = stop or asyncio.Event()
         tasks: set[asyncio.Task[None]] = set()
         await self.runs.start()
         logger.info("env server %s (%s) on %s", self.runs.env_id, self.runs.kind, self.address)
         waiter = asyncio.ensure_future(stop.wait())
+        gc_relaxed = relaxed_gc()  # hundreds of episodes in flight: the engine's GC policy (see relaxed_gc)
+        gc_relaxed.__enter__()
         try:
             while not stop.is_set():
                 receiving = asyncio.ensure_future(self.socket.recv_multipart())
@@ -281,6 +285,7 @@ class EnvServer:
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
         finally:
+            gc_relaxed.__exit__(None, None, None)
             waiter.cancel()
             for task in list(tasks):
                 task.cancel()
