@@ -86,6 +86,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -104,12 +105,107 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, _apply_priority, add_priority_argument, machine, set_priority, table
 
 GROUP = 8
-GC_THRESHOLD = (50_000, 10, 10)
-"""The driver's collector thresholds after its start-up heap is frozen: the engine's (``relaxed_gc``)."""
+STOP_TIMEOUT = 30.0
+"""Seconds a row's process may take to stop after its window (cancelling thousands of rollouts)."""
+ROW_GRACE = 120.0
+"""Seconds past warm-up + window + stop after which a row's process is killed and the row reported unfinished."""
+GC_THRESHOLD = (5_000, 10, 1000)
+"""The driver's collector thresholds once its start-up heap is frozen. Thousands of episodes are
+alive at once, so each collection's pause grows with the survivors it walks: young collections
+7x rarer than the default keep each pause to a few ms, and full collections (the whole heap of
+live episodes, hundreds of ms) happen about a hundred times less often. The engine's
+``relaxed_gc`` (50,000, 10, 10) measured 18-50 ms per young and 240-370 ms of CPU per middle
+collection here."""
 
 
 # -- a scripted server process -------------------------------------------------------------------
-def serve(port_file: str, sigma: float, seed: int) -> None:
+class LeanScripted:
+    """The scripted server's answers behind a lean HTTP/1.1 front (``--scripted lean``): an
+    asyncio protocol with httptools' parser, in its own thread, answering each chat completion
+    with the very body ``ScriptedServer`` builds (its script, ``_chat_body`` and JSON encoding),
+    without aiohttp's per-request machinery. It stands in for remote inference on the same
+    2 cores as the orchestrator, so its CPU is not the orchestrator's; ``--scripted aiohttp``
+    runs the ``ScriptedServer`` itself. Only what the benchmark sends is served: keep-alive
+    POSTs of ``/v1/chat/completions`` with a ``Content-Length`` body."""
+
+    def __init__(self, scripted: Any) -> None:
+        self.scripted = scripted
+        self.requests = scripted.requests
+        self.base_url = ""
+
+    def start(self) -> LeanScripted:
+        import threading
+
+        ready = threading.Event()
+        threading.Thread(target=self._run, args=(ready,), daemon=True, name="lean-scripted").start()
+        ready.wait(30)
+        if not self.base_url:
+            raise RuntimeError("the lean scripted server did not start")
+        return self
+
+    def _run(self, ready: Any) -> None:
+        asyncio.run(self._main(ready))
+
+    async def _main(self, ready: Any) -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _LeanProtocol(self.scripted), "127.0.0.1", 0)
+        self.base_url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+        ready.set()
+        await server.serve_forever()
+
+
+_ANSWERING: set[asyncio.Task[None]] = set()
+
+
+class _LeanProtocol(asyncio.Protocol):
+    def __init__(self, scripted: Any) -> None:
+        import httptools
+
+        self.scripted = scripted
+        self.parser = httptools.HttpRequestParser(self)
+        self.url = b""
+        self.body: list[bytes] = []
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except Exception:
+            self.transport.close()
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        url, body = self.url, b"".join(self.body)
+        self.url, self.body = b"", []
+        task = asyncio.ensure_future(self._answer(url.decode(), body))
+        _ANSWERING.add(task)
+        task.add_done_callback(_ANSWERING.discard)
+
+    async def _answer(self, path: str, raw: bytes) -> None:
+        import msgspec
+
+        from verifiers.testing.scripted import ScriptRequest, _encode
+
+        srv = self.scripted
+        req = ScriptRequest(path=path, method="POST", body=msgspec.json.decode(raw), headers={}, index=next(srv._counter),
+                            received_at=time.monotonic())  # fmt: skip
+        rep = await srv._decide(req)
+        await asyncio.sleep(srv.delay + rep.delay)
+        data = _encode(srv._chat_body(req, rep))
+        if not self.transport.is_closing():
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\n"
+                                 b"Content-Length: %d\r\n\r\n%s" % (len(data), data))  # fmt: skip
+
+
+def serve(port_file: str, sigma: float, seed: int, lean: bool = True) -> None:
     from verifiers.testing.scripted import ScriptedServer, by_turn, reply, tool_call, tool_calls
 
     rng = random.Random(seed)
@@ -122,7 +218,10 @@ def serve(port_file: str, sigma: float, seed: int) -> None:
         return tool_calls(tool_call(name, {"a": 2, "b": 3}), delay=delay())
 
     script = by_turn(first, lambda req: reply(rng.choice(["5", "6"]), delay=delay()))
-    srv = ScriptedServer(script).start()
+    if lean:
+        srv = LeanScripted(ScriptedServer(script)).start()
+    else:
+        srv = ScriptedServer(script).start()
     import gc
 
     gc.collect()
@@ -135,7 +234,7 @@ def serve(port_file: str, sigma: float, seed: int) -> None:
 
 
 # -- one measurement (its own process) -----------------------------------------------------------
-async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float) -> dict:
+async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float, watch: dict[str, list[int]] | None = None) -> dict:
     import gc
 
     from verifiers.train.inference import InferenceServer
@@ -184,12 +283,14 @@ async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float
         if t.done():
             t.result()
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    others0 = cpu_by_role(watch or {})
     t0 = time.perf_counter()
     state["measuring"] = True
     await asyncio.sleep(seconds)
     state["measuring"] = False
     wall = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    others1 = cpu_by_role(watch or {})
     for t in tasks:
         if t.done():
             t.result()
@@ -204,10 +305,16 @@ async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float
         "lag_p50_ms": 1000 * lags[len(lags) // 2], "lag_p99_ms": 1000 * lags[min(len(lags) - 1, int(0.99 * len(lags)))],
         "lag_max_ms": 1000 * lags[-1], "peak_rss_mb": ru1.ru_maxrss / 1024, "errors": orch.counters["errors"],
         "batches": state["batches"], "first_batch_s": state["first_batch_s"],
+        "cpu_ms_per_rollout_by_role": {role: 1000 * (others1[role] - others0[role]) / n if n else float("nan") for role in others1},
     }
-    await orch.stop()
+    print(json.dumps(out), flush=True)  # the row is measured: a slow stop below cannot lose it
+    try:  # thousands of rollouts to cancel on a loop that lags seconds: bounded
+        await asyncio.wait_for(orch.stop(), STOP_TIMEOUT)
+    except TimeoutError:
+        print(f"the in-process orchestrator did not stop within {STOP_TIMEOUT:.0f}s; exiting", file=sys.stderr, flush=True)
     for s in servers:
-        await s.aclose()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(s.aclose(), 10)
     return out
 
 
@@ -386,6 +493,8 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=10.0)
     p.add_argument("--servers", type=int, default=2, help="scripted server processes")
     p.add_argument("--sigma", type=float, default=0.5, help="log-normal sigma of each reply's delay")
+    p.add_argument("--scripted", choices=["lean", "aiohttp"], default="lean",
+                   help="the scripted servers' HTTP front: lean (httptools, the default) or ScriptedServer's aiohttp")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="env-server pool sizes")
     p.add_argument("--kinds", nargs="+", default=["inprocess", "classic", "ours", "original"],
                    choices=["inprocess", "classic", "ours", "original"])
@@ -402,10 +511,10 @@ def main() -> None:
     args = p.parse_args()
     set_priority(args.nice)
     if args.serve:
-        serve(args.serve, args.sigma, args.seed)
+        serve(args.serve, args.sigma, args.seed, args.scripted == "lean")
         return
     if args.measure:
-        print(json.dumps(asyncio.run(measure(args.urls, args.measure, args.seconds, args.warmup))), flush=True)
+        asyncio.run(measure(args.urls, args.measure, args.seconds, args.warmup, json.loads(args.watch)))  # prints its row itself
         return
     if args.drive:
         print(json.dumps(asyncio.run(drive(args.address, args.urls, args.drive, args.seconds, args.warmup, args.classic,
@@ -420,7 +529,7 @@ def main() -> None:
             for i in range(args.servers):
                 pf = Path(tmp) / f"server{i}"
                 procs.append(subprocess.Popen([sys.executable, __file__, "--serve", str(pf), "--sigma",
-                                               str(args.sigma), "--seed", str(i)], env=env,
+                                               str(args.sigma), "--seed", str(i), "--scripted", args.scripted], env=env,
                                               preexec_fn=_apply_priority))
                 while not pf.exists():
                     if procs[-1].poll() is not None:
@@ -463,7 +572,7 @@ def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: d
     pool, peaks, target = None, (0.0, 0.0, 0.0), n
     try:
         if kind is None:
-            cmd = [sys.executable, __file__, "--measure", str(n)]
+            cmd = [sys.executable, __file__, "--measure", str(n), "--watch", json.dumps({"scripted": [s.pid for s in servers]})]
         else:
             address = f"ipc://{tmp}/pool-{kind}-{workers}-{n}"
             pool_env = {k: v for k, v in env.items() if k != "VIRTUAL_ENV"}
@@ -481,9 +590,14 @@ def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: d
             watch = {"pool": [pool.pid], "scripted": [s.pid for s in servers]}
             cmd = [sys.executable, __file__, "--drive", str(target), "--address", address, "--watch", json.dumps(watch),
                    *(["--classic"] if kind == "classic" else [])]
-        proc = subprocess.run([*cmd, "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--urls", *urls], env=env,
-                              capture_output=True, text=True, timeout=args.seconds + args.warmup + 900,
-                              preexec_fn=_apply_priority)  # fmt: skip
+        limit = args.seconds + args.warmup + STOP_TIMEOUT + ROW_GRACE + (300 if kind else 0)  # a pool's start-up too
+        try:
+            proc = subprocess.run([*cmd, "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--urls", *urls], env=env,
+                                  capture_output=True, text=True, timeout=limit, preexec_fn=_apply_priority)  # fmt: skip
+        except subprocess.TimeoutExpired as exc:  # killed: its row, if it printed one, still counts
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            proc = subprocess.CompletedProcess(exc.cmd, 0 if "{" in out else -9, out, f"killed after {limit:.0f}s")
+            print(f"[{time.strftime('%H:%M:%S')}] {name}: killed after {limit:.0f}s", file=sys.stderr, flush=True)
         if pool is not None:
             peaks = pool_peaks(pool.pid)
     finally:
@@ -495,9 +609,10 @@ def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: d
                 pool.kill()
                 pool.wait()
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
+    if not lines:  # one row that produced nothing is reported as such; the other rows still run
         log_tail = (Path(tmp) / f"{kind}-{workers}.log").read_text()[-2000:] if kind else ""
-        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}\n{log_tail}")
+        print(f"{name} failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}\n{log_tail}", file=sys.stderr, flush=True)
+        return [n, f"{name} (failed: no result)", *["-"] * 13]
     r = json.loads(lines[-1])
     print(json.dumps({"row": name, **r}), file=sys.stderr, flush=True)
     scripted = max(peak_mb(s.pid) for s in servers)

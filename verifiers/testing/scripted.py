@@ -485,7 +485,7 @@ class ScriptedServer:
                 more_tokens = other["usage"].get("completion_tokens", 0)
                 usage["completion_tokens"] = usage.get("completion_tokens", 0) + more_tokens
                 usage["total_tokens"] = usage.get("total_tokens", 0) + more_tokens
-            return web.json_response(payload, headers=headers, dumps=_dumps)
+            return web.Response(body=_encode(payload), headers=headers, content_type="application/json", charset="utf-8")
         finally:
             with self._lock:
                 self.in_flight -= 1
@@ -633,6 +633,20 @@ class ScriptedServer:
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+_ENCODER: list[Any] = []
+
+
+def _encode(obj: Any) -> bytes:
+    """``obj`` as compact UTF-8 JSON by msgspec's encoder: the same values as ``_dumps`` (a float
+    in exponent form reads ``1e-7`` rather than ``1e-07``) at a fraction of the stdlib's cost, for
+    benchmarks that send thousands of requests a second through this server."""
+    if not _ENCODER:
+        import msgspec
+
+        _ENCODER.append(msgspec.json.Encoder())
+    return _ENCODER[0].encode(obj)
 
 
 def _error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Any:
