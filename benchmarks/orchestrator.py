@@ -33,12 +33,71 @@ Reported per row, over ``--seconds`` after ``--warmup``: rollouts/s, the orchest
 50 ms timer fires: p50, p99), the mean in flight, batches completed in the window and seconds to
 the first batch, errors, and the peak RSS (VmHWM) of every process: the orchestrator, the
 pool's broker, its workers (largest / sum, with the MCP servers under them) and the scripted
-servers.
+servers. The JSON line each row prints on stderr adds the **CPU ms per rollout of every other
+process** over the same window (``cpu_ms_per_rollout_by_role``: the broker, the workers with
+what they started, the scripted servers; read from ``/proc``) and the driver's **GC pauses** by
+generation (``gc``: collections, total and longest wall ms, total CPU ms). On a shared machine
+those per-process CPU figures are what survives the load; the sum over all processes bounds the
+rollouts/s two cores can give (2,000 / total ms).
+
+The scripted servers' HTTP front is ``--scripted lean`` by default (:class:`LeanScripted`: the
+same bodies as ``ScriptedServer``, built by its own code, behind an httptools protocol instead of
+aiohttp), ``--scripted aiohttp`` for ``ScriptedServer`` itself. They stand in for remote inference
+servers, yet share the 2 cores with the orchestrator here, so their CPU is reported apart.
+
+Every row ends in bounded time: a row's process prints its result as soon as its window closes,
+its stop is bounded (``STOP_TIMEOUT``), and one that overruns warm-up + window + stop +
+``ROW_GRACE`` is killed and reported as such while the other rows still run.
+
+**Where the CPU goes (2026-12-06, this branch's work; ``--in-flight 4096 --seconds 15 --warmup
+10 --workers 2 --kinds classic``), CPU ms per rollout of each process, load average given:**
+
+| run | load | rollouts/s | driver | broker | workers (2) | scripted (2) | all |
+|---|---|---|---|---|---|---|---|
+| before (main at 5069b98), lead's quiet run 04:16 | 1.3 | 410 | 1.09 | | | | ~4.9 (2 cores / 410) |
+| before, per process (04:19) | 1.2-4 | 290 | 1.00 | 0.44 | 2.53 | 1.19 | 5.16 |
+| GC + msgspec JSON in the model client (04:27) | 3.2 | 393 | 0.54 | 0.43 | 1.55 | 0.85 | 3.37 |
+| A/B, same script, main's library, aiohttp scripted (04:46) | 19 | 157 | 0.82 | 0.70 | 3.35 | 0.79 | 5.66 |
+| A/B, this branch, aiohttp scripted (04:48) | 26 | 288 | 0.77 | 0.43 | 2.36 | 0.94 | 4.50 |
+| A/B, this branch, lean scripted (04:49) | 21 | 312 | 0.73 | 0.34 | 2.46 | 0.75 | 4.28 |
+
+(Under load 20+ every process's CPU per rollout inflates, so compare rows of similar load; the
+main-library A/B row also had 1,244 of its rollouts fail on model-call timeouts at that load.)
+What the profiles (py-spy, 50 Hz, each process during the window) showed and what changed:
+
+* **The driver's lag p99 was the garbage collector.** With 4,096 episodes alive the driver's full
+  collections took 6 x up to 2.3 s in a 24 s window (9.6 s of wall time in gen-2 pauses, py-spy
+  attributed them to the msgpack decode that triggered them: "59 % in ``unpack``"). The driver now
+  freezes its start-up heap and collects with thresholds (5,000, 10, 1,000) (``GC_THRESHOLD``):
+  young collections cost ~2-3 ms of CPU, middle ones ~35 ms, no full collection ran in the
+  windows measured. Env workers and the broker freeze their start-up heap
+  (``pool._freeze_heap``) and workers serve under the engine's ``relaxed_gc``.
+* **ZMQ frames cost a future each.** pyzmq's asyncio socket makes a future and callbacks per
+  send and receive, and the broker's ``asyncio`` Poller one per turn: 11-12 % of the driver,
+  the workers and the broker. ``protocol.FrameIO`` reads what has arrived straight off the
+  socket's descriptor (slices of 256 frames, the loop running between slices) and queues sends
+  at once on the blocking-API shadow; the broker routes in those callbacks. Broker 0.44-0.70 ->
+  0.34-0.43 ms per rollout.
+* **Workers decoded every model reply with the stdlib's ``json``** (12 % of a worker): the model
+  client now decodes with msgspec (the stdlib reads what only it accepts, ``NaN``).
+* **The scripted servers' cost** is mostly building the vLLM-shaped body (fake tokenizer, one
+  logprob object per token) and aiohttp; their replies are now encoded by msgspec.
+* **Still the largest:** the workers, 1.6-2.5 ms per rollout: the classic engine's rollout (two
+  requests through the lean HTTP client, the tool and the reward on the thread pool), the classic
+  state -> v1 trace (``serve.classic.classic_trace``, pydantic models) and its delta dump. The
+  driver's 0.5-0.8 ms is mostly msgpack decode and ``WireEpisode`` validation (158 GC-tracked
+  objects per episode against 65 for the decoded record).
+
+**Goals, as of this run: not met on this machine.** 1,100 rollouts/s on 2 cores needs all
+processes together under ~1.8 ms per rollout; this branch measured 3.4 ms at load 3 (about 590
+rollouts/s on two free cores) from 5.2 before. The lag p99 under load is time spent descheduled
+(load 19-29 while these were taken); the GC pauses that made the p99 seconds long on a quiet
+machine are gone.
 
 Goals (issue 20, on the 2-core machines): lag p99 < 50 ms at 4,096 in flight; >= 1,100
 rollouts/s at 4,096; faster than the original's pool; a batch within the window at 16,384.
 
-**Figures (2026-12-06, 2 cores, AVX512; the machine was shared with seven other sessions: load
+**Earlier figures (2026-12-06, before this branch, 2 cores, AVX512; the machine was shared with seven other sessions: load
 average 19-31 throughout, so every process got a small share of a core and the lags are mostly
 time spent descheduled; read the rows against each other, not against the goals).** Two runs,
 ``--seconds 20 --warmup 20 --original-in-flight 64``; the first run (in-process, ours v1 and the
@@ -122,7 +181,7 @@ collection here."""
 class LeanScripted:
     """The scripted server's answers behind a lean HTTP/1.1 front (``--scripted lean``): an
     asyncio protocol with httptools' parser, in its own thread, answering each chat completion
-    with the very body ``ScriptedServer`` builds (its script, ``_chat_body`` and JSON encoding),
+    with the very body ``ScriptedServer`` builds (its script, ``_payload`` and JSON encoding),
     without aiohttp's per-request machinery. It stands in for remote inference on the same
     2 cores as the orchestrator, so its CPU is not the orchestrator's; ``--scripted aiohttp``
     runs the ``ScriptedServer`` itself. Only what the benchmark sends is served: keep-alive
@@ -198,8 +257,9 @@ class _LeanProtocol(asyncio.Protocol):
         req = ScriptRequest(path=path, method="POST", body=msgspec.json.decode(raw), headers={}, index=next(srv._counter),
                             received_at=time.monotonic())  # fmt: skip
         rep = await srv._decide(req)
+        extra = [await srv._decide(req) for _ in range(int(req.body.get("n") or 1) - 1)]  # a group's n samples
         await asyncio.sleep(srv.delay + rep.delay)
-        data = _encode(srv._chat_body(req, rep))
+        data = _encode(srv._payload(req, rep, extra))
         if not self.transport.is_closing():
             self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\n"
                                  b"Content-Length: %d\r\n\r\n%s" % (len(data), data))  # fmt: skip

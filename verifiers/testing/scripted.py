@@ -473,22 +473,27 @@ class ScriptedServer:
                 return web.json_response(rep.body, status=rep.status, headers=headers)
             if rep.status != 200:
                 return _error_response(rep.status, rep.error or f"scripted error {rep.status}", headers)
-            make = self._chat_body if request.path.endswith("/chat/completions") else self._completion_body
-            payload = make(req, rep)
+            payload = self._payload(req, rep, extra)
             if stream:
                 return await self._stream(request, req, payload, headers)
-            if extra:
-                usage = payload["usage"] = dict(payload["usage"])  # never the script's own dict
-            for i, more in enumerate(extra, start=1):
-                other = make(req, more)
-                payload["choices"].append({**other["choices"][0], "index": i})
-                more_tokens = other["usage"].get("completion_tokens", 0)
-                usage["completion_tokens"] = usage.get("completion_tokens", 0) + more_tokens
-                usage["total_tokens"] = usage.get("total_tokens", 0) + more_tokens
             return web.Response(body=_encode(payload), headers=headers, content_type="application/json", charset="utf-8")
         finally:
             with self._lock:
                 self.in_flight -= 1
+
+    def _payload(self, req: ScriptRequest, rep: Reply, extra: list[Reply]) -> dict[str, Any]:
+        """The response body of a completion request: ``rep``'s choice, then one per ``extra`` reply (``n``)."""
+        make = self._chat_body if req.path.endswith("/chat/completions") else self._completion_body
+        payload = make(req, rep)
+        if extra:
+            usage = payload["usage"] = dict(payload["usage"])  # never the script's own dict
+        for i, more in enumerate(extra, start=1):
+            other = make(req, more)
+            payload["choices"].append({**other["choices"][0], "index": i})
+            more_tokens = other["usage"].get("completion_tokens", 0)
+            usage["completion_tokens"] = usage.get("completion_tokens", 0) + more_tokens
+            usage["total_tokens"] = usage.get("total_tokens", 0) + more_tokens
+        return payload
 
     async def _stream(self, request: Any, req: ScriptRequest, payload: dict[str, Any], headers: dict[str, str]) -> Any:
         """``payload`` (a chat completion) as server-sent events, the way OpenAI-compatible
