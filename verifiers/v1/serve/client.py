@@ -1,4 +1,4 @@
-"""The env-server client: one DEALER socket, one receive loop, a future per request.
+"""The env-server client: one DEALER socket read as frames arrive (``protocol.FrameIO``), a future per request.
 
 A run's ``delta`` frames are applied to its :class:`~verifiers.v1.wire.EpisodeAssembly` as they
 land; the ``reply`` closes the request, and the assembled record is validated once into a
