@@ -380,7 +380,7 @@ async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float
 
 # -- the env-server rows: a driver process holding N runs in flight through one EnvClient ----------
 async def drive(address: str, urls: list[str], in_flight: int, seconds: float, warmup: float, classic: bool,
-                watch: dict[str, list[int]] | None = None) -> dict:
+                watch: dict[str, list[int]] | None = None, group: int = 1) -> dict:
     import gc
 
     from verifiers.v1.serve import EnvClient
@@ -400,23 +400,25 @@ async def drive(address: str, urls: list[str], in_flight: int, seconds: float, w
             url = urls[i % len(urls)]
             task = ({"question": f"{i % 4096}: 2+3?", "answer": "5", "example_id": i % 4096} if classic else
                     {"prompt": f"{i}: what is 2 + 3? Use the tool.", "a": 2, "b": 3, "id": f"a{i}", "idx": i})  # fmt: skip
+            if group > 1:  # one request plays a whole group: one episode of ``group`` traces
+                task["rollouts_per_example"] = group
             while True:
-                state["in_flight"] += 1
+                state["in_flight"] += group
                 try:
                     episode = await client.run(url, "scripted-model", sampling, task)
-                    ok = episode.ok and bool(episode.traces) and len(episode.traces[0].calls) == 2
+                    good = sum(1 for t in episode.traces if t.ok and len(t.calls) == 2) if episode.ok else 0
                 except Exception as exc:  # an error reply (a refused or failed run) is counted, the slot refilled
-                    ok = False
+                    good = 0
                     if not first_error:
                         first_error.append(f"{type(exc).__name__}: {exc}"[:300])
                 finally:
-                    state["in_flight"] -= 1
-                state["done"] += 1
+                    state["in_flight"] -= group
+                state["done"] += group
                 if state["first_batch_s"] is None and state["done"] >= batch:
                     state["first_batch_s"] = time.perf_counter() - started
                 if state["measuring"]:
-                    state["rollouts"] += 1
-                    state["errors"] += not ok
+                    state["rollouts"] += group
+                    state["errors"] += group - good
 
         async def lag_probe() -> None:
             while True:
@@ -436,7 +438,7 @@ async def drive(address: str, urls: list[str], in_flight: int, seconds: float, w
                 gc_pauses.append((info["generation"], time.perf_counter() - gc_start[0], time.thread_time() - gc_start[1]))
 
         gc.callbacks.append(gc_timer)
-        tasks = [asyncio.ensure_future(one(i)) for i in range(in_flight)]
+        tasks = [asyncio.ensure_future(one(i)) for i in range(in_flight // group)]
         probe = asyncio.ensure_future(lag_probe())
         await asyncio.sleep(warmup)
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -567,6 +569,9 @@ def main() -> None:
     p.add_argument("--measure", type=int, help=argparse.SUPPRESS)
     p.add_argument("--urls", nargs="*", help=argparse.SUPPRESS)
     p.add_argument("--watch", default="{}", help=argparse.SUPPRESS)
+    p.add_argument("--group", type=int, default=GROUP,
+                   help=f"classic rows: rollouts per request (rollouts_per_example; default {GROUP}, a group as the "
+                        "in-process row plays it; 1 = one request per rollout)")
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
     set_priority(args.nice)
@@ -578,7 +583,7 @@ def main() -> None:
         return
     if args.drive:
         print(json.dumps(asyncio.run(drive(args.address, args.urls, args.drive, args.seconds, args.warmup, args.classic,
-                                                json.loads(args.watch)))), flush=True)
+                                                json.loads(args.watch), args.group if args.classic else 1))), flush=True)
         return
 
     env = {**os.environ, "PYTHONPATH": f"{REPO}:{os.environ.get('PYTHONPATH', '')}", "TQDM_DISABLE": "1",
@@ -649,6 +654,7 @@ def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: d
                                         stderr=log, cwd=tempfile.gettempdir(), preexec_fn=_apply_priority)  # fmt: skip
             watch = {"pool": [pool.pid], "scripted": [s.pid for s in servers]}
             cmd = [sys.executable, __file__, "--drive", str(target), "--address", address, "--watch", json.dumps(watch),
+                   "--group", str(args.group),
                    *(["--classic"] if kind == "classic" else [])]
         limit = args.seconds + args.warmup + STOP_TIMEOUT + ROW_GRACE + (300 if kind else 0)  # a pool's start-up too
         try:
