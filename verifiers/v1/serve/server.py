@@ -280,8 +280,8 @@ class EnvServer:
         logger.info("env server %s (%s) on %s", self.runs.env_id, self.runs.kind, self.address)
         gc_relaxed = relaxed_gc()  # hundreds of episodes in flight: the engine's GC policy (see relaxed_gc)
         gc_relaxed.__enter__()
-        self._io.start()
         try:
+            self._io.start()
             await stop.wait()
         finally:
             self._io.stop()
