@@ -421,6 +421,7 @@ async def drive(address: str, urls: list[str], in_flight: int, seconds: float, w
                 try:
                     episode = await client.run(url, "scripted-model", sampling, task)
                     good = sum(1 for t in episode.traces if t.ok and len(t.calls) == 2) if episode.ok else 0
+                    del episode  # counted and dropped, as the in-process row's consumer drops each batch
                 except Exception as exc:  # an error reply (a refused or failed run) is counted, the slot refilled
                     good = 0
                     if not first_error:
