@@ -63,6 +63,8 @@ its stop is bounded (``STOP_TIMEOUT``), and one that overruns warm-up + window +
 | **a group of 8 per request** (``--group 8``, the default now; 04:59) | ~10 | **805** | 0.27 | 0.07 | 1.11 | 0.42 | **1.87** |
 | the same at 16,384 in flight (05:00): 2 batches in the window, the first after 19 s | ~9 | 395 | 0.30 | 0.08 | 1.43 | 0.70 | 2.51 |
 | in-process, same script (04:58; n = 8 coalesced requests) | 16 | 588 | 0.84 | | | 0.21 | 1.05 |
+| **+ the driver drops each episode once counted** (05:06) | ~7 | **871** | 0.21 | 0.08 | 1.18 | 0.46 | **1.94** |
+| the same at 16,384 in flight (05:07): 4 batches in the window, the first after 17 s | ~9 | 578 | 0.20 | 0.08 | 1.13 | 0.48 | 1.89 |
 
 (Under load 20+ every process's CPU per rollout inflates, so compare rows of similar load; the
 main-library A/B row also had 1,244 of its rollouts fail on model-call timeouts at that load.)
@@ -98,15 +100,23 @@ What the profiles (py-spy, 50 Hz, each process during the window) showed and wha
   0.77 -> 0.27, broker 0.43 -> 0.07 ms per rollout) and the worker plays the group as the
   classic API does. ``--group 1`` gives the old form.
 
-**Goals, as of these runs (load 9-26, not a quiet machine):** 805 rollouts/s at 4,096 in flight
-with 1.87 CPU ms per rollout over all processes, which is 2 cores' worth at ~1,070/s, so **1,100/s
-is within about 5 % but not shown**; **a batch within the window at 16,384: met** (first after
-19 s, 2 in the window); **lag p99 < 50 ms: not shown** (250 and 420 ms at load 9-10, the longest
-pauses being the driver's middle GC collections, ~22 ms of CPU each but up to 435 ms of wall time
-while descheduled; p50 0.75-1.1 ms); against the original's pool: not rerun here (last session it
-finished no episode in 40 s at 64 in flight). The in-process row spends less CPU per rollout in
-all (1.05 ms: no wire, its first requests coalesced) but its loop lags seconds (p50 125 ms, p99
-2.2 s at load 16).
+* **The driver kept the last episode of every slot alive** (thousands of validated
+  ``WireEpisode`` objects, their token-id lists walked by every collection: the middle
+  collections cost 22-128 ms of CPU each and made the p99 250-960 ms). It now drops each
+  episode once counted, as the in-process row's consumer drops each batch: 3 young collections
+  (6 ms of CPU in all) in the 4,096 window, driver peak RSS 59 MB instead of 287-633 MB. An
+  orchestrator that holds episodes (or samples) until a batch forms pays that GC walk; keeping
+  token ids in containers the collector does not track (msgspec's decoded lists, tuples)
+  would avoid it.
+
+**Goals, as of these runs (05:06-05:08, load 7-10, not a quiet machine), 4,096 in flight:
+lag p99 13 ms (p50 1.0 ms): met here; 871 rollouts/s with 1.94 CPU ms per rollout over all
+processes (2 cores' worth at ~1,030/s): 1,100/s not shown, within ~20 % by CPU;** at 16,384:
+**a batch within the window: met** (4, the first after 17 s; lag p99 62 ms); against the original's
+pool: not rerun here (last session it finished no episode in 40 s at 64 in flight). The
+in-process row spends less CPU per rollout in all (0.9-1.05 ms: no wire, its first requests
+coalesced) but its loop lags seconds (p99 2.2-3.7 s at 4,096; 9.3 s and 95 rollouts/s at 16,384,
+05:04, load 7, where ours gave 774/s).
 
 Goals (issue 20, on the 2-core machines): lag p99 < 50 ms at 4,096 in flight; >= 1,100
 rollouts/s at 4,096; faster than the original's pool; a batch within the window at 16,384.
