@@ -33,12 +33,95 @@ Reported per row, over ``--seconds`` after ``--warmup``: rollouts/s, the orchest
 50 ms timer fires: p50, p99), the mean in flight, batches completed in the window and seconds to
 the first batch, errors, and the peak RSS (VmHWM) of every process: the orchestrator, the
 pool's broker, its workers (largest / sum, with the MCP servers under them) and the scripted
-servers.
+servers. The JSON line each row prints on stderr adds the **CPU ms per rollout of every other
+process** over the same window (``cpu_ms_per_rollout_by_role``: the broker, the workers with
+what they started, the scripted servers; read from ``/proc``) and the driver's **GC pauses** by
+generation (``gc``: collections, total and longest wall ms, total CPU ms). On a shared machine
+those per-process CPU figures are what survives the load; the sum over all processes bounds the
+rollouts/s two cores can give (2,000 / total ms).
+
+The scripted servers' HTTP front is ``--scripted lean`` by default (:class:`LeanScripted`: the
+same bodies as ``ScriptedServer``, built by its own code, behind an httptools protocol instead of
+aiohttp), ``--scripted aiohttp`` for ``ScriptedServer`` itself. They stand in for remote inference
+servers, yet share the 2 cores with the orchestrator here, so their CPU is reported apart.
+
+Every row ends in bounded time: a row's process prints its result as soon as its window closes,
+its stop is bounded (``STOP_TIMEOUT``), and one that overruns warm-up + window + stop +
+``ROW_GRACE`` is killed and reported as such while the other rows still run.
+
+**Where the CPU goes (2026-12-06, this branch's work; ``--in-flight 4096 --seconds 15 --warmup
+10 --workers 2 --kinds classic``), CPU ms per rollout of each process, load average given:**
+
+| run | load | rollouts/s | driver | broker | workers (2) | scripted (2) | all |
+|---|---|---|---|---|---|---|---|
+| before (main at 5069b98), lead's quiet run 04:16 | 1.3 | 410 | 1.09 | | | | ~4.9 (2 cores / 410) |
+| before, per process (04:19) | 1.2-4 | 290 | 1.00 | 0.44 | 2.53 | 1.19 | 5.16 |
+| GC + msgspec JSON in the model client (04:27) | 3.2 | 393 | 0.54 | 0.43 | 1.55 | 0.85 | 3.37 |
+| A/B, same script, main's library, aiohttp scripted (04:46) | 19 | 157 | 0.82 | 0.70 | 3.35 | 0.79 | 5.66 |
+| A/B, this branch, aiohttp scripted (04:48) | 26 | 288 | 0.77 | 0.43 | 2.36 | 0.94 | 4.50 |
+| A/B, this branch, lean scripted (04:49) | 21 | 312 | 0.73 | 0.34 | 2.46 | 0.75 | 4.28 |
+| **a group of 8 per request** (``--group 8``, the default now; 04:59) | ~10 | **805** | 0.27 | 0.07 | 1.11 | 0.42 | **1.87** |
+| the same at 16,384 in flight (05:00): 2 batches in the window, the first after 19 s | ~9 | 395 | 0.30 | 0.08 | 1.43 | 0.70 | 2.51 |
+| in-process, same script (04:58; n = 8 coalesced requests) | 16 | 588 | 0.84 | | | 0.21 | 1.05 |
+| **+ the driver drops each episode once counted** (05:06) | ~7 | **871** | 0.21 | 0.08 | 1.18 | 0.46 | **1.94** |
+| the same at 16,384 in flight (05:07): 4 batches in the window, the first after 17 s | ~9 | 578 | 0.20 | 0.08 | 1.13 | 0.48 | 1.89 |
+
+(Under load 20+ every process's CPU per rollout inflates, so compare rows of similar load; the
+main-library A/B row also had 1,244 of its rollouts fail on model-call timeouts at that load.)
+What the profiles (py-spy, 50 Hz, each process during the window) showed and what changed:
+
+* **The driver's lag p99 was the garbage collector.** With 4,096 episodes alive the driver's full
+  collections took 6 x up to 2.3 s in a 24 s window (9.6 s of wall time in gen-2 pauses, py-spy
+  attributed them to the msgpack decode that triggered them: "59 % in ``unpack``"). The driver now
+  freezes its start-up heap and collects with thresholds (5,000, 10, 1,000) (``GC_THRESHOLD``):
+  young collections cost ~2-3 ms of CPU, middle ones ~35 ms, no full collection ran in the
+  windows measured. Env workers and the broker freeze their start-up heap
+  (``pool._freeze_heap``) and workers serve under the engine's ``relaxed_gc``.
+* **ZMQ frames cost a future each.** pyzmq's asyncio socket makes a future and callbacks per
+  send and receive, and the broker's ``asyncio`` Poller one per turn: 11-12 % of the driver,
+  the workers and the broker. ``protocol.FrameIO`` reads what has arrived straight off the
+  socket's descriptor (slices of 256 frames, the loop running between slices) and queues sends
+  at once on the blocking-API shadow; the broker routes in those callbacks. Broker 0.44-0.70 ->
+  0.34-0.43 ms per rollout.
+* **Workers decoded every model reply with the stdlib's ``json``** (12 % of a worker): the model
+  client now decodes with msgspec (the stdlib reads what only it accepts, ``NaN``).
+* **The scripted servers' cost** is mostly building the vLLM-shaped body (fake tokenizer, one
+  logprob object per token) and aiohttp; their replies are now encoded by msgspec.
+* **Still the largest:** the workers, 1.6-2.5 ms per rollout: the classic engine's rollout (two
+  requests through the lean HTTP client, the tool and the reward on the thread pool), the classic
+  state -> v1 trace (``serve.classic.classic_trace``, pydantic models) and its delta dump. The
+  driver's 0.5-0.8 ms is mostly msgpack decode and ``WireEpisode`` validation (158 GC-tracked
+  objects per episode against 65 for the decoded record).
+
+* **One request per group.** The in-process row plays a group of 8 per call (its first request
+  coalesced with ``n`` = 8); the served rows sent one request per rollout. A classic request
+  now asks for the group (``rollouts_per_example``, ``--group``, default 8): one episode of 8
+  traces, so the driver's and the broker's per-request costs are shared by 8 rollouts (driver
+  0.77 -> 0.27, broker 0.43 -> 0.07 ms per rollout) and the worker plays the group as the
+  classic API does. ``--group 1`` gives the old form.
+
+* **The driver kept the last episode of every slot alive** (thousands of validated
+  ``WireEpisode`` objects, their token-id lists walked by every collection: the middle
+  collections cost 22-128 ms of CPU each and made the p99 250-960 ms). It now drops each
+  episode once counted, as the in-process row's consumer drops each batch: 3 young collections
+  (6 ms of CPU in all) in the 4,096 window, driver peak RSS 59 MB instead of 287-633 MB. An
+  orchestrator that holds episodes (or samples) until a batch forms pays that GC walk; keeping
+  token ids in containers the collector does not track (msgspec's decoded lists, tuples)
+  would avoid it.
+
+**Goals, as of these runs (05:06-05:08, load 7-10, not a quiet machine), 4,096 in flight:
+lag p99 13 ms (p50 1.0 ms): met here; 871 rollouts/s with 1.94 CPU ms per rollout over all
+processes (2 cores' worth at ~1,030/s): 1,100/s not shown, within ~20 % by CPU;** at 16,384:
+**a batch within the window: met** (4, the first after 17 s; lag p99 62 ms); against the original's
+pool: not rerun here (last session it finished no episode in 40 s at 64 in flight). The
+in-process row spends less CPU per rollout in all (0.9-1.05 ms: no wire, its first requests
+coalesced) but its loop lags seconds (p99 2.2-3.7 s at 4,096; 9.3 s and 95 rollouts/s at 16,384,
+05:04, load 7, where ours gave 774/s).
 
 Goals (issue 20, on the 2-core machines): lag p99 < 50 ms at 4,096 in flight; >= 1,100
 rollouts/s at 4,096; faster than the original's pool; a batch within the window at 16,384.
 
-**Figures (2026-12-06, 2 cores, AVX512; the machine was shared with seven other sessions: load
+**Earlier figures (2026-12-06, before this branch, 2 cores, AVX512; the machine was shared with seven other sessions: load
 average 19-31 throughout, so every process got a small share of a core and the lags are mostly
 time spent descheduled; read the rows against each other, not against the goals).** Two runs,
 ``--seconds 20 --warmup 20 --original-in-flight 64``; the first run (in-process, ours v1 and the
@@ -86,6 +169,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -104,10 +188,108 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, _apply_priority, add_priority_argument, machine, set_priority, table
 
 GROUP = 8
+STOP_TIMEOUT = 30.0
+"""Seconds a row's process may take to stop after its window (cancelling thousands of rollouts)."""
+ROW_GRACE = 120.0
+"""Seconds past warm-up + window + stop after which a row's process is killed and the row reported unfinished."""
+GC_THRESHOLD = (5_000, 10, 1000)
+"""The driver's collector thresholds once its start-up heap is frozen. Thousands of episodes are
+alive at once, so each collection's pause grows with the survivors it walks: young collections
+7x rarer than the default keep each pause to a few ms, and full collections (the whole heap of
+live episodes, hundreds of ms) happen about a hundred times less often. The engine's
+``relaxed_gc`` (50,000, 10, 10) measured 18-50 ms per young and 240-370 ms of CPU per middle
+collection here."""
 
 
 # -- a scripted server process -------------------------------------------------------------------
-def serve(port_file: str, sigma: float, seed: int) -> None:
+class LeanScripted:
+    """The scripted server's answers behind a lean HTTP/1.1 front (``--scripted lean``): an
+    asyncio protocol with httptools' parser, in its own thread, answering each chat completion
+    with the very body ``ScriptedServer`` builds (its script, ``_payload`` and JSON encoding),
+    without aiohttp's per-request machinery. It stands in for remote inference on the same
+    2 cores as the orchestrator, so its CPU is not the orchestrator's; ``--scripted aiohttp``
+    runs the ``ScriptedServer`` itself. Only what the benchmark sends is served: keep-alive
+    POSTs of ``/v1/chat/completions`` with a ``Content-Length`` body."""
+
+    def __init__(self, scripted: Any) -> None:
+        self.scripted = scripted
+        self.requests = scripted.requests
+        self.base_url = ""
+
+    def start(self) -> LeanScripted:
+        import threading
+
+        ready = threading.Event()
+        threading.Thread(target=self._run, args=(ready,), daemon=True, name="lean-scripted").start()
+        ready.wait(30)
+        if not self.base_url:
+            raise RuntimeError("the lean scripted server did not start")
+        return self
+
+    def _run(self, ready: Any) -> None:
+        asyncio.run(self._main(ready))
+
+    async def _main(self, ready: Any) -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _LeanProtocol(self.scripted), "127.0.0.1", 0)
+        self.base_url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+        ready.set()
+        await server.serve_forever()
+
+
+_ANSWERING: set[asyncio.Task[None]] = set()
+
+
+class _LeanProtocol(asyncio.Protocol):
+    def __init__(self, scripted: Any) -> None:
+        import httptools
+
+        self.scripted = scripted
+        self.parser = httptools.HttpRequestParser(self)
+        self.url = b""
+        self.body: list[bytes] = []
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except Exception:
+            self.transport.close()
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        url, body = self.url, b"".join(self.body)
+        self.url, self.body = b"", []
+        task = asyncio.ensure_future(self._answer(url.decode(), body))
+        _ANSWERING.add(task)
+        task.add_done_callback(_ANSWERING.discard)
+
+    async def _answer(self, path: str, raw: bytes) -> None:
+        import msgspec
+
+        from verifiers.testing.scripted import ScriptRequest, _encode
+
+        srv = self.scripted
+        req = ScriptRequest(path=path, method="POST", body=msgspec.json.decode(raw), headers={}, index=next(srv._counter),
+                            received_at=time.monotonic())  # fmt: skip
+        rep = await srv._decide(req)
+        extra = [await srv._decide(req) for _ in range(int(req.body.get("n") or 1) - 1)]  # a group's n samples
+        await asyncio.sleep(srv.delay + rep.delay)
+        data = _encode(srv._payload(req, rep, extra))
+        if not self.transport.is_closing():
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\n"
+                                 b"Content-Length: %d\r\n\r\n%s" % (len(data), data))  # fmt: skip
+
+
+def serve(port_file: str, sigma: float, seed: int, lean: bool = True) -> None:
     from verifiers.testing.scripted import ScriptedServer, by_turn, reply, tool_call, tool_calls
 
     rng = random.Random(seed)
@@ -120,7 +302,15 @@ def serve(port_file: str, sigma: float, seed: int) -> None:
         return tool_calls(tool_call(name, {"a": 2, "b": 3}), delay=delay())
 
     script = by_turn(first, lambda req: reply(rng.choice(["5", "6"]), delay=delay()))
-    srv = ScriptedServer(script).start()
+    if lean:
+        srv = LeanScripted(ScriptedServer(script)).start()
+    else:
+        srv = ScriptedServer(script).start()
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
     Path(port_file).write_text(srv.base_url)
     while True:  # the server keeps every request for tests; a benchmark must not grow without bound
         time.sleep(2.0)
@@ -128,7 +318,7 @@ def serve(port_file: str, sigma: float, seed: int) -> None:
 
 
 # -- one measurement (its own process) -----------------------------------------------------------
-async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float) -> dict:
+async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float, watch: dict[str, list[int]] | None = None) -> dict:
     import gc
 
     from verifiers.train.inference import InferenceServer
@@ -177,12 +367,14 @@ async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float
         if t.done():
             t.result()
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    others0 = cpu_by_role(watch or {})
     t0 = time.perf_counter()
     state["measuring"] = True
     await asyncio.sleep(seconds)
     state["measuring"] = False
     wall = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    others1 = cpu_by_role(watch or {})
     for t in tasks:
         if t.done():
             t.result()
@@ -197,15 +389,22 @@ async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float
         "lag_p50_ms": 1000 * lags[len(lags) // 2], "lag_p99_ms": 1000 * lags[min(len(lags) - 1, int(0.99 * len(lags)))],
         "lag_max_ms": 1000 * lags[-1], "peak_rss_mb": ru1.ru_maxrss / 1024, "errors": orch.counters["errors"],
         "batches": state["batches"], "first_batch_s": state["first_batch_s"],
+        "cpu_ms_per_rollout_by_role": {role: 1000 * (others1[role] - others0[role]) / n if n else float("nan") for role in others1},
     }
-    await orch.stop()
+    print(json.dumps(out), flush=True)  # the row is measured: a slow stop below cannot lose it
+    try:  # thousands of rollouts to cancel on a loop that lags seconds: bounded
+        await asyncio.wait_for(orch.stop(), STOP_TIMEOUT)
+    except TimeoutError:
+        print(f"the in-process orchestrator did not stop within {STOP_TIMEOUT:.0f}s; exiting", file=sys.stderr, flush=True)
     for s in servers:
-        await s.aclose()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(s.aclose(), 10)
     return out
 
 
 # -- the env-server rows: a driver process holding N runs in flight through one EnvClient ----------
-async def drive(address: str, urls: list[str], in_flight: int, seconds: float, warmup: float, classic: bool) -> dict:
+async def drive(address: str, urls: list[str], in_flight: int, seconds: float, warmup: float, classic: bool,
+                watch: dict[str, list[int]] | None = None, group: int = 1) -> dict:
     import gc
 
     from verifiers.v1.serve import EnvClient
@@ -217,6 +416,7 @@ async def drive(address: str, urls: list[str], in_flight: int, seconds: float, w
         await client.wait_for_server_startup(timeout=300)
         gc.collect()
         gc.freeze()
+        gc.set_threshold(*GC_THRESHOLD)
         started = time.perf_counter()
         first_error: list[str] = []
 
@@ -224,23 +424,26 @@ async def drive(address: str, urls: list[str], in_flight: int, seconds: float, w
             url = urls[i % len(urls)]
             task = ({"question": f"{i % 4096}: 2+3?", "answer": "5", "example_id": i % 4096} if classic else
                     {"prompt": f"{i}: what is 2 + 3? Use the tool.", "a": 2, "b": 3, "id": f"a{i}", "idx": i})  # fmt: skip
+            if group > 1:  # one request plays a whole group: one episode of ``group`` traces
+                task["rollouts_per_example"] = group
             while True:
-                state["in_flight"] += 1
+                state["in_flight"] += group
                 try:
                     episode = await client.run(url, "scripted-model", sampling, task)
-                    ok = episode.ok and bool(episode.traces) and len(episode.traces[0].calls) == 2
+                    good = sum(1 for t in episode.traces if t.ok and len(t.calls) == 2) if episode.ok else 0
+                    del episode  # counted and dropped, as the in-process row's consumer drops each batch
                 except Exception as exc:  # an error reply (a refused or failed run) is counted, the slot refilled
-                    ok = False
+                    good = 0
                     if not first_error:
                         first_error.append(f"{type(exc).__name__}: {exc}"[:300])
                 finally:
-                    state["in_flight"] -= 1
-                state["done"] += 1
+                    state["in_flight"] -= group
+                state["done"] += group
                 if state["first_batch_s"] is None and state["done"] >= batch:
                     state["first_batch_s"] = time.perf_counter() - started
                 if state["measuring"]:
-                    state["rollouts"] += 1
-                    state["errors"] += not ok
+                    state["rollouts"] += group
+                    state["errors"] += group - good
 
         async def lag_probe() -> None:
             while True:
@@ -250,16 +453,28 @@ async def drive(address: str, urls: list[str], in_flight: int, seconds: float, w
                     state["lags"].append(time.perf_counter() - t - 0.05)
                     state.setdefault("inflight", []).append(state["in_flight"])
 
-        tasks = [asyncio.ensure_future(one(i)) for i in range(in_flight)]
+        gc_pauses: list[tuple[int, float, float]] = []
+        gc_start = [0.0, 0.0]
+
+        def gc_timer(phase: str, info: dict) -> None:  # how long each collection held the loop (wall, CPU)
+            if phase == "start":
+                gc_start[:] = time.perf_counter(), time.thread_time()
+            elif state["measuring"]:
+                gc_pauses.append((info["generation"], time.perf_counter() - gc_start[0], time.thread_time() - gc_start[1]))
+
+        gc.callbacks.append(gc_timer)
+        tasks = [asyncio.ensure_future(one(i)) for i in range(in_flight // group)]
         probe = asyncio.ensure_future(lag_probe())
         await asyncio.sleep(warmup)
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        others0 = cpu_by_role(watch or {})
         t0 = time.perf_counter()
         state["measuring"] = True
         await asyncio.sleep(seconds)
         state["measuring"] = False
         wall = time.perf_counter() - t0
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        others1 = cpu_by_role(watch or {})
         for t in [*tasks, probe]:
             t.cancel()
         await asyncio.gather(*tasks, probe, return_exceptions=True)
@@ -273,6 +488,10 @@ async def drive(address: str, urls: list[str], in_flight: int, seconds: float, w
         "lag_p50_ms": 1000 * lags[len(lags) // 2], "lag_p99_ms": 1000 * lags[min(len(lags) - 1, int(0.99 * len(lags)))],
         "lag_max_ms": 1000 * lags[-1], "peak_rss_mb": ru1.ru_maxrss / 1024, "errors": state["errors"],
         "batches": n // batch, "first_batch_s": state["first_batch_s"], "first_error": first_error[0] if first_error else None,
+        "gc": {f"gen{g}": [len(p := [d for gg, d, _ in gc_pauses if gg == g]), round(1000 * sum(p), 1), round(1000 * max(p, default=0), 1),
+                           round(1000 * sum(c for gg, _, c in gc_pauses if gg == g), 1)]
+               for g in range(3)},  # collections, total wall ms, longest wall ms, total CPU ms
+        "cpu_ms_per_rollout_by_role": {role: 1000 * (others1[role] - others0[role]) / n if n else float("nan") for role in others1},
     }
 
 
@@ -314,6 +533,29 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (its threads; not its children's), 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def cpu_by_role(watch: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds so far by role: ``broker`` (the pool process itself), ``workers`` (every live
+    descendant of the pool process: its workers and what they started) and ``scripted`` (the
+    scripted servers)."""
+    out = {}
+    if watch.get("pool"):
+        pool = watch["pool"][0]
+        out["broker"] = cpu_seconds(pool)
+        out["workers"] = sum(cpu_seconds(p) for p in _children(pool))
+    if watch.get("scripted"):
+        out["scripted"] = sum(cpu_seconds(p) for p in watch["scripted"])
+    return out
+
+
 def peak_mb(pid: int) -> float:
     """The process's peak resident memory (VmHWM), MB; 0 when it is gone."""
     try:
@@ -338,6 +580,8 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=10.0)
     p.add_argument("--servers", type=int, default=2, help="scripted server processes")
     p.add_argument("--sigma", type=float, default=0.5, help="log-normal sigma of each reply's delay")
+    p.add_argument("--scripted", choices=["lean", "aiohttp"], default="lean",
+                   help="the scripted servers' HTTP front: lean (httptools, the default) or ScriptedServer's aiohttp")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="env-server pool sizes")
     p.add_argument("--kinds", nargs="+", default=["inprocess", "classic", "ours", "original"],
                    choices=["inprocess", "classic", "ours", "original"])
@@ -349,17 +593,22 @@ def main() -> None:
     p.add_argument("--serve", help=argparse.SUPPRESS)
     p.add_argument("--measure", type=int, help=argparse.SUPPRESS)
     p.add_argument("--urls", nargs="*", help=argparse.SUPPRESS)
+    p.add_argument("--watch", default="{}", help=argparse.SUPPRESS)
+    p.add_argument("--group", type=int, default=GROUP,
+                   help=f"classic rows: rollouts per request (rollouts_per_example; default {GROUP}, a group as the "
+                        "in-process row plays it; 1 = one request per rollout)")
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
     set_priority(args.nice)
     if args.serve:
-        serve(args.serve, args.sigma, args.seed)
+        serve(args.serve, args.sigma, args.seed, args.scripted == "lean")
         return
     if args.measure:
-        print(json.dumps(asyncio.run(measure(args.urls, args.measure, args.seconds, args.warmup))), flush=True)
+        asyncio.run(measure(args.urls, args.measure, args.seconds, args.warmup, json.loads(args.watch)))  # prints its row itself
         return
     if args.drive:
-        print(json.dumps(asyncio.run(drive(args.address, args.urls, args.drive, args.seconds, args.warmup, args.classic))), flush=True)
+        print(json.dumps(asyncio.run(drive(args.address, args.urls, args.drive, args.seconds, args.warmup, args.classic,
+                                                json.loads(args.watch), args.group if args.classic else 1))), flush=True)
         return
 
     env = {**os.environ, "PYTHONPATH": f"{REPO}:{os.environ.get('PYTHONPATH', '')}", "TQDM_DISABLE": "1",
@@ -370,7 +619,7 @@ def main() -> None:
             for i in range(args.servers):
                 pf = Path(tmp) / f"server{i}"
                 procs.append(subprocess.Popen([sys.executable, __file__, "--serve", str(pf), "--sigma",
-                                               str(args.sigma), "--seed", str(i)], env=env,
+                                               str(args.sigma), "--seed", str(i), "--scripted", args.scripted], env=env,
                                               preexec_fn=_apply_priority))
                 while not pf.exists():
                     if procs[-1].poll() is not None:
@@ -413,7 +662,7 @@ def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: d
     pool, peaks, target = None, (0.0, 0.0, 0.0), n
     try:
         if kind is None:
-            cmd = [sys.executable, __file__, "--measure", str(n)]
+            cmd = [sys.executable, __file__, "--measure", str(n), "--watch", json.dumps({"scripted": [s.pid for s in servers]})]
         else:
             address = f"ipc://{tmp}/pool-{kind}-{workers}-{n}"
             pool_env = {k: v for k, v in env.items() if k != "VIRTUAL_ENV"}
@@ -428,10 +677,18 @@ def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: d
             with open(Path(tmp) / f"{kind}-{workers}.log", "wb") as log:
                 pool = subprocess.Popen([python, "-c", code, address, str(workers), str(target), *extra], env=pool_env, stdout=log,
                                         stderr=log, cwd=tempfile.gettempdir(), preexec_fn=_apply_priority)  # fmt: skip
-            cmd = [sys.executable, __file__, "--drive", str(target), "--address", address, *(["--classic"] if kind == "classic" else [])]
-        proc = subprocess.run([*cmd, "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--urls", *urls], env=env,
-                              capture_output=True, text=True, timeout=args.seconds + args.warmup + 900,
-                              preexec_fn=_apply_priority)  # fmt: skip
+            watch = {"pool": [pool.pid], "scripted": [s.pid for s in servers]}
+            cmd = [sys.executable, __file__, "--drive", str(target), "--address", address, "--watch", json.dumps(watch),
+                   "--group", str(args.group),
+                   *(["--classic"] if kind == "classic" else [])]
+        limit = args.seconds + args.warmup + STOP_TIMEOUT + ROW_GRACE + (300 if kind else 0)  # a pool's start-up too
+        try:
+            proc = subprocess.run([*cmd, "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--urls", *urls], env=env,
+                                  capture_output=True, text=True, timeout=limit, preexec_fn=_apply_priority)  # fmt: skip
+        except subprocess.TimeoutExpired as exc:  # killed: its row, if it printed one, still counts
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            proc = subprocess.CompletedProcess(exc.cmd, 0 if "{" in out else -9, out, f"killed after {limit:.0f}s")
+            print(f"[{time.strftime('%H:%M:%S')}] {name}: killed after {limit:.0f}s", file=sys.stderr, flush=True)
         if pool is not None:
             peaks = pool_peaks(pool.pid)
     finally:
@@ -443,9 +700,10 @@ def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: d
                 pool.kill()
                 pool.wait()
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
+    if not lines:  # one row that produced nothing is reported as such; the other rows still run
         log_tail = (Path(tmp) / f"{kind}-{workers}.log").read_text()[-2000:] if kind else ""
-        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}\n{log_tail}")
+        print(f"{name} failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}\n{log_tail}", file=sys.stderr, flush=True)
+        return [n, f"{name} (failed: no result)", *["-"] * 13]
     r = json.loads(lines[-1])
     print(json.dumps({"row": name, **r}), file=sys.stderr, flush=True)
     scripted = max(peak_mb(s.pid) for s in servers)

@@ -57,6 +57,24 @@ if TYPE_CHECKING:
     from verifiers.clients.http11 import ConnectionPool, RequestHead
 
 
+_JSON_DECODER: list[Any] = []
+
+
+def _json_loads(data: bytes) -> Any:
+    """A response body's JSON: msgspec's decoder (several times faster than the stdlib's on the
+    token-id and logprob lists of a vLLM reply, a large share of an env worker's CPU), with the
+    stdlib as the fallback for what only it reads (``NaN``, ``Infinity``)."""
+    if not _JSON_DECODER:
+        import msgspec
+
+        _JSON_DECODER.append((msgspec.json.Decoder(), msgspec.DecodeError))
+    decoder, error = _JSON_DECODER[0]
+    try:
+        return decoder.decode(data)
+    except error:
+        return json.loads(data)
+
+
 def _json_default(obj: Any) -> Any:
     """Serialise message objects that are not plain dicts (pydantic models, dataclasses)."""
     dump = getattr(obj, "model_dump", None)
@@ -487,7 +505,7 @@ class ModelClient:
             else:
                 if 200 <= status < 300:
                     try:
-                        return json.loads(data)
+                        return _json_loads(data)
                     except ValueError:
                         raise ModelError(
                             status, "response body is not JSON", False, attempts=attempt + 1

@@ -473,22 +473,27 @@ class ScriptedServer:
                 return web.json_response(rep.body, status=rep.status, headers=headers)
             if rep.status != 200:
                 return _error_response(rep.status, rep.error or f"scripted error {rep.status}", headers)
-            make = self._chat_body if request.path.endswith("/chat/completions") else self._completion_body
-            payload = make(req, rep)
+            payload = self._payload(req, rep, extra)
             if stream:
                 return await self._stream(request, req, payload, headers)
-            if extra:
-                usage = payload["usage"] = dict(payload["usage"])  # never the script's own dict
-            for i, more in enumerate(extra, start=1):
-                other = make(req, more)
-                payload["choices"].append({**other["choices"][0], "index": i})
-                more_tokens = other["usage"].get("completion_tokens", 0)
-                usage["completion_tokens"] = usage.get("completion_tokens", 0) + more_tokens
-                usage["total_tokens"] = usage.get("total_tokens", 0) + more_tokens
-            return web.json_response(payload, headers=headers, dumps=_dumps)
+            return web.Response(body=_encode(payload), headers=headers, content_type="application/json", charset="utf-8")
         finally:
             with self._lock:
                 self.in_flight -= 1
+
+    def _payload(self, req: ScriptRequest, rep: Reply, extra: list[Reply]) -> dict[str, Any]:
+        """The response body of a completion request: ``rep``'s choice, then one per ``extra`` reply (``n``)."""
+        make = self._chat_body if req.path.endswith("/chat/completions") else self._completion_body
+        payload = make(req, rep)
+        if extra:
+            usage = payload["usage"] = dict(payload["usage"])  # never the script's own dict
+        for i, more in enumerate(extra, start=1):
+            other = make(req, more)
+            payload["choices"].append({**other["choices"][0], "index": i})
+            more_tokens = other["usage"].get("completion_tokens", 0)
+            usage["completion_tokens"] = usage.get("completion_tokens", 0) + more_tokens
+            usage["total_tokens"] = usage.get("total_tokens", 0) + more_tokens
+        return payload
 
     async def _stream(self, request: Any, req: ScriptRequest, payload: dict[str, Any], headers: dict[str, str]) -> Any:
         """``payload`` (a chat completion) as server-sent events, the way OpenAI-compatible
@@ -633,6 +638,20 @@ class ScriptedServer:
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+_ENCODER: list[Any] = []
+
+
+def _encode(obj: Any) -> bytes:
+    """``obj`` as compact UTF-8 JSON by msgspec's encoder: the same values as ``_dumps`` (a float
+    in exponent form reads ``1e-7`` rather than ``1e-07``) at a fraction of the stdlib's cost, for
+    benchmarks that send thousands of requests a second through this server."""
+    if not _ENCODER:
+        import msgspec
+
+        _ENCODER.append(msgspec.json.Encoder())
+    return _ENCODER[0].encode(obj)
 
 
 def _error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Any:

@@ -1,4 +1,4 @@
-"""The env-server client: one DEALER socket, one receive loop, a future per request.
+"""The env-server client: one DEALER socket read as frames arrive (``protocol.FrameIO``), a future per request.
 
 A run's ``delta`` frames are applied to its :class:`~verifiers.v1.wire.EpisodeAssembly` as they
 land; the ``reply`` closes the request, and the assembled record is validated once into a
@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import ConfigDict
 
-from verifiers.v1.serve.protocol import DEFAULT_ADDRESS, DELTA
+from verifiers.v1.serve.protocol import DEFAULT_ADDRESS, DELTA, FrameIO
 from verifiers.v1.types import SamplingConfig
 from verifiers.v1.wire import (
     BaseRequest,
@@ -36,6 +36,8 @@ from verifiers.v1.wire import (
 
 logger = logging.getLogger(__name__)
 R = TypeVar("R", bound=BaseResponse)
+RECV_BURST = 256
+"""Frames read in one go before the receive loop lets the event loop run."""
 INLINE_VALIDATE_BYTES = 128 * 1024
 """An episode whose frames are smaller is validated on the event loop (a thread hand-off costs
 more than the validation); a larger one in a thread, so the loop keeps its latency."""
@@ -89,10 +91,10 @@ class EnvClient:
         for opt, value in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0)):
             self.socket.setsockopt(opt, value)
         self.socket.connect(address)
+        self._io = FrameIO(self.socket, self._frame, RECV_BURST)
         self._pending: dict[str, asyncio.Future[bytes]] = {}
         self._deltas: dict[str, Callable[[bytes], None]] = {}
         self._cancels: set[asyncio.Task[Any]] = set()
-        self._receiver: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> EnvClient:
         return self
@@ -100,35 +102,38 @@ class EnvClient:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def _receive(self) -> None:
-        while True:
-            frames = await self.socket.recv_multipart()
-            try:
-                if len(frames) != 3:
-                    raise ValueError(f"expected [request_id, kind, data], got {len(frames)} frames")
-                rid, kind, data = frames[0].decode(), frames[1], frames[2]
-                if kind == DELTA:
-                    on_delta = self._deltas.get(rid)
-                    if on_delta is not None:
-                        on_delta(data)
-                    continue
-                future = self._pending.pop(rid, None)
-                if future is not None and not future.done():
-                    future.set_result(data)
-            except Exception:  # one bad frame ends nobody's request but its own
-                logger.warning("dropped a malformed env-server frame", exc_info=True)
+    def _frame(self, frames: list[bytes]) -> None:
+        try:
+            if len(frames) != 3:
+                raise ValueError(f"expected [request_id, kind, data], got {len(frames)} frames")
+            rid, kind, data = frames[0].decode(), frames[1], frames[2]
+            if kind == DELTA:
+                on_delta = self._deltas.get(rid)
+                if on_delta is not None:
+                    on_delta(data)
+                return
+            future = self._pending.pop(rid, None)
+            if future is not None and not future.done():
+                future.set_result(data)
+        except Exception:  # one bad frame ends nobody's request but its own
+            logger.warning("dropped a malformed env-server frame", exc_info=True)
+
+    async def _send(self, frames: list[bytes]) -> None:
+        try:
+            await self._io.send(frames)
+        except Exception as exc:  # zmq.Again after its patience: no pipe to the server
+            raise EnvServerError(f"could not queue a request for {self.address}: {exc}") from None
 
     async def _request(self, request: BaseRequest, response_type: type[R], *, timeout: float | None = None,
                        on_delta: Callable[[bytes], None] | None = None, request_id: str | None = None) -> R:  # fmt: skip
-        if self._receiver is None:
-            self._receiver = asyncio.ensure_future(self._receive())
+        self._io.start()
         rid = request_id or uuid.uuid4().hex
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
         if on_delta is not None:
             self._deltas[rid] = on_delta
         try:
-            await self.socket.send_multipart([rid.encode(), request.method.encode(), pack(request.model_dump(mode="json"))])
+            await self._send([rid.encode(), request.method.encode(), pack(request.model_dump(mode="json"))])
             data = await asyncio.wait_for(future, timeout)
         except asyncio.CancelledError:
             if request.method == RunRequest.method:  # tell the server to stop the episode
@@ -147,7 +152,7 @@ class EnvClient:
     async def _send_cancel(self, run_id: str) -> None:
         with contextlib.suppress(Exception):
             payload = pack(CancelRequest(request_id=run_id).model_dump(mode="json"))
-            await self.socket.send_multipart([uuid.uuid4().hex.encode(), b"cancel", payload])
+            await self._send([uuid.uuid4().hex.encode(), b"cancel", payload])
 
     async def health(self, timeout: float = 2.0) -> bool:
         """Whether the server answers ``health`` within ``timeout`` seconds."""
@@ -208,11 +213,7 @@ class EnvClient:
         return await asyncio.to_thread(WireEpisode.model_validate, record)  # a long one off the event loop
 
     async def close(self) -> None:
-        if self._receiver is not None:
-            self._receiver.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._receiver
-            self._receiver = None
+        self._io.stop()
         while self._cancels:
             with contextlib.suppress(BaseException):
                 await self._cancels.pop()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import gc
 import logging
 import multiprocessing as mp
 import os
@@ -43,6 +44,7 @@ from verifiers.v1.serve.protocol import (
     DEFAULT_MAX_MESSAGE_BYTES,
     INFRA,
     REPLY,
+    FrameIO,
     check_request,
     error_reply,
     frame_cap,
@@ -64,6 +66,14 @@ def _watch_parent(pipe: Any) -> None:
     threading.Thread(target=watch, daemon=True, name="vf-serve-parent").start()
 
 
+def _freeze_heap() -> None:
+    """In a process of its own, once it has loaded: move everything alive now (the env, its
+    dataset, the imported modules) out of the cyclic collector's sight, so that a collection
+    walks only the objects of the runs in flight, not the whole heap again and again."""
+    gc.collect()
+    gc.freeze()
+
+
 def run_server(config: dict[str, Any], address: str, max_concurrent: int | None = None,
                max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, pipe: Any = None) -> None:  # fmt: skip
     """A worker process (or a lone server): serve until SIGTERM/SIGINT or the parent's pipe closes."""
@@ -77,6 +87,7 @@ def run_server(config: dict[str, Any], address: str, max_concurrent: int | None 
             loop.add_signal_handler(sig, stop.set)
         serving = asyncio.ensure_future(server.serve(stop))
         await asyncio.sleep(0)
+        _freeze_heap()
         if pipe is not None:
             pipe.send({"pid": os.getpid(), "address": server.address, "env": server.runs.env_id,
                        "task_type": server.runs.task_type, "kind": server.runs.kind})  # fmt: skip
@@ -93,6 +104,8 @@ class _Worker:
     process: Any
     pipe: Any
     dealer: Any
+    io: Any = None
+    """The dealer's :class:`~verifiers.v1.serve.protocol.FrameIO` (non-blocking reads and sends)."""
     pid: int | None = None
     ready: bool = False
     runs: set[bytes] = field(default_factory=set)
@@ -177,9 +190,8 @@ class EnvServerPool:
                            (zmq.MAXMSGSIZE, frame_cap(max_message_bytes))):  # fmt: skip
             self.frontend.setsockopt(opt, value)
         self.frontend.bind(address)
+        self._front = FrameIO(self.frontend, self._from_client)
         self.address = self.frontend.getsockopt_string(zmq.LAST_ENDPOINT)
-        self._poller = zmq.asyncio.Poller()
-        self._poller.register(self.frontend, zmq.POLLIN)
 
     # --- workers -----------------------------------------------------------------------------
 
@@ -199,12 +211,13 @@ class EnvServerPool:
         dealer.setsockopt(zmq.SNDHWM, 0)
         dealer.setsockopt(zmq.RCVHWM, 0)
         dealer.connect(address)
-        self._poller.register(dealer, zmq.POLLIN)
-        return _Worker(index=index, address=address, process=process, pipe=parent, dealer=dealer, restarts=restarts)
+        worker = _Worker(index=index, address=address, process=process, pipe=parent, dealer=dealer, restarts=restarts)
+        worker.io = FrameIO(dealer, lambda frames: self._from_worker(worker, frames))
+        worker.io.start()
+        return worker
 
     def _stop_worker(self, worker: _Worker, *, kill: bool = False) -> None:
-        with contextlib.suppress(Exception):
-            self._poller.unregister(worker.dealer)
+        worker.io.stop()
         worker.dealer.close(0)
         with contextlib.suppress(Exception):
             worker.pipe.close()
@@ -226,7 +239,7 @@ class EnvServerPool:
         self.restarts += 1
         for rid in [r for r, (_, w) in self._forwarded.items() if w is worker]:
             client_id, _ = self._forwarded.pop(rid)
-            await self._send(client_id, rid, pack(CancelResponse(cancelled=True).model_dump()))
+            self._send(client_id, rid, pack(CancelResponse(cancelled=True).model_dump()))
         for rid in sorted(worker.runs):
             run = self.runs[rid]
             run.worker = None
@@ -234,7 +247,7 @@ class EnvServerPool:
                 self._enqueue(rid, run, front=True)
             else:
                 self.runs.pop(rid)
-                await self._send(run.client_id, rid, self._infra_reply(run, f"env worker {worker.index} (pid {worker.pid}) {why} during this run"))
+                self._send(run.client_id, rid, self._infra_reply(run, f"env worker {worker.index} (pid {worker.pid}) {why} during this run"))
         worker.runs.clear()
 
     def _infra_reply(self, run: _Run, message: str) -> bytes:
@@ -265,11 +278,11 @@ class EnvServerPool:
                 continue
             if worker.ready and now - worker.last_ping >= self.health_interval:
                 worker.last_ping = now
-                await worker.dealer.send_multipart([HEARTBEAT, b"health", pack({})])
+                worker.io.send_now([HEARTBEAT, b"health", pack({})])
         if self.elastic:
             self._scale(now)
         self._reap(now)
-        await self._dispatch()
+        self._dispatch()
 
     # --- elastic pools -----------------------------------------------------------------------
 
@@ -297,8 +310,7 @@ class EnvServerPool:
     def _retire(self, worker: _Worker, now: float) -> None:
         """Stop an idle worker without waiting for it: it closes its env (its shared toolsets
         with it) on SIGTERM; :meth:`_reap` collects it, and kills it after ``health_timeout``."""
-        with contextlib.suppress(Exception):
-            self._poller.unregister(worker.dealer)
+        worker.io.stop()
         worker.dealer.close(0)
         if worker.process.is_alive():
             worker.process.terminate()
@@ -322,11 +334,11 @@ class EnvServerPool:
 
     # --- routing -----------------------------------------------------------------------------
 
-    async def _send(self, client_id: bytes, rid: bytes, data: bytes, kind: bytes = REPLY) -> None:
+    def _send(self, client_id: bytes, rid: bytes, data: bytes, kind: bytes = REPLY) -> None:
         with contextlib.suppress(Exception):
-            await self.frontend.send_multipart([client_id, rid, kind, data], copy=False)
+            self._front.send_now([client_id, rid, kind, data])
 
-    async def _dispatch(self) -> None:
+    def _dispatch(self) -> None:
         while self.queue:
             live = [w for w in self.workers if w.ready and len(w.runs) < self.max_concurrent]
             if not live:
@@ -336,7 +348,7 @@ class EnvServerPool:
             worker = min(live, key=lambda w: len(w.runs))
             run.worker, run.attempts = worker, run.attempts + 1
             worker.runs.add(rid)
-            await worker.dealer.send_multipart([rid, run.method, run.payload])
+            worker.io.send_now([rid, run.method, run.payload])
 
     def _status(self) -> bytes:
         workers = [{"index": w.index, "pid": w.pid, "ready": w.ready, "alive": w.process.is_alive(),
@@ -346,47 +358,47 @@ class EnvServerPool:
                      "elastic": self.elastic, "min_workers": self.min_workers, "max_workers": self.max_workers,
                      "grown": self.grown, "shrunk": self.shrunk, "retiring": len(self._retiring)})  # fmt: skip
 
-    async def _from_client(self, frames: list[bytes]) -> None:
+    def _from_client(self, frames: list[bytes]) -> None:
         checked = check_request(frames, self.max_message_bytes)
         if len(checked) == 3:
-            await self._send(checked[0], checked[1], checked[2])
+            self._send(checked[0], checked[1], checked[2])
             return
         client_id, rid, method, payload = checked
         if method == b"health":
-            await self._send(client_id, rid, self._status())
+            self._send(client_id, rid, self._status())
             return
         if rid in self.runs or rid in self._forwarded or rid == HEARTBEAT:
-            await self._send(client_id, rid, error_reply("malformed request: request_id already in flight"))
+            self._send(client_id, rid, error_reply("malformed request: request_id already in flight"))
             return
         if method == b"cancel":
             try:
                 target = str(unpack(payload).get("request_id", "")).encode()
             except Exception as exc:
-                await self._send(client_id, rid, error_reply(f"{type(exc).__name__}: cancel payload: {exc}"))
+                self._send(client_id, rid, error_reply(f"{type(exc).__name__}: cancel payload: {exc}"))
                 return
             run = self.runs.get(target)
             if run is None:
-                await self._send(client_id, rid, pack(CancelResponse(cancelled=False).model_dump()))
+                self._send(client_id, rid, pack(CancelResponse(cancelled=False).model_dump()))
             elif run.worker is None:  # still queued: it never starts
                 self._queued_bytes -= len(self.queue.pop(target).payload)
                 self.runs.pop(target)
-                await self._send(run.client_id, target, error_reply("Cancelled: the run was cancelled before it started"))
-                await self._send(client_id, rid, pack(CancelResponse(cancelled=True).model_dump()))
+                self._send(run.client_id, target, error_reply("Cancelled: the run was cancelled before it started"))
+                self._send(client_id, rid, pack(CancelResponse(cancelled=True).model_dump()))
             else:
                 self._forwarded[rid] = (client_id, run.worker)
-                await run.worker.dealer.send_multipart([rid, method, payload])
+                run.worker.io.send_now([rid, method, payload])
             return
         free = any(w.ready and len(w.runs) < self.max_concurrent for w in self.workers)
         queued_bytes = self._queued_bytes
         if not free and (len(self.queue) >= self.max_queued or queued_bytes + len(payload) > self.max_queued_bytes):
-            await self._send(client_id, rid, error_reply(
+            self._send(client_id, rid, error_reply(
                 f"{BUSY}: {sum(len(w.runs) for w in self.workers)} runs in flight and {len(self.queue)} queued "
                 f"({queued_bytes} bytes; the pool queues at most {self.max_queued} runs, {self.max_queued_bytes} bytes); "
                 "send again later"))  # fmt: skip
             return
         self.runs[rid] = run = _Run(client_id, method, payload)
         self._enqueue(rid, run)
-        await self._dispatch()
+        self._dispatch()
 
     def _enqueue(self, rid: bytes, run: _Run, *, front: bool = False) -> None:
         self.queue[rid] = run
@@ -394,28 +406,28 @@ class EnvServerPool:
         if front:
             self.queue.move_to_end(rid, last=False)
 
-    async def _from_worker(self, worker: _Worker, frames: list[Any]) -> None:
+    def _from_worker(self, worker: _Worker, frames: list[Any]) -> None:
         rid, kind, data = frames[:3]
         worker.last_seen = time.monotonic()
-        rid_b = rid.bytes
+        rid_b = rid
         if rid_b == HEARTBEAT:
             return
         if rid_b in self._forwarded:
             client_id, _ = self._forwarded.pop(rid_b)
-            await self._send(client_id, rid_b, data)
+            self._send(client_id, rid_b, data)
             return
         run = self.runs.get(rid_b)
         if run is None or run.worker is not worker:
             return  # a run already settled (its worker was replaced)
-        if kind.bytes == REPLY:
+        if kind == REPLY:
             self.runs.pop(rid_b)
             worker.runs.discard(rid_b)
             worker.served += 1
             if not worker.runs:
                 worker.idle_since = time.monotonic()
-        await self._send(run.client_id, rid_b, data, kind.bytes)
-        if kind.bytes == REPLY:
-            await self._dispatch()
+        self._send(run.client_id, rid_b, data, kind)
+        if kind == REPLY:
+            self._dispatch()
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -437,29 +449,11 @@ class EnvServerPool:
                     raise TimeoutError(f"no env worker was ready within {startup_timeout}s")
                 await asyncio.sleep(0.05)
             logger.info("env server pool on %s: %d workers", self.address, self.num_workers)
-            next_check = 0.0
+            self._front.start()  # frames are routed as they arrive (FrameIO callbacks)
             while not stop.is_set():
-                events = dict(await self._poller.poll(timeout=100))
-                if self.frontend in events:
-                    for _ in range(256):  # drain a burst, then look at the workers
-                        try:
-                            frames = await self.frontend.recv_multipart(flags=1)  # NOBLOCK
-                        except Exception:
-                            break
-                        await self._from_client(frames)
-                for worker in list(self.workers):
-                    if worker.dealer in events and worker in self.workers:
-                        for _ in range(256):  # drain its burst of deltas and replies
-                            try:
-                                frames = await worker.dealer.recv_multipart(flags=1, copy=False)  # NOBLOCK
-                            except Exception:
-                                break
-                            await self._from_worker(worker, frames)
-                            if worker not in self.workers:
-                                break
-                if time.monotonic() >= next_check:
-                    next_check = time.monotonic() + 0.1
-                    await self._maintain()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.1)
+                await self._maintain()
         finally:
             self.close()
 
@@ -469,6 +463,7 @@ class EnvServerPool:
                 self._stop_worker(worker)
         self.workers = []
         self._reap(float("inf"))
+        self._front.stop()
         self.frontend.close(0)
         self.ctx.term()
         shutil.rmtree(self._dir, ignore_errors=True)
@@ -507,6 +502,7 @@ def serve_env(
             loop.add_signal_handler(sig, stop.set)
         if on_ready is not None:
             on_ready(pool.address)
+        _freeze_heap()
         await pool.serve(stop)
 
     asyncio.run(main())

@@ -26,6 +26,7 @@ from verifiers.v1.serve.protocol import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DELTA,
     REPLY,
+    FrameIO,
     check_request,
     error_reply,
     frame_cap,
@@ -205,6 +206,8 @@ class EnvServer:
             self.socket.setsockopt(opt, value)
         self.socket.bind(address)
         self.address = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._io = FrameIO(self.socket, self._on_frames)
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # --- one request ------------------------------------------------------------------------
 
@@ -224,7 +227,7 @@ class EnvServer:
 
     async def _handle(self, client_id: bytes, request_id: bytes, method: bytes, payload: bytes) -> None:
         async def send(kind: bytes, data: bytes) -> None:
-            await self.socket.send_multipart([client_id, request_id, kind, data], copy=False)
+            self._io.send_now([client_id, request_id, kind, data])
 
         try:
             raw = unpack(payload)
@@ -255,36 +258,37 @@ class EnvServer:
 
     # --- the loop ----------------------------------------------------------------------------
 
+    def _on_frames(self, frames: list[bytes]) -> None:
+        checked = check_request(frames, self.max_message_bytes)
+        if len(checked) == 3:
+            with contextlib.suppress(Exception):
+                self._io.send_now([checked[0], checked[1], REPLY, checked[2]])
+            return
+        client_id, request_id, method, payload = checked
+        task = asyncio.ensure_future(self._handle(client_id, request_id, method, payload))
+        if method == b"run":  # registered before it runs: a cancel right behind it finds it
+            self._running[request_id] = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def serve(self, stop: asyncio.Event | None = None) -> None:
         """Serve until ``stop`` is set (or the task is cancelled); releases everything on exit."""
+        from verifiers.engine.run import relaxed_gc
+
         stop = stop or asyncio.Event()
-        tasks: set[asyncio.Task[None]] = set()
         await self.runs.start()
         logger.info("env server %s (%s) on %s", self.runs.env_id, self.runs.kind, self.address)
-        waiter = asyncio.ensure_future(stop.wait())
+        gc_relaxed = relaxed_gc()  # hundreds of episodes in flight: the engine's GC policy (see relaxed_gc)
+        gc_relaxed.__enter__()
         try:
-            while not stop.is_set():
-                receiving = asyncio.ensure_future(self.socket.recv_multipart())
-                done, _ = await asyncio.wait({receiving, waiter}, return_when=asyncio.FIRST_COMPLETED)
-                if receiving not in done:
-                    receiving.cancel()
-                    break
-                checked = check_request(receiving.result(), self.max_message_bytes)
-                if len(checked) == 3:
-                    with contextlib.suppress(Exception):
-                        await self.socket.send_multipart([checked[0], checked[1], REPLY, checked[2]])
-                    continue
-                client_id, request_id, method, payload = checked
-                task = asyncio.ensure_future(self._handle(client_id, request_id, method, payload))
-                if method == b"run":  # registered before it runs: a cancel right behind it finds it
-                    self._running[request_id] = task
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
+            self._io.start()
+            await stop.wait()
         finally:
-            waiter.cancel()
-            for task in list(tasks):
+            self._io.stop()
+            gc_relaxed.__exit__(None, None, None)
+            for task in list(self._tasks):
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*self._tasks, return_exceptions=True)
             for client in self._clients.values():
                 with contextlib.suppress(Exception):
                     await client.aclose()
