@@ -173,3 +173,27 @@ def test_a_v1_taskset_module_without_all_is_told_to_export_it(tmp_path, monkeypa
     # generations apart: a v1 module that forgot __all__ is told so, not asked for load_environment()
     with pytest.raises(EnvironmentNotFoundError, match=r"defines the v1 taskset Unlisted but does not export it.*__all__ = \['Unlisted'\]"):
         vf_classic.load_environment("vf-unlisted")
+
+
+async def test_a_trace_stop_reads_the_tools_state_and_the_last_turns_tools_still_run() -> None:
+    # as in the original: before each model call, max_turns, then the trace's @vf.stop hooks (which
+    # see what the previous turn's tools left on trace.state); a turn at max_turns has its tools run
+    import pytest
+
+    pytest.importorskip("mcp")
+    from verifiers.testing.scripted import tool_call, tool_calls
+
+    def script(req):
+        n = sum(1 for m in req.messages if m["role"] == "tool")
+        return tool_calls(tool_call("tally_bump", {}, id=f"b{n}"))  # never stops by itself
+
+    env = load_environment({"taskset": {"id": "vf-tally"}, "agent": {"max_turns": 3, "harness": {"id": "null"}}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    traces = {s["_episode"].traces[0].task.data.idx: s["_episode"].traces[0] for s in out.state}
+    stopped, limited = traces[0], traces[1]
+    assert stopped.stop_condition == "until" and stopped.metrics["tally"] == 2.0
+    assert stopped.num_turns == 2  # the call after the 2nd bump was refused
+    assert limited.stop_condition == "max_turns" and limited.num_turns == 3
+    assert limited.metrics["tally"] == 3.0  # the 3rd turn's bump ran
+    assert [t.errors for t in (stopped, limited)] == [[], []]
