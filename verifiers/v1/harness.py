@@ -240,7 +240,8 @@ async def chat_loop(
             if failed:
                 text = content_text(text)
                 _note_tool_error(trace, call.name, text)
-                text = f"error: {text}"
+                if not isinstance(fn, RemoteTool):  # an MCP tool's error text reaches the model as the server wrote it
+                    text = f"error: {text}"
             convo.append(ToolMessage(tool_call_id=call.id, content=_capped(text), name=call.name))
 
 
