@@ -197,3 +197,17 @@ async def test_a_trace_stop_reads_the_tools_state_and_the_last_turns_tools_still
     assert limited.stop_condition == "max_turns" and limited.num_turns == 3
     assert limited.metrics["tally"] == 3.0  # the 3rd turn's bump ran
     assert [t.errors for t in (stopped, limited)] == [[], []]
+
+
+def test_the_originals_harness_keys_load_and_skills_on_a_harness_without_them_are_refused(tmp_path) -> None:
+    import pytest
+
+    from verifiers.v1.plugins import PluginError
+
+    env = load_environment({"taskset": {"id": "vf-tally"}, "agent": {"harness": {"id": "null", "mcp_header_env": {"docs": {"X-Key": "DOCS_KEY"}}}}})
+    env.check()
+    assert env.config.agent.harness.mcp_header_env == {"docs": {"X-Key": "DOCS_KEY"}}
+    skills = [str(tmp_path), {"runtime": "/opt/skills"}]
+    env = load_environment({"taskset": {"id": "vf-tally"}, "agent": {"harness": {"id": "null", "skills": skills}}})
+    with pytest.raises(PluginError, match=r"^\[env\.agent\.harness\]: harness 'null' does not install skills"):
+        env.check()
