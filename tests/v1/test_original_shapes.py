@@ -211,3 +211,12 @@ def test_the_originals_harness_keys_load_and_skills_on_a_harness_without_them_ar
     env = load_environment({"taskset": {"id": "vf-tally"}, "agent": {"harness": {"id": "null", "skills": skills}}})
     with pytest.raises(PluginError, match=r"^\[env\.agent\.harness\]: harness 'null' does not install skills"):
         env.check()
+
+
+def test_a_table_for_a_role_is_laid_over_the_roles_default_config() -> None:
+    # as the original's configs: [env.user.runtime] keeps the user-sim user's own max_turns and harness
+    env = load_environment({"id": "user-sim", "taskset": {"id": "vf-chat"}, "user": {"runtime": {"type": "subprocess"}}})
+    user = env.config.user
+    assert (user.max_turns, user.harness.id, user.runtime.type) == (8, "null", "subprocess")
+    env = load_environment({"id": "user-sim", "taskset": {"id": "vf-chat"}, "user": {"max_turns": 3}})
+    assert (env.config.user.max_turns, env.config.user.harness.id) == (3, "null")
