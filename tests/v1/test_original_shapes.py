@@ -220,3 +220,15 @@ def test_a_table_for_a_role_is_laid_over_the_roles_default_config() -> None:
     assert (user.max_turns, user.harness.id, user.runtime.type) == (8, "null", "subprocess")
     env = load_environment({"id": "user-sim", "taskset": {"id": "vf-chat"}, "user": {"max_turns": 3}})
     assert (env.config.user.max_turns, env.config.user.harness.id) == (3, "null")
+
+
+def test_a_table_naming_another_plugin_replaces_the_defaults_knobs() -> None:
+    import verifiers.v1 as vf
+
+    class Seats(vf.EnvConfig):
+        boxed: vf.AgentConfig = vf.AgentConfig(runtime={"type": "sandbox", "timeout": 60}, max_turns=2)
+
+    seats = Seats.model_validate({"boxed": {"runtime": {"type": "subprocess"}}})
+    assert (seats.boxed.runtime.type, seats.boxed.max_turns) == ("subprocess", 2)
+    seats = Seats.model_validate({"boxed": {"runtime": {"env": {"A": "1"}}}})
+    assert (seats.boxed.runtime.type, seats.boxed.runtime.timeout, seats.boxed.runtime.env) == ("sandbox", 60, {"A": "1"})

@@ -30,7 +30,7 @@ class BaseConfig(BaseModel):
     """A config: unknown keys are refused. A table given for a field whose default is a config
     with values of its own (``user = AgentConfig(max_turns=8)``) is laid over that default, as the
     original's configs are: ``[env.user.runtime]`` keeps the user's ``max_turns``. A table naming
-    another plugin ``id`` than the default's replaces it."""
+    another plugin (``id``, a runtime's ``type``) than the default's replaces it."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -65,8 +65,8 @@ def _set_defaults(cls: type[BaseModel]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _laid_over(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    if "id" in top and "id" in base and top["id"] != base["id"]:
-        return top  # another plugin: the default's knobs are not its knobs
+    if any(k in top and k in base and top[k] != base[k] for k in ("id", "type")):
+        return top  # another plugin (harness id, runtime type): the default's knobs are not its knobs
     out = dict(base)
     for k, v in top.items():
         out[k] = _laid_over(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
