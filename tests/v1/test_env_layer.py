@@ -147,8 +147,9 @@ async def test_user_sim_ends_at_the_users_max_turns() -> None:
     async with ScriptedServer(lambda req: "hm") as srv:
         out = await _run(env, srv)
     by = {t.agent.name: t for t in out.state[0]["_episode"].traces}
-    assert by["user"].num_turns == 2  # the user's second turn was its last: the exchange ends
-    assert by["assistant"].num_turns == 1
+    # as in the original: the assistant answers the user's last turn; the user's next turn is refused
+    assert by["user"].num_turns == 2 and by["user"].stop_condition == "max_turns"
+    assert by["assistant"].num_turns == 2 and by["assistant"].stop_condition == "user_closed"
 
 
 def test_unknown_role_key_is_one_clear_error() -> None:

@@ -173,3 +173,62 @@ def test_a_v1_taskset_module_without_all_is_told_to_export_it(tmp_path, monkeypa
     # generations apart: a v1 module that forgot __all__ is told so, not asked for load_environment()
     with pytest.raises(EnvironmentNotFoundError, match=r"defines the v1 taskset Unlisted but does not export it.*__all__ = \['Unlisted'\]"):
         vf_classic.load_environment("vf-unlisted")
+
+
+async def test_a_trace_stop_reads_the_tools_state_and_the_last_turns_tools_still_run() -> None:
+    # as in the original: before each model call, max_turns, then the trace's @vf.stop hooks (which
+    # see what the previous turn's tools left on trace.state); a turn at max_turns has its tools run
+    import pytest
+
+    pytest.importorskip("mcp")
+    from verifiers.testing.scripted import tool_call, tool_calls
+
+    def script(req):
+        n = sum(1 for m in req.messages if m["role"] == "tool")
+        return tool_calls(tool_call("tally_bump", {}, id=f"b{n}"))  # never stops by itself
+
+    env = load_environment({"taskset": {"id": "vf-tally"}, "agent": {"max_turns": 3, "harness": {"id": "null"}}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    traces = {s["_episode"].traces[0].task.data.idx: s["_episode"].traces[0] for s in out.state}
+    stopped, limited = traces[0], traces[1]
+    assert stopped.stop_condition == "until" and stopped.metrics["tally"] == 2.0
+    assert stopped.num_turns == 2  # the call after the 2nd bump was refused
+    assert limited.stop_condition == "max_turns" and limited.num_turns == 3
+    assert limited.metrics["tally"] == 3.0  # the 3rd turn's bump ran
+    assert [t.errors for t in (stopped, limited)] == [[], []]
+
+
+def test_the_originals_harness_keys_load_and_skills_on_a_harness_without_them_are_refused(tmp_path) -> None:
+    import pytest
+
+    from verifiers.v1.plugins import PluginError
+
+    env = load_environment({"taskset": {"id": "vf-tally"}, "agent": {"harness": {"id": "null", "mcp_header_env": {"docs": {"X-Key": "DOCS_KEY"}}}}})
+    env.check()
+    assert env.config.agent.harness.mcp_header_env == {"docs": {"X-Key": "DOCS_KEY"}}
+    skills = [str(tmp_path), {"runtime": "/opt/skills"}]
+    env = load_environment({"taskset": {"id": "vf-tally"}, "agent": {"harness": {"id": "null", "skills": skills}}})
+    with pytest.raises(PluginError, match=r"^\[env\.agent\.harness\]: harness 'null' does not install skills"):
+        env.check()
+
+
+def test_a_table_for_a_role_is_laid_over_the_roles_default_config() -> None:
+    # as the original's configs: [env.user.runtime] keeps the user-sim user's own max_turns and harness
+    env = load_environment({"id": "user-sim", "taskset": {"id": "vf-chat"}, "user": {"runtime": {"type": "subprocess"}}})
+    user = env.config.user
+    assert (user.max_turns, user.harness.id, user.runtime.type) == (8, "null", "subprocess")
+    env = load_environment({"id": "user-sim", "taskset": {"id": "vf-chat"}, "user": {"max_turns": 3}})
+    assert (env.config.user.max_turns, env.config.user.harness.id) == (3, "null")
+
+
+def test_a_table_naming_another_plugin_replaces_the_defaults_knobs() -> None:
+    import verifiers.v1 as vf
+
+    class Seats(vf.EnvConfig):
+        boxed: vf.AgentConfig = vf.AgentConfig(runtime={"type": "sandbox", "timeout": 60}, max_turns=2)
+
+    seats = Seats.model_validate({"boxed": {"runtime": {"type": "subprocess"}}})
+    assert (seats.boxed.runtime.type, seats.boxed.max_turns) == ("subprocess", 2)
+    seats = Seats.model_validate({"boxed": {"runtime": {"env": {"A": "1"}}}})
+    assert (seats.boxed.runtime.type, seats.boxed.runtime.timeout, seats.boxed.runtime.env) == ("sandbox", 60, {"A": "1"})

@@ -105,11 +105,18 @@ type = "subprocess"
 def test_eval_by_id_with_dotted_overrides_and_vf_eval_script(tmp_path) -> None:
     with ScriptedServer(_answer) as srv:
         res = _vf("eval", "vf-sums", "-m", "scripted-model", "-b", srv.base_url, "-n", "2", "-r", "1",
-                  "--env.taskset.n=4", "--env.agent.max-turns", "1", "-o", str(tmp_path / "o"), cwd=tmp_path)  # fmt: skip
+                  "--env.taskset.n=4", "--env.agent.max-turns", "1", "-o", str(tmp_path / "o"),
+                  # the original's spellings: `None` is None, a plugin id is text (`null` names the null harness)
+                  "-c", "None", "--env.agent.harness.id", "null", cwd=tmp_path)  # fmt: skip
         assert res.returncode == 0, res.stderr
         (run,) = (tmp_path / "o").iterdir()
         lines = [json.loads(x) for x in (run / "traces.jsonl").read_text().splitlines()]
         assert len(lines) == 2 and all(x["traces"][0]["agent"]["config"]["max_turns"] == 1 for x in lines)
+        assert all(x["traces"][0]["agent"]["config"]["harness"]["id"] == "null" for x in lines)
+        assert json.loads((run / "configs" / "eval.json").read_text())["max_concurrent"] is None
+        # every episode names its eval run, as the original's records do
+        assert {(x["run"]["type"], x["run"]["name"]) for x in lines} == {("eval", run.name)}
+        assert len({x["run"]["id"] for x in lines}) == 1
         # the original's console-script name runs v1 too
         res = _vf("vf-sums", "-m", "scripted-model", "-b", srv.base_url, "-n", "1", "-o", str(tmp_path / "p"), cwd=tmp_path, script="vf-eval")
         assert res.returncode == 0, res.stderr

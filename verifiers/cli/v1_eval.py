@@ -75,8 +75,14 @@ class V1EvalConfig(BaseConfig):
     """With ``push``: a run with a larger share of failed episodes is not pushed (exit 1)."""
 
 
-def _value(text: str) -> Any:
-    """A flag's value: JSON (numbers, booleans, lists, tables) when it parses, else the text."""
+def _value(text: str, key: str = "") -> Any:
+    """A flag's value: JSON (numbers, booleans, lists, tables) when it parses, else the text.
+    ``None`` is None, as the original's flags spell it (``-c None``); a plugin ``id`` is always text,
+    so ``--env.agent.harness.id null`` names the null harness."""
+    if text == "None":
+        return None
+    if key.rsplit(".", 1)[-1] == "id":
+        return text
     try:
         return json.loads(text)
     except ValueError:
@@ -155,13 +161,13 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, Any], Path | None]:
             flags["resume"] = True
             continue
         if eq:
-            val: Any = _value(value)
+            val: Any = _value(value, key)
         elif negate or key in FLAGS or key.rsplit(".", 1)[-1] in FLAGS:
             val = not negate
         else:
             if i >= len(argv):
                 raise UserError(f"{name} needs a value")
-            val = _value(argv[i])
+            val = _value(argv[i], key)
             i += 1
         _set(flags, key, val)
     if len(positional) > 1:
@@ -263,7 +269,7 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
                 env, tasks, client, model=model, sampling_args=cfg.sampling, num_rollouts=cfg.num_rollouts,
                 max_concurrent=cfg.max_concurrent, max_concurrent_requests=cfg.max_concurrent_requests,
                 timeout=cfg.rollout_timeout, folder=folder, resume=cfg.resume, on_progress=on_progress,
-                metadata={"versions": versions(version)},
+                metadata={"versions": versions(version)}, run=_run_info(folder),
             )  # fmt: skip
     finally:
         await client.aclose()
@@ -286,6 +292,15 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
 
         push_run(str(env.config.taskset.id), folder, console, hub=cfg.hub, samples=cfg.push_samples, anyway=cfg.push_anyway)
     return 1 if n_err else 0
+
+
+def _run_info(folder: Path | None) -> Any:
+    """The eval run every episode record names (the original's ``run`` key: type, id, name)."""
+    import uuid
+
+    from verifiers.v1.episode import EvalRunInfo
+
+    return EvalRunInfo(id=uuid.uuid4().hex, name=folder.name if folder is not None else None)
 
 
 def taskset_version(taskset_id: str) -> str | None:

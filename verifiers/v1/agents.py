@@ -178,10 +178,9 @@ class Interaction:
             raise
         except Exception as exc:
             trace.record_error(exc if isinstance(exc, RolloutError) else HarnessError(f"{type(exc).__name__}: {exc}"))
-        # a run at its max_turns takes no further turn: the env sees the segment as the last one
-        limit = self.ctx.max_turns
-        exhausted = limit is not None and len(trace.calls) >= limit
-        segment = Segment(self.messages[before:], terminated=trace.is_completed or exhausted)
+        # a run at its max_turns is not over until its next turn is refused (as in the original: the
+        # env may still answer its last reply; the next turn ends it as max_turns)
+        segment = Segment(self.messages[before:], terminated=trace.is_completed)
         trace.root_reply = segment.last_reply or trace.root_reply
         return segment
 

@@ -35,6 +35,7 @@ from verifiers.v1.plugins import (
     register_config,
     register_resolver,
 )
+from verifiers.v1.task import SkillSource
 from verifiers.v1.types import (
     AssistantMessage,
     Message,
@@ -64,9 +65,15 @@ class HarnessConfig(BaseConfig):
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables for the harness program."""
     forward_env: list[str] = Field(default_factory=list)
+    mcp_header_env: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """MCP headers by server name, read from host variables (the original's key, for agent programs
+    that speak ACP; they are refused here, so it loads and is unused)."""
     tool_timeout: FiniteFloat = Field(600.0, gt=0)
     """Seconds one tool call may take."""
     disabled_tools: list[str] | None = None
+    skills: list[SkillSource] = Field(default_factory=list)
+    """Skill folders for a harness whose program discovers them (``SUPPORTS_SKILLS``); refused at
+    start on any other harness, as in the original."""
 
     @property
     def name(self) -> str:
@@ -99,6 +106,8 @@ class Harness(ABC, Generic[ConfigT]):
 
     def refusal(self, runtime_type: str) -> str | None:
         """Why this harness cannot start in a ``runtime_type`` runtime (None: it can)."""
+        if self.config.skills and not self.SUPPORTS_SKILLS:
+            return f"harness {self.config.id!r} does not install skills, and `skills` is set; remove it or use a harness that discovers skills"
         if self.NEEDS_CONTAINER and runtime_type == "subprocess":
             return (
                 f"harness {self.config.id!r} runs an agent program that must be isolated; "
@@ -240,7 +249,8 @@ async def chat_loop(
             if failed:
                 text = content_text(text)
                 _note_tool_error(trace, call.name, text)
-                text = f"error: {text}"
+                if not isinstance(fn, RemoteTool):  # an MCP tool's error text reaches the model as the server wrote it
+                    text = f"error: {text}"
             convo.append(ToolMessage(tool_call_id=call.id, content=_capped(text), name=call.name))
 
 

@@ -192,6 +192,10 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
         if ctx.max_turns is not None and len(trace.calls) >= ctx.max_turns:
             trace.stop("max_turns")
             raise Stopped("max_turns")
+        # as the original: the limits, then the trace's own @vf.stop hooks (they read what the last
+        # turn's tools left on trace.state), then the request's intercepts and stops
+        if ctx.stops and await first_stop(ctx.stops, trace, None, task=ctx.task, runtime=ctx.runtime):
+            raise Stopped(trace.stop_condition)
         request = Request(messages=list(messages), tools=tools)
         request = await apply_intercepts(ctx.intercepts, trace, request, task=ctx.task, runtime=ctx.runtime)
         if await first_stop(ctx.stops, trace, request, task=ctx.task, runtime=ctx.runtime):
@@ -217,8 +221,8 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
         trace.commit_turn(request.messages, response, tools=request.tools, sampling=sampling_record, endpoint=ctx.endpoint)
         trace.calls[-1].time = TimeSpan(start=started, end=time.time())
         await first_stop(ctx.stops, trace, response, task=ctx.task, runtime=ctx.runtime)
-        if ctx.max_turns is not None and len(trace.calls) >= ctx.max_turns and response.message.tool_calls and not trace.is_completed:
-            trace.stop("max_turns")  # the program wants another turn it may not have
+        # a turn at max_turns still has its tool calls run (as the original: they may leave files the
+        # rewards read); the next call is refused as max_turns
         return response
 
 

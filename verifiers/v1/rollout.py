@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -147,10 +148,11 @@ def fill_state(state: State, episode: Episode, env: Env) -> None:
     state["complete"] = bool(env.complete(episode)) and not state.get("error")
 
 
-def episode_record(state: State) -> dict[str, Any]:
+def episode_record(state: State, run: Any = None) -> dict[str, Any]:
     """One line of ``traces.jsonl``: the episode (the original's wire) plus the engine's keys
     (``example_id``, ``rollout_index``, ``reward``, ``metrics``, ``error``, ``usage``,
-    ``timing``, ``complete``) that resume and the summary read."""
+    ``timing``, ``complete``) that resume and the summary read. ``run`` (a ``RunInfo``) is
+    stamped on an episode that has none, as the original's eval does."""
     episode: Episode | None = state.get("_episode")
     task: Task = state["_task"]
     if episode is None:  # the rollout stage recorded an error before an episode existed
@@ -162,6 +164,8 @@ def episode_record(state: State) -> dict[str, Any]:
         err = state["error"]
         episode.errors.append(Error(type=str(err.get("type") or "Error"), message=str(err.get("message") or "")))
         episode.ok = False
+    if run is not None and episode.run is None:
+        episode.record_run(run)
     record = episode.to_record()
     record.update({
         "example_id": state.get("example_id"),
@@ -246,10 +250,11 @@ async def run_v1(
     env: Env, tasks: Sequence[Task], client: Any, *, model: str, sampling_args: Mapping[str, Any] | None = None,
     num_rollouts: int = 1, max_concurrent: int | None = None, max_concurrent_requests: int | None = None,
     timeout: float | None = None, folder: Path | None = None, resume: bool = False,
-    metadata: Mapping[str, Any] | None = None, on_progress: Any = None, on_start: Any = None,
+    metadata: Mapping[str, Any] | None = None, on_progress: Any = None, on_start: Any = None, run: Any = None,
 ) -> GenerateOutputs:  # fmt: skip
     """Every task x ``num_rollouts`` episodes through the engine; with ``folder``, each episode
-    is streamed to ``folder/traces.jsonl`` and ``resume`` keeps the complete ones already there."""
+    is streamed to ``folder/traces.jsonl`` and ``resume`` keeps the complete ones already there.
+    ``run``: the ``RunInfo`` stamped on every episode record."""
     env.check()
     groups = [
         [{"example_id": task.data.idx if task.data.idx is not None else i, "rollout_index": r, "task": task} for r in range(num_rollouts)]
@@ -260,7 +265,7 @@ async def run_v1(
         max_concurrent=max_concurrent, max_concurrent_requests=max_concurrent_requests,
         timeout_per_rollout=timeout, folder=folder, resume=resume, on_progress=on_progress, on_start=on_start,
         metadata={"env_id": env.env_id, "taskset_id": env.config.taskset.id, "api": "v1", **(metadata or {})},
-        record=episode_record, results_file=TRACES_FILE, keep_on_resume=lambda rec: bool(rec.get("complete")),
+        record=episode_record if run is None else functools.partial(episode_record, run=run), results_file=TRACES_FILE, keep_on_resume=lambda rec: bool(rec.get("complete")),
     )  # fmt: skip
     runner = EpisodeRunner(env)
     await env.start()

@@ -27,9 +27,50 @@ from verifiers.v1.types import ID, SamplingConfig
 
 
 class BaseConfig(BaseModel):
-    """A config: unknown keys are refused."""
+    """A config: unknown keys are refused. A table given for a field whose default is a config
+    with values of its own (``user = AgentConfig(max_turns=8)``) is laid over that default, as the
+    original's configs are: ``[env.user.runtime]`` keeps the user's ``max_turns``. A table naming
+    another plugin (``id``, a runtime's ``type``) than the default's replaces it."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _over_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = None
+        for name, default in _set_defaults(cls):
+            value = data.get(name)
+            if isinstance(value, dict):
+                out = out if out is not None else dict(data)
+                out[name] = _laid_over(default, value)
+        return out if out is not None else data
+
+
+_SET_DEFAULTS: dict[type, list[tuple[str, dict[str, Any]]]] = {}
+
+
+def _set_defaults(cls: type[BaseModel]) -> list[tuple[str, dict[str, Any]]]:
+    """``cls``'s fields whose default is a model with values set, and those values (once per class)."""
+    found = _SET_DEFAULTS.get(cls)
+    if found is None:
+        found = [
+            (name, field.default.model_dump(exclude_unset=True))
+            for name, field in cls.model_fields.items()
+            if isinstance(field.default, BaseModel) and field.default.model_fields_set
+        ]  # fmt: skip
+        _SET_DEFAULTS[cls] = found
+    return found
+
+
+def _laid_over(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    if any(k in top and k in base and top[k] != base[k] for k in ("id", "type")):
+        return top  # another plugin (harness id, runtime type): the default's knobs are not its knobs
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = _laid_over(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 class DecoratedFunctionConfig(BaseConfig):
