@@ -47,6 +47,7 @@ EMBEDDED, IN_PROCESS = "embedded", "in_process"
 INFRA = "InfraError"
 BUSY = "ServerBusy"
 GROUP_KEY = "rollouts_per_example"
+COALESCE_KEY = "coalesce_samples"
 #: Whether ``server = "auto"`` sends classic environments to env servers too. Env servers load
 #: classic ids when ``verifiers.v1.serve.classic`` exists (``server = "embedded"`` uses it; tested),
 #: but "auto" keeps classic environments in process for now: through a pool a classic group's
@@ -280,6 +281,8 @@ class EnvServers:
         data = task_data(row)
         if target.grouped:  # one request, one episode of n traces: split into the n rollouts' states
             data[GROUP_KEY] = n
+            if n > 1 and getattr(getattr(client, "config", None), "coalesce_samples", False):
+                data[COALESCE_KEY] = True  # the worker coalesces the group's first requests, as in process
             episode = await self._episode(target, config, model, sampling_args, data)
             traces = list(episode.traces)
             if len(traces) != n:
