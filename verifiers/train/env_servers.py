@@ -12,7 +12,7 @@ logprobs become the samples).
 
 Where the servers are, per ``[[env]]``:
 
-* ``server = "embedded"`` (the default for v1 environments): the run starts an
+* ``server = "embedded"`` (the default, ``"auto"``, for classic and v1 environments): the run starts an
   :class:`~verifiers.v1.serve.EnvServerPool` of ``workers`` processes for it, in a child process,
   on a loopback port; it is stopped on every path (normal end, error, Ctrl-C), and it stops by
   itself when the run's process dies.
@@ -48,13 +48,6 @@ INFRA = "InfraError"
 BUSY = "ServerBusy"
 GROUP_KEY = "rollouts_per_example"
 COALESCE_KEY = "coalesce_samples"
-#: Whether ``server = "auto"`` sends classic environments to env servers too. Env servers load
-#: classic ids when ``verifiers.v1.serve.classic`` exists (``server = "embedded"`` uses it; tested),
-#: but "auto" keeps classic environments in process for now: through a pool a classic group's
-#: identical first requests are no longer coalesced into one request with ``n`` (8x the vLLM
-#: requests on the CPU proof), and the CPU proof (tests/train/test_e2e.py) has not been timed
-#: through env servers on a quiet machine (see verifiers/train/README.md).
-CLASSIC_SERVED = False
 
 
 def server_config(env: Any, section: Any) -> dict[str, Any]:
@@ -168,10 +161,8 @@ class EnvServers:
     def transport(env: Any, section: Any) -> str | list[str]:
         """``embedded``, ``in_process`` or the addresses of running servers, for ``section``."""
         server = getattr(section, "server", None)
-        if server in (None, "", "auto"):
-            # A classic environment is served as v1 episodes by EnvServerPool once the env server
-            # loads classic ids; until then "auto" keeps it in process (say server = "embedded").
-            return EMBEDDED if getattr(env, "server_table", None) is not None or CLASSIC_SERVED else IN_PROCESS
+        if server in (None, "", "auto"):  # classic and v1 environments alike (classic: verifiers.v1.serve.classic)
+            return EMBEDDED
         return server
 
     def start(self, entries: Sequence[EnvEntry], sections: Sequence[Any]) -> None:
