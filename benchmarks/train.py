@@ -535,8 +535,8 @@ def main() -> None:
     ap.add_argument("--skip-generation", action="store_true", help="only the trivial workload")
     ap.add_argument("--skip-trivial", action="store_true", help="skip the trivial workload")
     ap.add_argument("--skip-agentic", action="store_true", help="skip the agentic (tool latency) workload")
-    ap.add_argument("--only", choices=["trivial", "generation", "agentic", "transport"],
-                    help="run one workload only (transport: env servers vs in process; only when asked)")
+    ap.add_argument("--only", choices=["trivial", "generation", "agentic", "transport", "proof"],
+                    help="run one workload only (transport, proof: env servers vs in process; only when asked)")
     ap.add_argument("--precision", choices=["auto", "bf16", "fp32", "both"], default="auto",
                     help="precision(s) of the generation-dominated workload (auto: bf16 only on CPUs "
                          "with native bf16, else fp32)")
@@ -563,6 +563,8 @@ def main() -> None:
             agentic_workload(work, agent_steps, results)
         if "transport" in want:
             transport_workload(work, 5 if a.quick else 20, results)
+        if "proof" in want:
+            proof_workload(work, 20 if a.quick else 40, results)
         if a.json:
             a.json.write_text(json.dumps(results, indent=2))
     except KeyboardInterrupt as exc:
@@ -700,6 +702,49 @@ def agentic_workload(work: Path, max_steps: int, results: dict[str, Any]) -> Non
     report(f"Agentic workload: 2-4 tool calls per answer (log-normal latency, median {TOOL_MEDIAN_S} s, "
            f"p99 {TOOL_P99_S} s), 16-{AGENT_TOKENS} tokens per turn, {g}x{gs} rollouts per step, "
            f"0.42 M params, fp32", rows)
+
+
+def proof_workload(work: Path, steps: int, results: dict[str, Any]) -> None:
+    """Does a one-machine ``vf train`` keep an in-process path? The CPU proof's pieces (the tiny
+    model from one SFT checkpoint, digit copy (a classic env), one real vLLM server, 16 groups x 8,
+    async_steps=1, the full ``steps`` without a target stop) with the episodes played by an
+    embedded env-server pool (1 worker; ``server = "auto"``) and in the orchestrator's loop
+    (``server = "in_process"``), alternated twice. Per run: seconds per RL step and the CPU seconds
+    per step of the run's process (orchestrator + trainer), the env-server pool and vLLM."""
+    from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
+
+    tiny = write_tiny_model(work / "proof-tiny", TinyModelSpec(seed=0))
+    start = sft_checkpoint(tiny, work / "proof-sft")
+    env_path = str(REPO / "examples" / "envs" / "digit_copy.py")
+    log("starting vLLM for the tiny model")
+    rows = []
+    with policy_server(start) as srv:
+        for rep in range(2):
+            for label, where in (("env servers (embedded pool, 1 worker)", "auto"), ("in process", "in_process")):
+                r = ours(label, start, srv, env_path, async_steps=1, max_tokens=2, steps=steps, target=None,
+                         out=work / f"proof-{where}-{rep}", env_server=where)
+                n = max(1, r["steps"])
+                r["cpu_s_per_step"] = round(r["cpu_s"] / n, 3)
+                r["run_cpu_s_per_step"] = round(r["orchestrator_cpu_s"] / n, 3)
+                r["env_server_cpu_s_per_step"] = round(r["env_server_cpu_s"] / n, 3)
+                rows.append(r)
+    results["proof"] = rows
+    cols = ["run", "steps", "s_per_step", "final_reward", "run_cpu_s_per_step", "env_server_cpu_s_per_step",
+            "cpu_s_per_step", "wall_s"]
+    print("\n## The CPU proof's pieces: env servers vs in process (digit copy, tiny model, real vLLM)\n")
+    print(" | ".join(cols))
+    print(" | ".join("---" for _ in cols))
+    for r in rows:
+        print(" | ".join(str(r.get(c)) for c in cols))
+    served = [r for r in rows if not r["run"].startswith("in process")]
+    local = [r for r in rows if r["run"].startswith("in process")]
+
+    def mean(rs: list[dict[str, Any]], key: str) -> float:
+        return sum(r[key] for r in rs) / len(rs)
+
+    print(f"\nenv servers vs in process (mean of {len(served)}): s/step "
+          f"{ratio(mean(served, 's_per_step'), mean(local, 's_per_step'))}, CPU s/step (all processes) "
+          f"{ratio(mean(served, 'cpu_s_per_step'), mean(local, 'cpu_s_per_step'))}", flush=True)
 
 
 def transport_workload(work: Path, batches: int, results: dict[str, Any]) -> None:
