@@ -537,6 +537,8 @@ def main() -> None:
     ap.add_argument("--skip-agentic", action="store_true", help="skip the agentic (tool latency) workload")
     ap.add_argument("--only", choices=["trivial", "generation", "agentic", "transport", "proof"],
                     help="run one workload only (transport, proof: env servers vs in process; only when asked)")
+    ap.add_argument("--agent-async-steps", type=int, default=2,
+                    help="async_steps of the agentic workload's asynchronous run (default 2)")
     ap.add_argument("--precision", choices=["auto", "bf16", "fp32", "both"], default="auto",
                     help="precision(s) of the generation-dominated workload (auto: bf16 only on CPUs "
                          "with native bf16, else fp32)")
@@ -560,7 +562,7 @@ def main() -> None:
         if "generation" in want:
             generation_workload(work, gen_steps, results, choose_precisions(a.precision))
         if "agentic" in want:
-            agentic_workload(work, agent_steps, results)
+            agentic_workload(work, agent_steps, results, async_steps=a.agent_async_steps)
         if "transport" in want:
             transport_workload(work, 5 if a.quick else 20, results)
         if "proof" in want:
@@ -663,7 +665,7 @@ def generation_workload(work: Path, max_steps: int, results: dict[str, Any], pre
                f"{precision}, from one SFT checkpoint", gen)
 
 
-def agentic_workload(work: Path, max_steps: int, results: dict[str, Any]) -> None:
+def agentic_workload(work: Path, max_steps: int, results: dict[str, Any], async_steps: int = 2) -> None:
     """The workload asynchronous RL is for: multi-turn tool use with slow, heavy-tailed tools.
 
     Every contender starts from the same SFT checkpoint and talks to the same vLLM server: ours
@@ -687,7 +689,8 @@ def agentic_workload(work: Path, max_steps: int, results: dict[str, Any]) -> Non
         common = {"max_tokens": AGENT_TOKENS, "steps": max_steps, "target": AGENT_TARGET, "seq_len": seq,
                   "lr": AGENT_LR, "groups": g, "group_size": gs}
         rows = [
-            ours("ours async (async_steps=2, 2 batches in flight)", start, srv, str(env_file), async_steps=2,
+            ours(f"ours async (async_steps={async_steps}, 2 batches in flight, env servers)", start, srv,
+                 str(env_file), async_steps=async_steps,
                  max_in_flight=2 * g, out=work / "ag2", **common),
             ours("ours sync (async_steps=0)", start, srv, str(env_file), async_steps=0, max_in_flight=g,
                  out=work / "ag0", **common),
