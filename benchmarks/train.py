@@ -15,11 +15,17 @@
 (3) The workload asynchronous RL is for: an agentic relay whose answers need 2-4 tool calls, each tool
     an ``asyncio.sleep`` with log-normal latency (median 0.3 s, p99 3 s), 16-32 tokens per turn with
     the model choosing when to stop, 8 prompts x 4 rollouts per step, all from one SFT warm start:
-    ours asynchronous (two batches of groups in flight, the trainer takes groups as they finish),
-    ours synchronous, and TRL's ``GRPOTrainer`` driven through our TRL bridge on the same vLLM
-    server. Reported per run: step time, time and steps to the target, CPU seconds (the run's process
-    plus the vLLM server's), mean off-policy steps, trainer/inference mismatch (ours: mean k3 KL per
-    sampled token; TRL logs none for a ``rollout_func``).
+    ours asynchronous (two batches of groups in flight, the trainer takes groups as they finish;
+    ``--agent-async-steps``, default 2), ours synchronous (both with the episodes played by the
+    embedded env-server pool, the default), and TRL's ``GRPOTrainer`` driven through our TRL bridge
+    on the same vLLM server. Reported per run: step time, time and steps to the target, CPU seconds
+    (the run's process, its env-server pool and the vLLM server), mean off-policy steps,
+    trainer/inference mismatch (ours: mean k3 KL per sampled token; TRL logs none for a
+    ``rollout_func``). Goals (issue 20): at least 3x the synchronous loop's time to target, at most
+    0.25x TRL's. Figures: verifiers/train/README.md ("The agentic workload").
+
+(4) ``--only proof`` / ``--only transport``: env servers against the in-process path (see
+    verifiers/train/README.md, "One machine: env servers or in process?").
 
 Workloads (1) and (2) use 16 prompts x 8 rollouts per step, lr 1e-3 (1e-4 on the generation-dominated
 workload, where 1e-3 collapses both ours and TRL), temperature 1, no KL, advantages
@@ -31,7 +37,8 @@ it natively (``avx512_bf16`` or ``amx_bf16`` in /proc/cpuinfo), else fp32 with o
 an AVX2-only CPU emulates bf16 at tens of times the cost. The CPU's relevant flags are printed with
 the tables. SIGTERM / Ctrl-C stop the vLLM servers and the worker processes the script started.
 
-    python benchmarks/train.py [--quick] [--precision auto|bf16|fp32|both] [--only trivial|generation|agentic]
+    python benchmarks/train.py [--quick] [--precision auto|bf16|fp32|both]
+                               [--only trivial|generation|agentic|transport|proof] [--agent-async-steps N]
                                [--json OUT.json]
 """
 
