@@ -19,7 +19,7 @@ Where the servers are, per ``[[env]]``:
 * ``server = "tcp://host:port"`` or a list of them: pools started elsewhere (``vf serve-env``),
   for clusters; the run only connects.
 * ``server = "in_process"``: the environment's own ``run_group`` in the orchestrator's loop (the
-  same rollout interface; see the README for when it pays).
+  same rollout interface; the benchmarks' baseline and a debugger's path: see the README).
 
 Infrastructure failures are rescheduled, never scored: a run the pool answers as an ``InfraError``
 (its worker died), a pool that refuses a run (``ServerBusy``), an env server that stops answering
