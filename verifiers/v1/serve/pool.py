@@ -439,11 +439,7 @@ class EnvServerPool:
             logger.info("env server pool on %s: %d workers", self.address, self.num_workers)
             next_check = 0.0
             while not stop.is_set():
-                # ZMQ's descriptor is edge-triggered: a message that arrived while this loop was
-                # sending (or past a drained burst) raises no new edge, and the poll would sleep its
-                # whole timeout with it waiting (each run then paid up to 100 ms per hop). Poll
-                # without waiting while a socket says it holds input.
-                events = dict(await self._poller.poll(timeout=0 if self._has_input() else 100))
+                events = dict(await self._poller.poll(timeout=100))
                 if self.frontend in events:
                     for _ in range(256):  # drain a burst, then look at the workers
                         try:
@@ -466,16 +462,6 @@ class EnvServerPool:
                     await self._maintain()
         finally:
             self.close()
-
-    def _has_input(self) -> bool:
-        """Whether the frontend or a worker's socket holds a message now (``zmq.EVENTS``)."""
-        import zmq
-
-        for sock in (self.frontend, *(w.dealer for w in self.workers)):
-            with contextlib.suppress(zmq.ZMQError):
-                if sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                    return True
-        return False
 
     def close(self) -> None:
         for worker in self.workers:
