@@ -15,11 +15,17 @@
 (3) The workload asynchronous RL is for: an agentic relay whose answers need 2-4 tool calls, each tool
     an ``asyncio.sleep`` with log-normal latency (median 0.3 s, p99 3 s), 16-32 tokens per turn with
     the model choosing when to stop, 8 prompts x 4 rollouts per step, all from one SFT warm start:
-    ours asynchronous (two batches of groups in flight, the trainer takes groups as they finish),
-    ours synchronous, and TRL's ``GRPOTrainer`` driven through our TRL bridge on the same vLLM
-    server. Reported per run: step time, time and steps to the target, CPU seconds (the run's process
-    plus the vLLM server's), mean off-policy steps, trainer/inference mismatch (ours: mean k3 KL per
-    sampled token; TRL logs none for a ``rollout_func``).
+    ours asynchronous (two batches of groups in flight, the trainer takes groups as they finish;
+    ``--agent-async-steps``, default 2), ours synchronous (both with the episodes played by the
+    embedded env-server pool, the default), and TRL's ``GRPOTrainer`` driven through our TRL bridge
+    on the same vLLM server. Reported per run: step time, time and steps to the target, CPU seconds
+    (the run's process, its env-server pool and the vLLM server), mean off-policy steps,
+    trainer/inference mismatch (ours: mean k3 KL per sampled token; TRL logs none for a
+    ``rollout_func``). Goals (issue 20): at least 3x the synchronous loop's time to target, at most
+    0.25x TRL's. Figures: verifiers/train/README.md ("The agentic workload").
+
+(4) ``--only proof`` / ``--only transport``: env servers against the in-process path (see
+    verifiers/train/README.md, "One machine: env servers or in process?").
 
 Workloads (1) and (2) use 16 prompts x 8 rollouts per step, lr 1e-3 (1e-4 on the generation-dominated
 workload, where 1e-3 collapses both ours and TRL), temperature 1, no KL, advantages
@@ -31,7 +37,8 @@ it natively (``avx512_bf16`` or ``amx_bf16`` in /proc/cpuinfo), else fp32 with o
 an AVX2-only CPU emulates bf16 at tens of times the cost. The CPU's relevant flags are printed with
 the tables. SIGTERM / Ctrl-C stop the vLLM servers and the worker processes the script started.
 
-    python benchmarks/train.py [--quick] [--precision auto|bf16|fp32|both] [--only trivial|generation|agentic]
+    python benchmarks/train.py [--quick] [--precision auto|bf16|fp32|both]
+                               [--only trivial|generation|agentic|transport|proof] [--agent-async-steps N]
                                [--json OUT.json]
 """
 
@@ -535,8 +542,10 @@ def main() -> None:
     ap.add_argument("--skip-generation", action="store_true", help="only the trivial workload")
     ap.add_argument("--skip-trivial", action="store_true", help="skip the trivial workload")
     ap.add_argument("--skip-agentic", action="store_true", help="skip the agentic (tool latency) workload")
-    ap.add_argument("--only", choices=["trivial", "generation", "agentic", "transport"],
-                    help="run one workload only (transport: env servers vs in process; only when asked)")
+    ap.add_argument("--only", choices=["trivial", "generation", "agentic", "transport", "proof"],
+                    help="run one workload only (transport, proof: env servers vs in process; only when asked)")
+    ap.add_argument("--agent-async-steps", type=int, default=2,
+                    help="async_steps of the agentic workload's asynchronous run (default 2)")
     ap.add_argument("--precision", choices=["auto", "bf16", "fp32", "both"], default="auto",
                     help="precision(s) of the generation-dominated workload (auto: bf16 only on CPUs "
                          "with native bf16, else fp32)")
@@ -560,9 +569,11 @@ def main() -> None:
         if "generation" in want:
             generation_workload(work, gen_steps, results, choose_precisions(a.precision))
         if "agentic" in want:
-            agentic_workload(work, agent_steps, results)
+            agentic_workload(work, agent_steps, results, async_steps=a.agent_async_steps)
         if "transport" in want:
             transport_workload(work, 5 if a.quick else 20, results)
+        if "proof" in want:
+            proof_workload(work, 20 if a.quick else 40, results)
         if a.json:
             a.json.write_text(json.dumps(results, indent=2))
     except KeyboardInterrupt as exc:
@@ -661,7 +672,7 @@ def generation_workload(work: Path, max_steps: int, results: dict[str, Any], pre
                f"{precision}, from one SFT checkpoint", gen)
 
 
-def agentic_workload(work: Path, max_steps: int, results: dict[str, Any]) -> None:
+def agentic_workload(work: Path, max_steps: int, results: dict[str, Any], async_steps: int = 2) -> None:
     """The workload asynchronous RL is for: multi-turn tool use with slow, heavy-tailed tools.
 
     Every contender starts from the same SFT checkpoint and talks to the same vLLM server: ours
@@ -685,7 +696,8 @@ def agentic_workload(work: Path, max_steps: int, results: dict[str, Any]) -> Non
         common = {"max_tokens": AGENT_TOKENS, "steps": max_steps, "target": AGENT_TARGET, "seq_len": seq,
                   "lr": AGENT_LR, "groups": g, "group_size": gs}
         rows = [
-            ours("ours async (async_steps=2, 2 batches in flight)", start, srv, str(env_file), async_steps=2,
+            ours(f"ours async (async_steps={async_steps}, 2 batches in flight, env servers)", start, srv,
+                 str(env_file), async_steps=async_steps,
                  max_in_flight=2 * g, out=work / "ag2", **common),
             ours("ours sync (async_steps=0)", start, srv, str(env_file), async_steps=0, max_in_flight=g,
                  out=work / "ag0", **common),
@@ -700,6 +712,49 @@ def agentic_workload(work: Path, max_steps: int, results: dict[str, Any]) -> Non
     report(f"Agentic workload: 2-4 tool calls per answer (log-normal latency, median {TOOL_MEDIAN_S} s, "
            f"p99 {TOOL_P99_S} s), 16-{AGENT_TOKENS} tokens per turn, {g}x{gs} rollouts per step, "
            f"0.42 M params, fp32", rows)
+
+
+def proof_workload(work: Path, steps: int, results: dict[str, Any]) -> None:
+    """Does a one-machine ``vf train`` keep an in-process path? The CPU proof's pieces (the tiny
+    model from one SFT checkpoint, digit copy (a classic env), one real vLLM server, 16 groups x 8,
+    async_steps=1, the full ``steps`` without a target stop) with the episodes played by an
+    embedded env-server pool (1 worker; ``server = "auto"``) and in the orchestrator's loop
+    (``server = "in_process"``), alternated twice. Per run: seconds per RL step and the CPU seconds
+    per step of the run's process (orchestrator + trainer), the env-server pool and vLLM."""
+    from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
+
+    tiny = write_tiny_model(work / "proof-tiny", TinyModelSpec(seed=0))
+    start = sft_checkpoint(tiny, work / "proof-sft")
+    env_path = str(REPO / "examples" / "envs" / "digit_copy.py")
+    log("starting vLLM for the tiny model")
+    rows = []
+    with policy_server(start) as srv:
+        for rep in range(2):
+            for label, where in (("env servers (embedded pool, 1 worker)", "auto"), ("in process", "in_process")):
+                r = ours(label, start, srv, env_path, async_steps=1, max_tokens=2, steps=steps, target=None,
+                         out=work / f"proof-{where}-{rep}", env_server=where)
+                n = max(1, r["steps"])
+                r["cpu_s_per_step"] = round(r["cpu_s"] / n, 3)
+                r["run_cpu_s_per_step"] = round(r["orchestrator_cpu_s"] / n, 3)
+                r["env_server_cpu_s_per_step"] = round(r["env_server_cpu_s"] / n, 3)
+                rows.append(r)
+    results["proof"] = rows
+    cols = ["run", "steps", "s_per_step", "final_reward", "run_cpu_s_per_step", "env_server_cpu_s_per_step",
+            "cpu_s_per_step", "wall_s"]
+    print("\n## The CPU proof's pieces: env servers vs in process (digit copy, tiny model, real vLLM)\n")
+    print(" | ".join(cols))
+    print(" | ".join("---" for _ in cols))
+    for r in rows:
+        print(" | ".join(str(r.get(c)) for c in cols))
+    served = [r for r in rows if not r["run"].startswith("in process")]
+    local = [r for r in rows if r["run"].startswith("in process")]
+
+    def mean(rs: list[dict[str, Any]], key: str) -> float:
+        return sum(r[key] for r in rs) / len(rs)
+
+    print(f"\nenv servers vs in process (mean of {len(served)}): s/step "
+          f"{ratio(mean(served, 's_per_step'), mean(local, 's_per_step'))}, CPU s/step (all processes) "
+          f"{ratio(mean(served, 'cpu_s_per_step'), mean(local, 'cpu_s_per_step'))}", flush=True)
 
 
 def transport_workload(work: Path, batches: int, results: dict[str, Any]) -> None:

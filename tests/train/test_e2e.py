@@ -1,6 +1,8 @@
 """The proof, CI-sized: `vf train examples/tiny.toml` against a real vLLM server (CPU build) with
 in-place weight reloads every step; reward rises from the random level to a learned level, and the RL
-stage shows its own gain after the SFT warm start."""
+stage shows its own gain after the SFT warm start. The classic environment's episodes (training
+groups, held-out evals, sampled rollouts) are played by the env-server pool the run starts (the
+default, ``server = "auto"``)."""
 
 import json
 import shutil
@@ -29,6 +31,7 @@ def test_vf_train_tiny_reward_rises(vllm_server, tmp_path):
         vllm_server.reload_weights(vllm_server.model_dir)  # leave the shared server as we found it
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"run folder: {out}" in proc.stderr
+    assert "env server for digit_copy: tcp://127.0.0.1:" in proc.stderr  # the embedded pool played them
     summary = json.loads((out / "summary.json").read_text())
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in records if r["stage"] == "rl"]
@@ -43,3 +46,5 @@ def test_vf_train_tiny_reward_rises(vllm_server, tmp_path):
     assert all(r["weights/update_s"] > 0 for r in rl)           # a real reload after every step
     assert max(r["off_policy/max"] for r in rl) >= 1            # generation overlapped training
     assert (out / "metrics.png").stat().st_size > 1000
+    assert [r for r in records if r["stage"] == "eval" and r.get("label") == "heldout"]  # evals during training
+    assert any((out / "rollouts").glob("step_*.jsonl"))                                 # sampled rollouts

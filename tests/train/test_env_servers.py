@@ -18,10 +18,10 @@ SAMPLING = {"max_tokens": 8, "temperature": 1.0, "logprobs": True, "extra_body":
 
 
 class _Server:
-    def __init__(self, srv):
+    def __init__(self, srv, coalesce_samples=False):
         from verifiers.clients import ModelClient
 
-        self.client = ModelClient(base_url=srv.base_url)
+        self.client = ModelClient(base_url=srv.base_url, coalesce_samples=coalesce_samples)
         self.model = srv.model
         self.base_url = srv.base_url
         self.healthy = True
@@ -197,7 +197,9 @@ def test_env_server_addresses_in_the_config():
 async def test_a_classic_environment_trains_through_an_embedded_env_server_pool():
     """The same code path for a classic environment id (``digit-copy``): one request per group (the
     server scores the group together), its episode's traces split into the group's rollouts, each
-    sample the prompt's tokens then the reply's, exactly as the server sent them."""
+    sample the prompt's tokens then the reply's, exactly as the server sent them. The inference
+    client coalesces (as ``vf train``'s do), so the worker sends the group's identical first
+    requests as one request with ``n = 8``, as the in-process orchestrator does."""
     from verifiers.train.config import EnvSection, load_env
     from verifiers.train.env_rows import env_rows
     from verifiers.train.env_servers import EnvServers
@@ -210,12 +212,12 @@ async def test_a_classic_environment_trains_through_an_embedded_env_server_pool(
     replies = iter(["7", "3"] * 16)
     servers = EnvServers()
     with ScriptedServer(lambda req: next(replies)) as srv:
-        server = _Server(srv)
+        server = _Server(srv, coalesce_samples=True)
         servers.start([entry], [section])
         try:
             servers.ready(log=lambda _m: None)
             await servers.wait_ready(timeout=120)
-            orch = Orchestrator([entry], [server], OrchestratorConfig(batch_groups=1, group_size=4, max_in_flight=1,
+            orch = Orchestrator([entry], [server], OrchestratorConfig(batch_groups=1, group_size=8, max_in_flight=1,
                                                                       async_steps=0, max_seq_len=4096,
                                                                       drop_no_signal=False),
                                 SAMPLING, rollout_fn=servers.rollout_fn(), health_check=False)
@@ -227,14 +229,17 @@ async def test_a_classic_environment_trains_through_an_embedded_env_server_pool(
             await servers.aclose()
             await server.client.aclose()
     assert children() == before
-    assert srv.request_count == 4 and len(batch.samples) == 4
+    assert srv.request_count == 1 and srv.requests[0].body["n"] == 8 and len(batch.samples) == 8
     tok = FakeTokenizer
     (g,) = batch.groups
     row = entry.rows[g.example_index]
     prompt = tok.encode(tok.render_chat(row["prompt"]))
+    drawn = []
     for s, (_e, _x, _v, state) in zip(batch.samples, batch.rollouts, strict=True):
         reply = "7" if s.loss_mask.count(1) and tok.decode(t for t, m in zip(s.input_ids, s.loss_mask, strict=True) if m) == "7" else "3"
+        drawn.append(reply)
         assert s.input_ids == prompt + tok.encode(reply)
         assert s.loss_mask == [0] * len(prompt) + [1] * len(tok.encode(reply))
         assert s.inference_logprobs[len(prompt):] == [tok.logprob(t, i) for i, t in enumerate(tok.encode(reply))]
         assert s.reward == state["reward"] == float(reply == row["answer"])
+    assert sorted(drawn) == ["3"] * 4 + ["7"] * 4  # each rollout took its own choice of the one request

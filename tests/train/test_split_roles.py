@@ -1,7 +1,8 @@
 """The cluster path, CPU-sized: the trainer as `torchrun` with 2 processes (gloo, FSDP2), the
 orchestrator as its own process (`vf train --role orchestrator`) starting 2 real vLLM CPU servers,
 the two sharing only the run folder; filesystem weight path. The reward rises, and after every step
-both servers report the new policy version (GET /weight_info)."""
+both servers report the new policy version (GET /weight_info). The orchestrator process plays the
+classic environment's episodes (and its evals) on the env-server pool it starts (the default)."""
 
 import json
 import os
@@ -44,6 +45,7 @@ def test_torchrun_trainer_and_orchestrator_process_with_two_servers(tiny_model_d
     logs = f"trainer:\n{(tmp_path / 'trainer.log').read_text()[-3000:]}\norchestrator:\n" \
            f"{(tmp_path / 'orchestrator.log').read_text()[-3000:]}"
     assert rc_t == 0 and rc_o == 0, logs
+    assert "env server for digit_copy: tcp://127.0.0.1:" in (tmp_path / "orchestrator.log").read_text(), logs
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in records if r["stage"] == "rl"]
     evals = {r["label"]: r["reward/mean"] for r in records if r["stage"] == "eval"}

@@ -61,6 +61,7 @@ async def test_a_classic_tool_env_served_as_v1_episodes(python_tool_pool: Served
         # rows that are no dataset row get an error reply, and the pool keeps serving
         for bad, why in (({"answer": "1"}, "'prompt'"), ({**row, "prompt": 7}, "prompt"), ({**row, "info": [1]}, "'info'"),
                          ({**row, "rollouts_per_example": 0}, "rollouts_per_example"),
+                         ({**row, "coalesce_samples": "yes"}, "coalesce_samples"),
                          ({**row, "prompt": [{"role": "wizard", "content": "x"}]}, "classic dataset row")):  # fmt: skip
             with pytest.raises(EnvServerError, match=why):
                 await client.run(srv.base_url, "scripted-model", {}, bad)

@@ -12,14 +12,14 @@ logprobs become the samples).
 
 Where the servers are, per ``[[env]]``:
 
-* ``server = "embedded"`` (the default for v1 environments): the run starts an
+* ``server = "embedded"`` (the default, ``"auto"``, for classic and v1 environments): the run starts an
   :class:`~verifiers.v1.serve.EnvServerPool` of ``workers`` processes for it, in a child process,
   on a loopback port; it is stopped on every path (normal end, error, Ctrl-C), and it stops by
   itself when the run's process dies.
 * ``server = "tcp://host:port"`` or a list of them: pools started elsewhere (``vf serve-env``),
   for clusters; the run only connects.
 * ``server = "in_process"``: the environment's own ``run_group`` in the orchestrator's loop (the
-  same rollout interface; see the README for when it pays).
+  same rollout interface; the benchmarks' baseline and a debugger's path: see the README).
 
 Infrastructure failures are rescheduled, never scored: a run the pool answers as an ``InfraError``
 (its worker died), a pool that refuses a run (``ServerBusy``), an env server that stops answering
@@ -47,13 +47,7 @@ EMBEDDED, IN_PROCESS = "embedded", "in_process"
 INFRA = "InfraError"
 BUSY = "ServerBusy"
 GROUP_KEY = "rollouts_per_example"
-#: Whether ``server = "auto"`` sends classic environments to env servers too. Env servers load
-#: classic ids when ``verifiers.v1.serve.classic`` exists (``server = "embedded"`` uses it; tested),
-#: but "auto" keeps classic environments in process for now: through a pool a classic group's
-#: identical first requests are no longer coalesced into one request with ``n`` (8x the vLLM
-#: requests on the CPU proof), and the CPU proof (tests/train/test_e2e.py) has not been timed
-#: through env servers on a quiet machine (see verifiers/train/README.md).
-CLASSIC_SERVED = False
+COALESCE_KEY = "coalesce_samples"
 
 
 def server_config(env: Any, section: Any) -> dict[str, Any]:
@@ -167,10 +161,8 @@ class EnvServers:
     def transport(env: Any, section: Any) -> str | list[str]:
         """``embedded``, ``in_process`` or the addresses of running servers, for ``section``."""
         server = getattr(section, "server", None)
-        if server in (None, "", "auto"):
-            # A classic environment is served as v1 episodes by EnvServerPool once the env server
-            # loads classic ids; until then "auto" keeps it in process (say server = "embedded").
-            return EMBEDDED if getattr(env, "server_table", None) is not None or CLASSIC_SERVED else IN_PROCESS
+        if server in (None, "", "auto"):  # classic and v1 environments alike (classic: verifiers.v1.serve.classic)
+            return EMBEDDED
         return server
 
     def start(self, entries: Sequence[EnvEntry], sections: Sequence[Any]) -> None:
@@ -280,6 +272,8 @@ class EnvServers:
         data = task_data(row)
         if target.grouped:  # one request, one episode of n traces: split into the n rollouts' states
             data[GROUP_KEY] = n
+            if n > 1 and getattr(getattr(client, "config", None), "coalesce_samples", False):
+                data[COALESCE_KEY] = True  # the worker coalesces the group's first requests, as in process
             episode = await self._episode(target, config, model, sampling_args, data)
             traces = list(episode.traces)
             if len(traces) != n:

@@ -261,8 +261,9 @@ class DeltaStreamer:
             for trace_id, delta, cursor in self.diff():
                 try:
                     await self.send(delta)
-                except Exception:
-                    logger.warning("failed to send the delta of trace %s; it is sent again next flush", trace_id, exc_info=True)
+                except Exception as exc:  # e.g. the pool went away (EHOSTUNREACH): one line, no traceback
+                    logger.warning("failed to send the delta of trace %s (%s: %s); it is sent again next flush",
+                                   trace_id, type(exc).__name__, exc)
                     continue
                 if cursor is None:
                     self.cursors.pop(trace_id, None)

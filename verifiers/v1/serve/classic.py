@@ -15,7 +15,11 @@ group too). So a request may ask for a whole group: ``task_data["rollouts_per_ex
 in one worker, concurrently, scores them together, and answers with **one episode of ``n``
 traces** (trace ``i`` is rollout ``i``), which is how the v1 wire carries a multi-trace episode,
 so the original's ``EnvClient`` reads it as it is. A request without the key is a group of one:
-group reward functions then see that one rollout alone.
+group reward functions then see that one rollout alone. ``task_data["coalesce_samples"] = true``
+(taken out of the row too) asks the worker to send the group's identical model requests (its
+rollouts' first turns) as one request with ``n`` set, each rollout taking one choice, as the
+training orchestrator's own clients do in process (``ClientConfig.coalesce_samples``, the one
+coalescing code): only for model servers that implement ``n`` (vLLM, OpenAI).
 
 **The trace.** Each rollout becomes one trace: every model call is committed as the prompt it
 saw and the reply (``Trace.commit_turn``: the vLLM token ids and logprobs when the server gave
@@ -37,6 +41,7 @@ from verifiers.v1.wire import RunRequest, RunResponse, TraceSummary, dump
 MAX_GROUP = 256
 """The most rollouts one request may ask for (``rollouts_per_example``)."""
 GROUP_KEY = "rollouts_per_example"
+COALESCE_KEY = "coalesce_samples"
 ROW_KEYS = ("prompt", "question", "answer", "info", "task", "example_id")
 
 
@@ -49,11 +54,30 @@ class ClassicRuns:
         self.env = env
         self.env_id = env_id
         self.task_type = f"classic:{type(env).__name__}"
+        self._coalescing: dict[str, Any] = {}  # base client's config -> its coalescing twin
+
+    def coalescing(self, client: Any) -> Any:
+        """``client``'s twin that coalesces identical requests (``coalesce_samples``), one per
+        distinct client config (the server bounds those), closed with the runs."""
+        config = getattr(client, "config", None)
+        if config is None or config.coalesce_samples:
+            return client
+        key = config.model_dump_json()
+        twin = self._coalescing.get(key)
+        if twin is None:
+            from verifiers.clients import ModelClient
+
+            twin = self._coalescing[key] = ModelClient(config, coalesce_samples=True)
+        return twin
 
     async def start(self) -> None:
         return None
 
     async def close(self) -> None:
+        for twin in self._coalescing.values():
+            with contextlib.suppress(Exception):
+                await twin.aclose()
+        self._coalescing.clear()
         with contextlib.suppress(Exception):
             await self.env.aclose()
 
@@ -62,8 +86,9 @@ class ClassicRuns:
 
     # --- one request -------------------------------------------------------------------------
 
-    def _row(self, data: dict[str, Any]) -> tuple[dict[str, Any], Any, int]:
-        """The dataset row, its WireTaskData, and the group size a request's ``task_data`` asks for."""
+    def _row(self, data: dict[str, Any]) -> tuple[dict[str, Any], Any, int, bool]:
+        """The dataset row, its WireTaskData, the group size a request's ``task_data`` asks for and
+        whether the group's identical requests are coalesced."""
         from pydantic import ValidationError
 
         from verifiers.v1.interception import messages_from_openai
@@ -74,6 +99,9 @@ class ClassicRuns:
         n = data.pop(GROUP_KEY, 1)
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_GROUP:
             raise ValueError(f"task data: {GROUP_KEY} must be an integer from 1 to {MAX_GROUP}, got {n!r}")
+        coalesce = data.pop(COALESCE_KEY, False)
+        if not isinstance(coalesce, bool):
+            raise ValueError(f"task data: {COALESCE_KEY} must be true or false, got {coalesce!r}")
         prompt, question = data.get("prompt"), data.get("question")
         if prompt is None and not isinstance(question, str):
             raise ValueError("task data does not validate as a classic dataset row: it needs a 'prompt' (text or chat messages) or a 'question'")
@@ -99,15 +127,17 @@ class ClassicRuns:
             raise ValueError(f"task data does not validate as a classic dataset row: {exc}") from None
         index = example_id if example_id is not None else 0
         row = self.env._format_row({k: v for k, v in data.items() if k != "idx"}, index)
-        return row, validated, n
+        return row, validated, n, coalesce
 
     async def run(self, request: RunRequest, client: Any, send_delta: Any, gate: Any) -> RunResponse:
         from verifiers.v1.episode import EnvInfo, Episode
         from verifiers.v1.trace import TraceTask
         from verifiers.v1.wire import trace_deltas
 
-        row, data, n = self._row(request.task_data)
+        row, data, n, coalesce = self._row(request.task_data)
         sampling = request.sampling.model_dump(exclude_none=True)
+        if coalesce and n > 1:
+            client = self.coalescing(client)
         rows = [{**row, "rollout_index": i} for i in range(n)]
         async with gate or contextlib.nullcontext():
             states = await self.env.run_group(rows, client, request.model, sampling)
