@@ -431,8 +431,8 @@ async def test_a_tasks_declared_resources_set_the_sandbox_limits_unless_the_conf
     import logging
 
     import verifiers.v1 as vf
-    from verifiers.v1.agents import RunContext, make_agent
     from verifiers.v1 import runtimes
+    from verifiers.v1.agents import RunContext, make_agent
     from verifiers.v1.runtimes import SubprocessConfig, task_runtime_config
 
     monkeypatch.setattr(runtimes, "_IGNORED_RESOURCES", set())  # warned once per process: start this test's count at none
