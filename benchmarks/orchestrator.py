@@ -42,7 +42,9 @@ rollouts/s two cores can give (2,000 / total ms).
 
 The scripted servers' HTTP front is ``--scripted lean`` by default (:class:`LeanScripted`: the
 same bodies as ``ScriptedServer``, built by its own code, behind an httptools protocol instead of
-aiohttp), ``--scripted aiohttp`` for ``ScriptedServer`` itself. They stand in for remote inference
+aiohttp), ``--scripted aiohttp`` for ``ScriptedServer`` itself; with the original's rows in the run
+it is ``aiohttp`` (the lean front does not stream, and the original's ``null`` harness streams its
+model calls: on the lean front every one of its traces ended in a 502). They stand in for remote inference
 servers, yet share the 2 cores with the orchestrator here, so their CPU is reported apart.
 
 Every row ends in bounded time: a row's process prints its result as soon as its window closes,
@@ -117,6 +119,33 @@ pool: not rerun here (last session it finished no episode in 40 s at 64 in fligh
 in-process row spends less CPU per rollout in all (0.9-1.05 ms: no wire, its first requests
 coalesced) but its loop lags seconds (p99 2.2-3.7 s at 4,096; 9.3 s and 95 rollouts/s at 16,384,
 05:04, load 7, where ours gave 774/s).
+
+**Quiet machine, all branches merged (05:27-05:45, load 1-4; the classic rows' groups now
+coalesce their first requests in the worker, ``coalesce_samples`` as the training orchestrator
+sends it; ``--no-coalesce`` turns that off).** ``--in-flight 4096 16384 --seconds 15 --warmup 10
+--workers 2 4 --kinds classic``:
+
+| in flight | orchestrator | rollouts/s | driver CPU ms/rollout | lag p50 / p99 ms | batches | 1st batch s | workers MB max/sum |
+|---|---|---|---|---|---|---|---|
+| 4,096 | ours classic 2 | **1,113** | 0.24 | 1.2 / **27** | 32 | 1.8 | 251/507 |
+| 4,096 | ours classic 4 | 1,212 | 0.21 | 4.6 / 96 | 35 | 2.5 | 315/931 |
+| 16,384 | ours classic 2 | 1,215 | 0.23 | 1.1 / 31 | 8 | 6.1 | 587/1,179 |
+| 16,384 | ours classic 4 | 1,346 | 0.20 | 3.8 / 417 | 9 | 6.0 | 371/1,466 |
+
+Per process at 4,096 with 2 workers (CPU ms per rollout): driver 0.24, broker 0.09, workers
+1.16, scripted 0.28. The same run's script without coalescing (05:27, load ~2): in-process 845/s
+(lag p99 1,277 ms), ours classic 1 / 2 / 4 workers 875 / 991 / 1,049/s (p99 7 / 10 / 26 ms); at
+16,384 in-process 1,050/s with p99 3,445 ms, ours 1,092 / 1,173 / 921/s.
+
+**Against the original 0.4.0's pool** (the same v1 taskset, ``null`` harness, ``subprocess``
+runtime, 2 workers, ``--scripted aiohttp``; 05:40-05:46, load 1-3): at 64 in flight ours v1 gave
+28.1 rollouts/s (0 errors, lag p99 2.2 ms) and the original finished no episode in its 30 s
+(warm-up and window); at 4 in flight the original gave 0.85 rollouts/s with 0 errors (each
+episode ~4.7 s for ~2.3 s of scripted latency: its ``null`` harness starts a program per episode).
+
+**Goals met on the quiet machine:** lag p99 under 50 ms at 4,096 (27 ms with 2 workers);
+1,100 rollouts/s at 4,096 (1,113 with 2 workers, 1,212 with 4); a batch within the window at
+16,384 (8 batches, the first after 6 s); faster than the original's pool on the same work.
 
 Goals (issue 20, on the 2-core machines): lag p99 < 50 ms at 4,096 in flight; >= 1,100
 rollouts/s at 4,096; faster than the original's pool; a batch within the window at 16,384.
@@ -404,7 +433,7 @@ async def measure(urls: list[str], in_flight: int, seconds: float, warmup: float
 
 # -- the env-server rows: a driver process holding N runs in flight through one EnvClient ----------
 async def drive(address: str, urls: list[str], in_flight: int, seconds: float, warmup: float, classic: bool,
-                watch: dict[str, list[int]] | None = None, group: int = 1) -> dict:
+                watch: dict[str, list[int]] | None = None, group: int = 1, coalesce: bool = True) -> dict:
     import gc
 
     from verifiers.v1.serve import EnvClient
@@ -426,11 +455,18 @@ async def drive(address: str, urls: list[str], in_flight: int, seconds: float, w
                     {"prompt": f"{i}: what is 2 + 3? Use the tool.", "a": 2, "b": 3, "id": f"a{i}", "idx": i})  # fmt: skip
             if group > 1:  # one request plays a whole group: one episode of ``group`` traces
                 task["rollouts_per_example"] = group
+                if classic and coalesce:  # what the training orchestrator sends when its clients coalesce (the
+                    task["coalesce_samples"] = True  # in-process row's do): the group's first requests become one with n
             while True:
                 state["in_flight"] += group
                 try:
                     episode = await client.run(url, "scripted-model", sampling, task)
                     good = sum(1 for t in episode.traces if t.ok and len(t.calls) == 2) if episode.ok else 0
+                    if good < group and not first_error:  # say why a finished episode did not count
+                        bad = next((t for t in episode.traces if not (t.ok and len(t.calls) == 2)), None)
+                        why = (f"{len(bad.calls)} model calls, errors {[str(e)[:200] for e in bad.errors][:2]}" if bad is not None
+                               else f"episode not ok: {str(getattr(episode, 'error', None))[:200]}")  # fmt: skip
+                        first_error.append(f"not counted: {why}"[:300])
                     del episode  # counted and dropped, as the in-process row's consumer drops each batch
                 except Exception as exc:  # an error reply (a refused or failed run) is counted, the slot refilled
                     good = 0
@@ -580,8 +616,10 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=10.0)
     p.add_argument("--servers", type=int, default=2, help="scripted server processes")
     p.add_argument("--sigma", type=float, default=0.5, help="log-normal sigma of each reply's delay")
-    p.add_argument("--scripted", choices=["lean", "aiohttp"], default="lean",
-                   help="the scripted servers' HTTP front: lean (httptools, the default) or ScriptedServer's aiohttp")
+    p.add_argument("--scripted", choices=["auto", "lean", "aiohttp"], default="auto",
+                   help="the scripted servers' HTTP front: lean (httptools) or ScriptedServer's aiohttp; auto (the "
+                        "default): lean, or aiohttp when the original's rows run (its null harness streams its model "
+                        "calls, which the lean front does not serve)")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="env-server pool sizes")
     p.add_argument("--kinds", nargs="+", default=["inprocess", "classic", "ours", "original"],
                    choices=["inprocess", "classic", "ours", "original"])
@@ -597,6 +635,9 @@ def main() -> None:
     p.add_argument("--group", type=int, default=GROUP,
                    help=f"classic rows: rollouts per request (rollouts_per_example; default {GROUP}, a group as the "
                         "in-process row plays it; 1 = one request per rollout)")
+    p.add_argument("--no-coalesce", action="store_true",
+                   help="classic rows: do not ask the worker to coalesce a group's identical first requests into one "
+                        "request with n (the training orchestrator asks, as its in-process clients coalesce)")
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
     set_priority(args.nice)
@@ -608,9 +649,16 @@ def main() -> None:
         return
     if args.drive:
         print(json.dumps(asyncio.run(drive(args.address, args.urls, args.drive, args.seconds, args.warmup, args.classic,
-                                                json.loads(args.watch), args.group if args.classic else 1))), flush=True)
+                                                json.loads(args.watch), args.group if args.classic else 1,
+                                                not args.no_coalesce))), flush=True)
         return
 
+    if args.scripted == "auto":
+        args.scripted = "aiohttp" if "original" in args.kinds else "lean"
+    elif args.scripted == "lean" and "original" in args.kinds:
+        raise SystemExit("--scripted lean cannot serve the original's rows (its null harness streams its model calls): "
+                         "use --scripted aiohttp, or leave out --kinds original")
+    print(f"scripted servers: {args.scripted} front", file=sys.stderr, flush=True)
     env = {**os.environ, "PYTHONPATH": f"{REPO}:{os.environ.get('PYTHONPATH', '')}", "TQDM_DISABLE": "1",
            "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
     procs, urls = [], []
@@ -679,7 +727,7 @@ def run_row(name: str, kind: str | None, workers: int, n: int, args: Any, env: d
                                         stderr=log, cwd=tempfile.gettempdir(), preexec_fn=_apply_priority)  # fmt: skip
             watch = {"pool": [pool.pid], "scripted": [s.pid for s in servers]}
             cmd = [sys.executable, __file__, "--drive", str(target), "--address", address, "--watch", json.dumps(watch),
-                   "--group", str(args.group),
+                   "--group", str(args.group), *(["--no-coalesce"] if args.no_coalesce else []),
                    *(["--classic"] if kind == "classic" else [])]
         limit = args.seconds + args.warmup + STOP_TIMEOUT + ROW_GRACE + (300 if kind else 0)  # a pool's start-up too
         try:
