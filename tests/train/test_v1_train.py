@@ -310,3 +310,48 @@ def test_vf_train_on_a_v1_environment_through_env_servers(vllm_server, tmp_path)
         gap = [t for t, m in zip(s["ids"], s["mask"], strict=True) if not m]
         assert any(gap[i:i + len(follow_up)] == follow_up for i in range(len(gap)))
     assert len({s["reward"] for s in trained}) > 1  # the group had signal: the loss saw nonzero advantages
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_vf_train_resumes_through_env_servers(vllm_server, tmp_path):
+    """A run through its env-server pool, stopped after step 2 with a checkpoint per step, then
+    `vf train --resume` to step 3: the resumed run starts a pool of its own again, trains step 3
+    from the checkpoint's policy (version 2), and each run leaves no process behind."""
+    import os
+    import subprocess
+    import sys
+
+    from transformers import AutoTokenizer
+
+    model = tmp_path / "model"
+    shutil.copytree(vllm_server.model_dir, model)
+    config = tmp_path / "v1.toml"
+    tok = AutoTokenizer.from_pretrained(str(model))
+    allowed = tok.convert_tokens_to_ids(["a", " "])
+    text = TOML.format(model=model, env=PACKAGE, url=vllm_server.base_url, served=vllm_server.model, allowed=allowed)
+    assert "checkpoint_every = 0" in text
+    config.write_text(text.replace("checkpoint_every = 0", "checkpoint_every = 1"))
+    out = tmp_path / "run"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    records = []
+    try:
+        for i, extra in enumerate((["--steps", "2"], ["--steps", "3", "--resume"])):
+            record_path = tmp_path / f"record{i}.json"
+            proc = subprocess.run([sys.executable, str(Path(__file__).parent / "v1_train_worker.py"), str(config), str(out),
+                                   str(record_path), *extra], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            records.append(json.loads(record_path.read_text()))
+            assert records[-1]["exit_code"] == 0, records[-1]["output"]
+    finally:
+        vllm_server.reload_weights(vllm_server.model_dir)
+    for record in records:  # each run had its own pool, and nothing of either is left
+        assert len(record["env_server_pids"]) >= 2 and record["children_left"] == []
+        assert not [p for p in record["env_server_pids"] if Path(f"/proc/{p}").exists()]
+    assert not set(records[0]["env_server_pids"]) & set(records[1]["env_server_pids"])
+    assert records[0]["samples"] and records[1]["samples"]  # the resumed run trained on episodes of its own pool
+    rl = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rl][-1] == 3 and rl[-1]["policy_version"] == 2
+    assert [r["step"] for r in rl if r["step"] <= 2][:2] == [1, 2]
+    assert all(r["groups/rescheduled_infra"] == 0 for r in rl)

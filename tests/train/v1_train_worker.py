@@ -4,7 +4,7 @@ checks into RECORD.json: every trained sample, every episode's trace branches as
 sent them, the RL progress bar's updates, the env-server processes the run started, and this
 process's children left after the run.
 
-    python v1_train_worker.py CONFIG OUT_DIR RECORD.json
+    python v1_train_worker.py CONFIG OUT_DIR RECORD.json [VF TRAIN OPTIONS...]
 """
 
 import json
@@ -89,7 +89,7 @@ def main() -> None:
 
     from verifiers.train.cli import app
 
-    result = CliRunner().invoke(app, [config, "--output", out], catch_exceptions=False)
+    result = CliRunner().invoke(app, [config, "--output", out, *sys.argv[4:]], catch_exceptions=False)
     record["exit_code"] = result.exit_code
     record["output"] = result.output[-3000:]
     record["children_left"] = children()
