@@ -812,7 +812,7 @@ def task_runtime_config(config: RuntimeConfig, resources: Any) -> RuntimeConfig:
     ``limits.memory_mb`` and ``disk`` sets ``limits.disk_mb``; a resource this runtime cannot
     enforce (``cpu`` and ``gpu`` on ``sandbox``, everything on ``subprocess``) is ignored with one
     warning per runtime type and resource."""
-    declared = {k: v for k, v in (resources.model_dump(exclude_none=True) if resources is not None else {}).items()}
+    declared = resources.model_dump(exclude_none=True) if resources is not None else {}  # a fresh dict: popped below
     if not declared:
         return config
     applied: dict[str, int] = {}
