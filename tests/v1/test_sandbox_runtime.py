@@ -457,3 +457,9 @@ async def test_a_tasks_declared_resources_set_the_sandbox_limits_unless_the_conf
     assert task_runtime_config(SandboxConfig(), task.data.resources).limits == {"memory_mb": 128, "disk_mb": 256}
     sub = SubprocessConfig()
     assert task_runtime_config(sub, task.data.resources) is sub  # nothing it can enforce: unchanged
+    # a hostile task cannot lift the box's limits past the host, nor pass a value that is no size
+    huge = task_runtime_config(SandboxConfig(), vf.TaskData(prompt="hi", resources={"memory": 1e12, "disk": 1e12}).resources)
+    assert huge.limits["memory_mb"] == runtimes._HOST_MB["memory_mb"]() and huge.limits["disk_mb"] == runtimes._HOST_MB["disk_mb"]()
+    for bad in (float("nan"), float("inf"), -1.0, 0.0):
+        with pytest.raises(SandboxError, match=r"resources\.memory must be a positive number"):
+            task_runtime_config(SandboxConfig(), vf.TaskData(prompt="hi", resources={"memory": bad}).resources)

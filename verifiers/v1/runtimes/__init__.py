@@ -803,6 +803,11 @@ class SandboxRuntime(Runtime):
 
 
 _IGNORED_RESOURCES: set[tuple[str, str]] = set()
+# the most a task's declared resources may raise a sandbox limit to: the host's memory, its disk
+_HOST_MB = {
+    "memory_mb": lambda: os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20,
+    "disk_mb": lambda: shutil.disk_usage(tempfile.gettempdir()).total // 2**20,
+}
 
 
 def task_runtime_config(config: RuntimeConfig, resources: Any) -> RuntimeConfig:
@@ -822,7 +827,10 @@ def task_runtime_config(config: RuntimeConfig, resources: Any) -> RuntimeConfig:
         for name, limit in (("memory", "memory_mb"), ("disk", "disk_mb")):
             value = declared.pop(name, None)
             if value is not None and limit not in config.limits:
-                applied[limit] = max(1, math.ceil(float(value) * 1024))
+                if not math.isfinite(value) or value <= 0:
+                    raise SandboxError(f"task resources.{name} must be a positive number of GB, not {value!r}")
+                # a task may ask for less or more than the default, never more than the host has
+                applied[limit] = max(1, min(math.ceil(value * 1024), _HOST_MB[limit]()))
     for name in declared:
         if (config.type, name) not in _IGNORED_RESOURCES:
             _IGNORED_RESOURCES.add((config.type, name))
