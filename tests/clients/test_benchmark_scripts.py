@@ -37,6 +37,8 @@ def test_rollouts_benchmark_harness(tmp_path):
         "64",
         "--libraries",
         "ours",
+        "--raw-mcp-rollouts",
+        "200",
         tmp_path=tmp_path,
     )
     assert figures["raw_requests_per_s"] > 0
@@ -52,6 +54,9 @@ def test_rollouts_benchmark_harness(tmp_path):
         assert mcp["unavailable"]["ours"]  # no figures, and the reason why
     else:
         assert mcp["per_cpu_second"]["ours"] > 0 and not mcp["unavailable"]
+        # its ceiling is the bare MCP loop (model requests plus a bare tools/call to the same tool
+        # server, checked by the harness), which costs more than the two model requests alone
+        assert 0 < mcp["per_cpu_second"]["raw_ceiling"] < figures["v1"]["per_cpu_second"]["raw_ceiling"] / 2
 
 
 def test_memory_benchmark_harness(tmp_path):
