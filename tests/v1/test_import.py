@@ -65,3 +65,74 @@ def test_a_bare_import_loads_only_the_package() -> None:
     loaded, heavy_after_use = json.loads(proc.stdout.strip().splitlines()[-1])
     assert loaded == ["verifiers", "verifiers.v1"]
     assert heavy_after_use == []
+
+
+DEFINE = """
+import json, sys
+before = set(sys.modules)
+import verifiers.v1 as vf
+
+class Row(vf.TaskData):
+    answer: str
+
+class AddTask(vf.Task[Row, vf.State, vf.TaskConfig]):
+    @vf.reward(weight=1.0)
+    def correct(self, task, trace) -> float:
+        return float(trace.last_reply == task.answer)
+
+class Adds(vf.Taskset[AddTask, vf.TasksetConfig]):
+    def load(self):
+        for i in range(3):
+            yield AddTask(Row(prompt=f"{i}+{i}?", answer=str(2 * i)), self.config.task)
+
+tasks = list(Adds(vf.TasksetConfig()).select(vf.SelectConfig(limit=2)))
+assert [t.data.idx for t in tasks] == [0, 1]
+print(json.dumps(sorted(m for m in set(sys.modules) - before if m.startswith(("verifiers", "pydantic")))))
+"""
+
+DATA_MODEL = [
+    "verifiers", "verifiers.v1", "verifiers.v1.configs", "verifiers.v1.decorators", "verifiers.v1.plugins",
+    "verifiers.v1.state", "verifiers.v1.task", "verifiers.v1.taskset", "verifiers.v1.types",
+]  # fmt: skip
+
+
+def test_defining_a_taskset_loads_only_the_data_model() -> None:
+    """Defining and iterating a taskset (the probe of ``benchmarks/import_time.py --cases v1``)
+    loads the data model's own modules and no other: not the id grammar (``verifiers.ids``, loaded
+    on the first lookup by id), not traces, scoring or the env layer."""
+    root = Path(__file__).resolve().parents[2]
+    code = "import pydantic\n" + DEFINE  # pydantic itself is not what this counts
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [m for m in loaded if not m.startswith("pydantic")] == DATA_MODEL
+
+
+def test_task_data_is_built_on_first_use_and_its_subclasses_when_defined() -> None:
+    """``TaskData``'s own validator is deferred (a taskset only subclasses it); the deferral is
+    not inherited: a subclass with a field pydantic cannot handle fails at its definition, as
+    any model does, and the base validates and reports errors as before."""
+    import pydantic
+    import pytest
+
+    import verifiers.v1 as vf
+
+    class Opaque:
+        pass
+
+    with pytest.raises(pydantic.PydanticSchemaGenerationError):
+
+        class Bad(vf.TaskData):
+            thing: Opaque
+
+    class Row(vf.TaskData):
+        answer: str
+
+    assert Row.__pydantic_complete__
+    assert vf.TaskData(prompt="q").prompt_text == "q"
+    with pytest.raises(pydantic.ValidationError, match="prompt"):
+        vf.TaskData(prompt=3)
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
+        Row(prompt="q", answer="a").answer = "b"
+    assert "extra" not in Row.model_config and not Row.model_config.get("defer_build")
+    assert vf.WireTaskData.model_validate({"prompt": "q", "x": 1}).model_extra == {"x": 1}

@@ -23,7 +23,7 @@ from verifiers.v1.configs import DecoratedFunctionConfig, RewardFunctionConfig, 
 from verifiers.v1.decorators import discover_decorated
 from verifiers.v1.plugins import concrete_type
 from verifiers.v1.state import StateT
-from verifiers.v1.types import Messages, content_text
+from verifiers.v1.types import Messages, content_text, new_list
 
 if TYPE_CHECKING:
     from verifiers.v1.trace import Trace
@@ -63,7 +63,7 @@ class Artifact(BaseModel):
     """A path collected from one runtime and restored at the same place in another."""
 
     source: str
-    exclude: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=new_list)
     required: bool = True
 
 
@@ -73,7 +73,7 @@ SkillSource = Path | dict[str, str]
 class TaskData(BaseModel):
     """One task's data. Subclass it to add fields (``answer``, ``tests`` ...)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # this class's own: see below the class
 
     idx: int | None = None
     """Position in the taskset's ``load()`` stream; set when iterating."""
@@ -85,10 +85,10 @@ class TaskData(BaseModel):
     image: str | None = None
     workdir: str | None = None
     agent_user: str | None = None
-    skills: list[SkillSource] = Field(default_factory=list)
+    skills: list[SkillSource] = Field(default_factory=new_list)
     network_allow: list[str] = Field(default_factory=lambda: ["*"])
-    network_block: list[str] = Field(default_factory=list)
-    artifacts: list[Artifact] = Field(default_factory=list)
+    network_block: list[str] = Field(default_factory=new_list)
+    artifacts: list[Artifact] = Field(default_factory=new_list)
     artifact_max_bytes: int = Field(MAX_ARTIFACT_BYTES, gt=0)
     timeout: TaskTimeout = TaskTimeout()
     resources: TaskResources = TaskResources()
@@ -98,6 +98,11 @@ class TaskData(BaseModel):
         if isinstance(self.prompt, str):
             return self.prompt
         return "\n\n".join(t for m in self.prompt or [] if (t := content_text(m.content)))
+
+
+# TaskData's own validator is built on first use (a taskset subclasses it and never validates the
+# base); the deferral is not inherited: a subclass is built when it is defined, as any model.
+del TaskData.model_config["defer_build"]
 
 
 class WireTaskData(TaskData):

@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from verifiers.v1.plugins import PluginError, concrete_type, import_plugin, narrow_field, register_resolver
-from verifiers.v1.types import ID, SamplingConfig
+from verifiers.v1.types import ID, SamplingConfig, new_list
 
 
 class BaseConfig(BaseModel):
@@ -183,7 +183,7 @@ class TaskConfig(BaseConfig):
     """Run-time knobs that task behaviour reads (``[env.taskset.task]``). Every field of a
     subclass needs a default: a task built without a config builds its declared config type."""
 
-    judges: Judges = Field(default_factory=list)
+    judges: Judges = Field(default_factory=new_list)
     """Judges run after the task's own rewards (``[[env.taskset.task.judges]]``), each recording
     the reward ``name or id``."""
     stops: dict[str, DecoratedFunctionConfig] = Field(default_factory=dict)
@@ -249,10 +249,10 @@ class TaskMatchConfig(BaseConfig):
     """Tasks named by position (``idx``: ints or ``start:stop:step`` slices, also comma-separated)
     or by identity (``ids``, ``keys``, ``names``); a task matches when any list names it."""
 
-    idx: list[int | str] = Field(default_factory=list)
-    ids: list[str] = Field(default_factory=list)
-    keys: list[str] = Field(default_factory=list)
-    names: list[str] = Field(default_factory=list)
+    idx: list[int | str] = Field(default_factory=new_list)
+    ids: list[str] = Field(default_factory=new_list)
+    keys: list[str] = Field(default_factory=new_list)
+    names: list[str] = Field(default_factory=new_list)
 
     @field_validator("idx", mode="before")
     @classmethod
