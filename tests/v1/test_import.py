@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HEAVY = (
     "openai", "aiohttp", "httpx", "datasets", "pyarrow", "torch", "transformers", "numpy", "msgpack", "math_verify",
     "mcp", "anthropic", "zmq", "uvicorn", "rich", "yaml", "verifiers.engine.run", "verifiers.engine.rollout",
@@ -91,15 +93,16 @@ print(json.dumps(sorted(m for m in set(sys.modules) - before if m.startswith(("v
 """
 
 DATA_MODEL = [
-    "verifiers", "verifiers.v1", "verifiers.v1.configs", "verifiers.v1.decorators", "verifiers.v1.plugins",
-    "verifiers.v1.state", "verifiers.v1.task", "verifiers.v1.taskset", "verifiers.v1.types",
+    "verifiers", "verifiers.v1", "verifiers.v1.configs", "verifiers.v1.decorators", "verifiers.v1.fields",
+    "verifiers.v1.messages", "verifiers.v1.plugins", "verifiers.v1.state", "verifiers.v1.task", "verifiers.v1.taskset",
 ]  # fmt: skip
 
 
 def test_defining_a_taskset_loads_only_the_data_model() -> None:
     """Defining and iterating a taskset (the probe of ``benchmarks/import_time.py --cases v1``)
     loads the data model's own modules and no other: not the id grammar (``verifiers.ids``, loaded
-    on the first lookup by id), not traces, scoring or the env layer."""
+    on the first lookup by id), not the model-call records (``verifiers.v1.types``), the command
+    line's ``SelectCLIConfig`` or a trace's ``WireAgentConfig``, not traces, scoring or the env layer."""
     root = Path(__file__).resolve().parents[2]
     code = "import pydantic\n" + DEFINE  # pydantic itself is not what this counts
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
@@ -108,31 +111,44 @@ def test_defining_a_taskset_loads_only_the_data_model() -> None:
     assert [m for m in loaded if not m.startswith("pydantic")] == DATA_MODEL
 
 
-def test_task_data_is_built_on_first_use_and_its_subclasses_when_defined() -> None:
-    """``TaskData``'s own validator is deferred (a taskset only subclasses it); the deferral is
-    not inherited: a subclass with a field pydantic cannot handle fails at its definition, as
-    any model does, and the base validates and reports errors as before."""
+@pytest.mark.parametrize("base", ["TaskData", "State", "BaseConfig", "SharedTasksetConfig"])
+def test_a_base_model_is_built_on_first_use_and_its_subclasses_when_defined(base: str) -> None:
+    """The bases a taskset subclasses (``TaskData``, ``State``, configs) build their own validator
+    on first use; the deferral is not inherited: a subclass with a field pydantic cannot handle
+    fails at its definition, as any model does, and the base validates and reports as before."""
     import pydantic
-    import pytest
 
     import verifiers.v1 as vf
+
+    cls = getattr(vf, base)
 
     class Opaque:
         pass
 
     with pytest.raises(pydantic.PydanticSchemaGenerationError):
+        type("Bad", (cls,), {"__annotations__": {"thing": Opaque}, "__module__": __name__})
+    sub = type("Sub", (cls,), {"__annotations__": {"extra_knob": int}, "extra_knob": 1, "__module__": __name__})
+    assert sub.__pydantic_complete__ and not sub.model_config.get("defer_build")
+    assert sub().extra_knob == 1 and sub(extra_knob=2).extra_knob == 2
+    with pytest.raises(pydantic.ValidationError, match="extra_knob"):
+        sub(extra_knob="x")
+    assert isinstance(sub(), cls) and cls.model_fields.keys() <= sub.model_fields.keys()
 
-        class Bad(vf.TaskData):
-            thing: Opaque
+
+def test_task_data_validates_and_reports_as_before() -> None:
+    import pydantic
+
+    import verifiers.v1 as vf
 
     class Row(vf.TaskData):
         answer: str
 
-    assert Row.__pydantic_complete__
     assert vf.TaskData(prompt="q").prompt_text == "q"
     with pytest.raises(pydantic.ValidationError, match="prompt"):
         vf.TaskData(prompt=3)
     with pytest.raises(pydantic.ValidationError, match="frozen"):
         Row(prompt="q", answer="a").answer = "b"
-    assert "extra" not in Row.model_config and not Row.model_config.get("defer_build")
     assert vf.WireTaskData.model_validate({"prompt": "q", "x": 1}).model_extra == {"x": 1}
+    with pytest.raises(pydantic.ValidationError, match="extra_forbidden"):
+        vf.BaseConfig(nope=1)
+    assert vf.State().artifacts == {}

@@ -23,6 +23,9 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+ID = str
+"""A plugin id: the name of an installed package that exports the plugin (``owner/name@1.0`` works)."""
+
 # kind -> the package holding the built-in plugins of that kind
 BUILTIN_PACKAGES: dict[str, str] = {
     "taskset": "verifiers.v1.tasksets",

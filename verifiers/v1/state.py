@@ -5,9 +5,12 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypeVar
 
+from verifiers.v1.fields import base_built_on_first_use
 
+
+@base_built_on_first_use
 class State(BaseModel):
-    model_config = ConfigDict(ser_json_inf_nan="constants")
+    model_config = ConfigDict(ser_json_inf_nan="constants", defer_build=True)
 
     artifacts: dict[str, bytes | None] = Field(default_factory=dict)
 

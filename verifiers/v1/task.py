@@ -21,9 +21,10 @@ from typing_extensions import TypeVar
 
 from verifiers.v1.configs import DecoratedFunctionConfig, RewardFunctionConfig, TaskConfig
 from verifiers.v1.decorators import discover_decorated
+from verifiers.v1.fields import base_built_on_first_use, new_list
+from verifiers.v1.messages import Messages, content_text
 from verifiers.v1.plugins import concrete_type
 from verifiers.v1.state import StateT
-from verifiers.v1.types import Messages, content_text, new_list
 
 if TYPE_CHECKING:
     from verifiers.v1.trace import Trace
@@ -70,10 +71,11 @@ class Artifact(BaseModel):
 SkillSource = Path | dict[str, str]
 
 
+@base_built_on_first_use
 class TaskData(BaseModel):
     """One task's data. Subclass it to add fields (``answer``, ``tests`` ...)."""
 
-    model_config = ConfigDict(frozen=True, defer_build=True)  # this class's own: see below the class
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     idx: int | None = None
     """Position in the taskset's ``load()`` stream; set when iterating."""
@@ -98,11 +100,6 @@ class TaskData(BaseModel):
         if isinstance(self.prompt, str):
             return self.prompt
         return "\n\n".join(t for m in self.prompt or [] if (t := content_text(m.content)))
-
-
-# TaskData's own validator is built on first use (a taskset subclasses it and never validates the
-# base); the deferral is not inherited: a subclass is built when it is defined, as any model.
-del TaskData.model_config["defer_build"]
 
 
 class WireTaskData(TaskData):
