@@ -1,10 +1,11 @@
-"""Pieces shared by the v1 pydantic models."""
+"""Pieces shared by the v1 pydantic models, each keeping ``import verifiers.v1`` plus defining a
+taskset cheap (``benchmarks/import_time.py --cases v1``; tests/v1/test_import.py)."""
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
 
 ModelT = TypeVar("ModelT", bound=type[BaseModel])
 
@@ -30,3 +31,23 @@ def base_built_on_first_use(cls: ModelT) -> ModelT:
     pydantic cannot handle fails there)."""
     del cls.model_config["defer_build"]
     return cls
+
+
+class _SerializedAsAny:
+    """A field annotation, ``Annotated[TaskConfig, AS_ANY]``: the value serializes as its own class
+    (a subclass's fields included), as pydantic's ``SerializeAsAny[TaskConfig]`` does; that one
+    lives in ``pydantic.functional_serializers``, whose import costs about as much as two of our
+    config classes."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        from pydantic_core import core_schema
+
+        schema = handler(source)
+        target = schema
+        while target["type"] == "definitions":
+            target = target["schema"]
+        target["serialization"] = core_schema.simple_ser_schema("any")
+        return schema
+
+
+AS_ANY = _SerializedAsAny()

@@ -7,7 +7,9 @@ the right class. Task data hold them (``TaskData.prompt``), so they are part of 
 the model-call records (``verifiers.v1.types``) are not.
 """
 
-from __future__ import annotations
+# Field annotations here are objects, not strings (no ``from __future__ import annotations``):
+# pydantic would compile and evaluate each one when it defines the model, a cost every
+# ``import verifiers.v1`` plus a taskset pays (benchmarks/import_time.py --cases v1).
 
 from typing import Annotated, Any, Literal
 

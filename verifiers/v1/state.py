@@ -1,6 +1,8 @@
 """Per-rollout mutable state shared by a task's hooks, its tools and the harness (never serialized)."""
 
-from __future__ import annotations
+# Field annotations here are objects, not strings (no ``from __future__ import annotations``):
+# pydantic would compile and evaluate each one when it defines the model, a cost every
+# ``import verifiers.v1`` plus a taskset pays (benchmarks/import_time.py --cases v1).
 
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypeVar

@@ -4,12 +4,14 @@ Every config refuses unknown keys (a typo in a TOML file is an error, not a sile
 setting). Sub-plugin configs are narrowed by id (``verifiers.v1.plugins``).
 """
 
-from __future__ import annotations
+# Field annotations here are objects, not strings (no ``from __future__ import annotations``):
+# pydantic would compile and evaluate each one when it defines the model, a cost every
+# ``import verifiers.v1`` plus a taskset pays (benchmarks/import_time.py --cases v1).
 
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     AliasChoices,
@@ -17,12 +19,11 @@ from pydantic import (
     ConfigDict,
     Field,
     FiniteFloat,
-    SerializeAsAny,
     field_validator,
     model_validator,
 )
 
-from verifiers.v1.fields import base_built_on_first_use, new_list
+from verifiers.v1.fields import AS_ANY, base_built_on_first_use, new_list
 from verifiers.v1.plugins import (
     ID,
     PluginError,
@@ -168,7 +169,7 @@ class JudgeConfig(BaseConfig):
         return self.name or self.id
 
 
-Judges = list[SerializeAsAny[JudgeConfig]]
+Judges = list[Annotated[JudgeConfig, AS_ANY]]
 """A task's plugged judges, each validated into its judge's own config class."""
 
 
@@ -232,7 +233,7 @@ class TaskConfig(BaseConfig):
         return resolve_judges(value)
 
     @model_validator(mode="after")
-    def _distinct_judges(self) -> TaskConfig:
+    def _distinct_judges(self) -> "TaskConfig":
         keys = [j.key for j in self.judges]
         if dupes := sorted({k for k in keys if keys.count(k) > 1}):
             raise ValueError(f"judges share the reward key {dupes}; give each a distinct name")
@@ -245,7 +246,7 @@ class SharedTasksetConfig(BaseConfig):
 
     model_config = ConfigDict(defer_build=True)
 
-    task: SerializeAsAny[TaskConfig] = TaskConfig()
+    task: Annotated[TaskConfig, AS_ANY] = TaskConfig()
     system_prompt: Path | None = None
     """A file whose text replaces every task's ``system_prompt`` when iterating."""
 
