@@ -5,7 +5,9 @@ its decorated methods (``@vf.reward``, ``@vf.metric``, ``@vf.stop``) are collect
 and functions plugged from config (``[env.taskset.task.rewards.NAME]``) join or replace them.
 """
 
-from __future__ import annotations
+# Field annotations here are objects, not strings (no ``from __future__ import annotations``):
+# pydantic would compile and evaluate each one when it defines the model, a cost every
+# ``import verifiers.v1`` plus a taskset pays (benchmarks/import_time.py --cases v1).
 
 import copy
 import hashlib
@@ -147,13 +149,13 @@ class Task(Generic[DataT, StateT, ConfigT]):
         """Environment variables for the rollout's processes (not recorded on the trace)."""
         return {}
 
-    async def setup(self, trace: Trace, runtime: Any) -> None:
+    async def setup(self, trace: "Trace", runtime: Any) -> None:
         return None
 
-    async def finalize(self, trace: Trace, runtime: Any) -> None:
+    async def finalize(self, trace: "Trace", runtime: Any) -> None:
         return None
 
-    async def stage_verifier(self, trace: Trace, runtime: Any) -> None:
+    async def stage_verifier(self, trace: "Trace", runtime: Any) -> None:
         return None
 
     async def validate(self, runtime: Any) -> bool | None:
@@ -166,7 +168,7 @@ class Task(Generic[DataT, StateT, ConfigT]):
         clone.scoring_deferred = True
         return clone
 
-    async def score(self, trace: Trace, runtime: Any = None) -> None:
+    async def score(self, trace: "Trace", runtime: Any = None) -> None:
         """Run the metrics and rewards on ``trace`` (see ``verifiers.v1.scoring.score_task``)."""
         if self.scoring_deferred:
             return
