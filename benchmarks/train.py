@@ -12,19 +12,22 @@
         same short SFT warm start (reward ~0.3), in bf16 (TRL's default precision; our trainer
         autocasts to bf16 and vLLM serves bf16) and in fp32 (everything fp32).
 
-(3) The workload asynchronous RL is for: an agentic relay whose answers need 2-4 tool calls, each tool
-    an ``asyncio.sleep`` with log-normal latency (median 0.3 s, p99 3 s), 16-32 tokens per turn with
-    the model choosing when to stop, 8 prompts x 4 rollouts per step, all from one SFT warm start:
-    ours asynchronous (``--agent-async-steps``, default 2: up to three batches of groups in flight,
-    the trainer takes groups as they finish), ours synchronous (both with the episodes played by the
-    embedded env-server pool, the default), and TRL's ``GRPOTrainer`` driven through our TRL bridge
-    on the same vLLM server. Steps to the target vary a lot between runs, so each contender runs
-    ``--agent-repeats`` rounds (default 3, seed = round) and the rows are medians, with every run's
-    steps and time to the target beside them. Reported per run: step time, time and steps to the target, CPU seconds
-    (the run's process, its env-server pool and the vLLM server), mean off-policy steps,
-    trainer/inference mismatch (ours: mean k3 KL per sampled token; TRL logs none for a
-    ``rollout_func``). Goals (issue 20): at least 3x the synchronous loop's time to target, at most
-    0.25x TRL's. Figures: verifiers/train/README.md ("The agentic workload").
+(3) The workload asynchronous RL is for: an agentic relay whose answers need 2-4 tool calls, each
+    tool an ``asyncio.sleep`` with log-normal latency (median 0.3 s, p99 3 s), 16-32 tokens per turn
+    with the model choosing when to stop, 8 prompts x 4 rollouts per step, all from one SFT warm
+    start: ours asynchronous (``--agent-async-steps``, default 4: up to five batches of groups in
+    flight, the trainer takes groups as they finish, a group more than five versions old is dropped;
+    the tools' latency, not the trainer, sets the pace here, so more room in flight is what makes a
+    step shorter, and the token-level importance ratios correct for the older policies), ours
+    synchronous (both with the episodes played by the embedded env-server pool, the default), and
+    TRL's ``GRPOTrainer`` driven through our TRL bridge on the same vLLM server. Steps to the target
+    vary a lot between runs, so each contender runs ``--agent-repeats`` rounds (default 3, seed =
+    round) and the rows are medians, with every run's steps and time to the target beside them.
+    Reported per run: step time, time and steps to the target, CPU seconds (the run's process, its
+    env-server pool and the vLLM server), mean off-policy steps, trainer/inference mismatch (ours:
+    mean k3 KL per sampled token; TRL logs none for a ``rollout_func``). Goals (issue 20): at least
+    3x the synchronous loop's time to target, at most 0.25x TRL's. Figures:
+    verifiers/train/README.md ("The agentic workload").
 
 (4) ``--only proof`` / ``--only transport``: env servers against the in-process path (see
     verifiers/train/README.md, "One machine: env servers or in process?").
@@ -549,8 +552,8 @@ def main() -> None:
     ap.add_argument("--skip-agentic", action="store_true", help="skip the agentic (tool latency) workload")
     ap.add_argument("--only", choices=["trivial", "generation", "agentic", "transport", "proof"],
                     help="run one workload only (transport, proof: env servers vs in process; only when asked)")
-    ap.add_argument("--agent-async-steps", type=int, default=2,
-                    help="async_steps of the agentic workload's asynchronous run (default 2)")
+    ap.add_argument("--agent-async-steps", type=int, default=4,
+                    help="async_steps of the agentic workload's asynchronous run (default 4)")
     ap.add_argument("--agent-repeats", type=int, default=None,
                     help="rounds of the agentic workload (each contender once per round, seed = round; "
                          "rows are medians; default 3, 1 with --quick)")
@@ -681,7 +684,7 @@ def generation_workload(work: Path, max_steps: int, results: dict[str, Any], pre
                f"{precision}, from one SFT checkpoint", gen)
 
 
-def agentic_workload(work: Path, max_steps: int, results: dict[str, Any], async_steps: int = 2,
+def agentic_workload(work: Path, max_steps: int, results: dict[str, Any], async_steps: int = 4,
                      repeats: int = 3) -> None:
     """The workload asynchronous RL is for: multi-turn tool use with slow, heavy-tailed tools.
 
