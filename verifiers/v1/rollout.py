@@ -70,7 +70,10 @@ class V1Scorer:
         return sorted(n for n in dir(task_cls) if getattr(getattr(task_cls, n, None), "reward", False) is True)
 
     async def score_group(self, states: Sequence[State]) -> None:
-        await asyncio.gather(*(self._score(st) for st in states))
+        if len(states) == 1:  # one episode (a group of one): no task to wrap it in
+            await self._score(states[0])
+        else:
+            await asyncio.gather(*(self._score(st) for st in states))
 
     async def _score(self, state: State) -> None:
         episode: Episode | None = state.get("_episode")
