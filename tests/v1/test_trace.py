@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pydantic
 import pytest
@@ -81,8 +82,14 @@ def test_an_episode_is_its_traces_and_their_totals() -> None:
     trace = build_trace()
     episode = vf.Episode(task=trace.task, traces=[trace, build_trace()], ok=True)
     assert episode.num_turns == 6 and episode.num_output_tokens == 10
-    wire = vf.WireEpisode.model_validate(episode.to_record())
+    record = episode.to_record()
+    wire = vf.WireEpisode.model_validate(record)
     assert [t.id for t in wire.traces] == [t.id for t in episode.traces]
+    # a node's raw tensors stay off the JSON record (msgpack wire only); the rest is unchanged
+    episode.traces[1].nodes[2].routed_experts = {"__nd__": True, "dtype": "uint8", "shape": [2, 1, 1], "data": "AAE="}
+    episode.traces[0].nodes[4].sampling_mask = {"ids": [1], "counts": [1]}
+    assert episode.to_record() == record
+    assert "routed_experts" not in json.dumps(record) and "sampling_mask" not in json.dumps(record)
 
 
 def test_deltas_rebuild_the_trace_the_worker_holds() -> None:
