@@ -64,7 +64,7 @@ def build_env(vf, kind: str, n: int, dataset_kind: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--kind", choices=["single", "tool", "raw"], required=True)
+    parser.add_argument("--kind", choices=["single", "tool", "raw", "raw-mcp"], required=True)
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--rollouts", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=256)
@@ -73,6 +73,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.kind == "raw":
         print(json.dumps(raw_loop(args.base_url, args.rollouts, args.concurrency)), flush=True)
+        return
+    if args.kind == "raw-mcp":
+        print(json.dumps(raw_mcp_loop(args.base_url, args.rollouts, args.concurrency)), flush=True)
         return
 
     import verifiers as vf
@@ -178,6 +181,108 @@ def raw_loop(base_url: str, requests: int, concurrency: int) -> dict:
         "cpu_s": cpu,
         "requests_per_cpu_s": done / cpu if cpu else 0.0,
     }
+
+
+def raw_mcp_loop(base_url: str, rollouts: int, concurrency: int) -> dict:
+    """The ceiling of the v1 MCP row: per rollout, the bare loop's two model requests (aiohttp) around
+    one ``tools/call`` written as a bare JSON-RPC line to the same MCP tool server the v1 row uses
+    (``benchmarks/_v1_tasks/vbench_mcp_tools.Calc``, served over stdio by ``python -m
+    verifiers.v1.mcp`` as our library serves it; runs under our venv only). Like the v1 rows, the
+    wall time covers starting and stopping that server and the CPU time counts it (a finished child)."""
+    import aiohttp
+
+    tasks_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_v1_tasks")
+    tools = [{"type": "function", "function": {
+        "name": "calc_add", "description": "Add two integers.",
+        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                       "required": ["a", "b"]}}}]  # fmt: skip
+    first = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": QUESTION}]
+    url = base_url + "/chat/completions"
+    headers = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
+
+    async def run() -> int:
+        env = {**os.environ, "VF_TOOLSET": "vbench_mcp_tools:Calc",
+               "PYTHONPATH": os.pathsep.join(p for p in (tasks_dir, os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
+        env.pop("VF_CONFIG", None)
+        env.pop("VF_TASK", None)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "verifiers.v1.mcp", stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, env=env, limit=1 << 24)  # fmt: skip
+        pending: dict[int, asyncio.Future] = {}
+
+        async def reader() -> None:
+            while line := await proc.stdout.readline():
+                msg = json.loads(line)
+                fut = pending.pop(msg.get("id"), None) if "id" in msg else None
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+            for fut in pending.values():
+                fut.set_exception(RuntimeError("the MCP server closed its stdout"))
+
+        ids = iter(range(1, 1 << 62))
+
+        async def rpc(method: str, params: dict) -> dict:
+            rid = next(ids)
+            fut = pending[rid] = asyncio.get_running_loop().create_future()
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n")
+            reply = await fut
+            if "error" in reply:
+                raise RuntimeError(f"MCP {method}: {reply['error']}")
+            return reply["result"]
+
+        read_task = asyncio.create_task(reader())
+        await rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "raw-mcp", "version": "0"}})  # fmt: skip
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        done = 0
+        todo = iter(range(rollouts))
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency * 2)) as session:
+
+            async def chat(messages: list) -> dict:
+                body = json.dumps({"model": "fast-model", "messages": messages, "tools": tools, "max_tokens": 32})
+                async with session.post(url, data=body.encode(), headers=headers) as resp:
+                    return json.loads(await resp.read())["choices"][0]["message"]
+
+            async def worker() -> None:
+                nonlocal done
+                for _ in todo:
+                    call = (await chat(first))["tool_calls"][0]
+                    name = call["function"]["name"].removeprefix("calc_")
+                    result = await rpc("tools/call", {"name": name, "arguments": json.loads(call["function"]["arguments"])})
+                    text = "".join(c.get("text", "") for c in result["content"])
+                    tool_msg = {"role": "tool", "tool_call_id": call["id"], "content": text}
+                    reply = await chat([*first, {"role": "assistant", "content": None, "tool_calls": [call]}, tool_msg])
+                    if text == "4" and "4" in (reply.get("content") or ""):
+                        done += 1
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+        proc.stdin.close()
+        await proc.wait()
+        await read_task
+        return done
+
+    own0, kids0 = time.process_time(), _children_cpu()
+    start = time.perf_counter()
+    done = asyncio.run(run())
+    seconds = time.perf_counter() - start
+    own, kids = time.process_time() - own0, _children_cpu() - kids0
+    cpu = own + kids
+    return {
+        "library": "raw-aiohttp+mcp",
+        "kind": "raw-mcp",
+        "rollouts": done,
+        "seconds": seconds,
+        "rollouts_per_s": done / seconds,
+        "cpu_s": cpu,
+        "own_cpu_s": own,
+        "children_cpu_s": kids,
+        "rollouts_per_cpu_s": done / cpu if cpu else 0.0,
+    }
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def _rewards(out) -> list[float]:

@@ -21,7 +21,11 @@ The v1 rows (``--kinds`` ``v1`` and ``v1-mcp``) run one v1 taskset written for t
 harness on the subprocess runtime (``benchmarks/_v1_driver.py``): ours against the original
 ``verifiers==0.4.0`` (installed from PyPI into ``.venv-bench-verifiers-0.4.0`` on first use). ``v1``
 is single-turn; ``v1-mcp`` serves an MCP toolset (``Toolset`` + ``SharedToolsetConfig``: one tool
-server for the run) whose ``calc_add`` each rollout calls once between two model calls. A library
+server for the run) whose ``calc_add`` each rollout calls once between two model calls. Its raw
+ceiling is the same work done bare (``_rollout_driver.py --kind raw-mcp``): the bare loop's two
+model requests around one JSON-RPC ``tools/call`` line written straight to the same tool server,
+served over stdio as ours serves it, with that server's CPU counted as the v1 rows count theirs;
+the model requests alone, which would leave the tool call out, are printed beside it. A library
 without MCP toolsets prints a 'not available' line for that row instead of figures. The original
 runs every rollout's harness as a program (``uv run``) in the runtime, so its rate is a few
 rollouts per second: ``--v1-peer-rollouts`` keeps its share of the run short. The v1 CPU figures
@@ -115,6 +119,13 @@ def measure(python: str, kind: str, srv, rollouts: int, concurrency: int) -> dic
         ]
     )
     sent = srv.requests() - before
+    if kind == "raw-mcp":
+        if result["rollouts"] != rollouts or sent != 2 * rollouts:
+            raise RuntimeError(
+                f"raw MCP loop: expected {rollouts} rollouts and {2 * rollouts} requests, "
+                f"got {result['rollouts']} / server {sent}"
+            )
+        return result
     if kind == "raw":
         if result["requests"] != rollouts or sent != rollouts:
             raise RuntimeError(
@@ -155,6 +166,12 @@ def main() -> None:
         type=int,
         default=24,
         help="rollouts per v1 measurement of the original 0.4.0 (it runs each harness as a uv program)",
+    )
+    parser.add_argument(
+        "--raw-mcp-rollouts",
+        type=int,
+        default=2000,
+        help="rollouts of the bare MCP loop (the v1 MCP row's ceiling) per round",
     )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--kinds", default="single,tool,v1,v1-mcp", help="of single, tool, v1, v1-mcp")
@@ -209,6 +226,13 @@ def main() -> None:
             r = measure(str(OUR_PYTHON), "raw", srv, args.raw_requests, args.concurrency)
             runs.setdefault("raw", []).append(r)
             log(f"round {rep + 1} raw aiohttp: {r['requests_per_s']:.0f} requests/s")
+            if mcp_srv is not None:
+                r = measure(str(OUR_PYTHON), "raw-mcp", mcp_srv, args.raw_mcp_rollouts, args.concurrency)
+                runs.setdefault("raw-mcp", []).append(r)
+                log(
+                    f"round {rep + 1} raw MCP loop: {r['rollouts_per_s']:.0f} rollouts/s, "
+                    f"{r['rollouts_per_cpu_s']:.0f} per CPU-s"
+                )
 
     raw = median([r["requests_per_s"] for r in runs["raw"]])
     raw_cpu = median([r["requests_per_cpu_s"] for r in runs["raw"]])
@@ -298,9 +322,21 @@ def print_v1(
                 if f"{lib}/{kind}" in unavailable
             }
         }
+        ceilings = {"per_cpu_second": raw_cpu / per, "per_s": raw / per}
+        if kind == "v1-mcp" and runs.get("raw-mcp"):
+            # the same work done bare: two model requests and one tools/call to the same tool server
+            ceilings = {unit: median([r[key] for r in runs["raw-mcp"]])
+                        for unit, key in (("per_cpu_second", "rollouts_per_cpu_s"), ("per_s", "rollouts_per_s"))}  # fmt: skip
+            notes.append(
+                f"{V1_LABELS[kind]}: raw ceiling = the bare MCP loop (two model requests around one JSON-RPC "
+                f"tools/call to the same tool server, whose CPU it counts): {ceilings['per_cpu_second']:,.0f} "
+                f"rollouts per CPU-s, {ceilings['per_s']:,.0f} per s; the model requests alone would allow "
+                f"{raw_cpu / per:,.0f} per CPU-s (ours/that: "
+                f"{_fmt_ratio(runs, kind, 'rollouts_per_cpu_s', raw_cpu / per)})"
+            )
         for unit, key, ceiling, out in (
-            ("per_cpu_second", "rollouts_per_cpu_s", raw_cpu / per, rows),
-            ("per_s", "rollouts_per_s", raw / per, wall_rows),
+            ("per_cpu_second", "rollouts_per_cpu_s", ceilings["per_cpu_second"], rows),
+            ("per_s", "rollouts_per_s", ceilings["per_s"], wall_rows),
         ):
             ours_runs = [r[key] for r in runs.get(f"ours/{kind}", [])]
             orig_runs = [r[key] for r in runs.get(f"original/{kind}", [])]
@@ -334,6 +370,11 @@ def print_v1(
     print(table(headers, wall_rows))
     for note in notes:
         print(note)
+
+
+def _fmt_ratio(runs: dict, kind: str, key: str, ceiling: float) -> str:
+    ours = [r[key] for r in runs.get(f"ours/{kind}", [])]
+    return f"{median(ours) / ceiling:.2f}" if ours and ceiling else "n/a"
 
 
 if __name__ == "__main__":

@@ -15,10 +15,12 @@
 (3) The workload asynchronous RL is for: an agentic relay whose answers need 2-4 tool calls, each tool
     an ``asyncio.sleep`` with log-normal latency (median 0.3 s, p99 3 s), 16-32 tokens per turn with
     the model choosing when to stop, 8 prompts x 4 rollouts per step, all from one SFT warm start:
-    ours asynchronous (two batches of groups in flight, the trainer takes groups as they finish;
-    ``--agent-async-steps``, default 2), ours synchronous (both with the episodes played by the
+    ours asynchronous (``--agent-async-steps``, default 2: up to three batches of groups in flight,
+    the trainer takes groups as they finish), ours synchronous (both with the episodes played by the
     embedded env-server pool, the default), and TRL's ``GRPOTrainer`` driven through our TRL bridge
-    on the same vLLM server. Reported per run: step time, time and steps to the target, CPU seconds
+    on the same vLLM server. Steps to the target vary a lot between runs, so each contender runs
+    ``--agent-repeats`` rounds (default 3, seed = round) and the rows are medians, with every run's
+    steps and time to the target beside them. Reported per run: step time, time and steps to the target, CPU seconds
     (the run's process, its env-server pool and the vLLM server), mean off-policy steps,
     trainer/inference mismatch (ours: mean k3 KL per sampled token; TRL logs none for a
     ``rollout_func``). Goals (issue 20): at least 3x the synchronous loop's time to target, at most
@@ -39,6 +41,7 @@ the tables. SIGTERM / Ctrl-C stop the vLLM servers and the worker processes the 
 
     python benchmarks/train.py [--quick] [--precision auto|bf16|fp32|both]
                                [--only trivial|generation|agentic|transport|proof] [--agent-async-steps N]
+                               [--agent-repeats N]
                                [--json OUT.json]
 """
 
@@ -319,7 +322,7 @@ def ours_run(label: str, start: Path, base_url: str, model: str, env_id: str, *,
              max_tokens: int, steps: int, target: float | None, out: Path, env_args: dict | None = None,
              seq_len: int = 128, dtype: str = "float32", lr: float = LR, max_in_flight: int | None = None,
              server_pid: int | None = None, groups: int = GROUPS, group_size: int = GROUP_SIZE,
-             env_server: str = "auto", workers: int = 1) -> dict[str, Any]:
+             env_server: str = "auto", workers: int = 1, seed: int = 0) -> dict[str, Any]:
     from verifiers.train.config import TrainConfig
     from verifiers.train.inference import InferenceServer
     from verifiers.train.loop import run_training
@@ -332,9 +335,9 @@ def ours_run(label: str, start: Path, base_url: str, model: str, env_id: str, *,
         "orchestrator": {"batch_groups": groups, "group_size": group_size,
                          "max_in_flight": max_in_flight or 2 * groups,
                          "async_steps": async_steps, "max_off_policy": max(async_steps, 0) + 1,
-                         "drop_no_signal": False, "max_seq_len": seq_len},
+                         "drop_no_signal": False, "max_seq_len": seq_len, "seed": seed},
         "trainer": {"seq_len": seq_len, "micro_batch_rows": 8, "dtype": dtype, "optim": {"lr": lr}},
-        "run": {"steps": steps, "output": str(out), "target_reward": target, "checkpoint_every": 0},
+        "run": {"steps": steps, "output": str(out), "target_reward": target, "checkpoint_every": 0, "seed": seed},
         "logging": {"sample_rollouts": 0},
     })
     cpu0, srv0, kids0 = process_cpu_s(), pid_cpu_s(server_pid), children_cpu_s()
@@ -460,7 +463,7 @@ def trl_bridge_run(*args: Any, **kwargs: Any) -> dict[str, Any]:
 def trl_bridge_run_here(label: str, start: Path, base_url: str, model: str, env_file: str, *, steps: int,
                         target: float | None, out: Path, max_tokens: int, completion_len: int, lr: float,
                         server_pid: int | None = None, groups: int = GROUPS,
-                        group_size: int = GROUP_SIZE) -> dict[str, Any]:
+                        group_size: int = GROUP_SIZE, seed: int = 0) -> dict[str, Any]:
     """TRL's own loop (synchronous: generate through the bridge, then train), weights reloaded into the
     same vLLM server before each step by the bridge."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -498,7 +501,7 @@ def trl_bridge_run_here(label: str, start: Path, base_url: str, model: str, env_
         gradient_accumulation_steps=1, max_completion_length=completion_len, learning_rate=lr, beta=0.0,
         temperature=1.0, scale_rewards="none", lr_scheduler_type="constant", warmup_steps=0,
         max_steps=steps, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, bf16=False,
-        seed=0, disable_tqdm=True, max_grad_norm=1.0, weight_decay=0.0, adam_beta2=0.99,
+        seed=seed, disable_tqdm=True, max_grad_norm=1.0, weight_decay=0.0, adam_beta2=0.99,
         gradient_checkpointing=False,
     )
     rollout_func = make_rollout_func(env, base_url, model=model, sampling_args={"max_tokens": max_tokens},
@@ -524,6 +527,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             "final_reward"]
     if any("cpu_s" in r for r in rows):
         cols += ["cpu_s", "off_policy_mean", "mismatch_kl"]
+    if any("each_time_to_target_s" in r for r in rows):
+        cols += ["each_steps_to_target", "each_time_to_target_s"]
     lines = [" | ".join(cols), " | ".join("---" for _ in cols)]
     for r in rows:
         lines.append(" | ".join("-" if r.get(c) is None else str(r.get(c)) for c in cols))
@@ -546,6 +551,9 @@ def main() -> None:
                     help="run one workload only (transport, proof: env servers vs in process; only when asked)")
     ap.add_argument("--agent-async-steps", type=int, default=2,
                     help="async_steps of the agentic workload's asynchronous run (default 2)")
+    ap.add_argument("--agent-repeats", type=int, default=None,
+                    help="rounds of the agentic workload (each contender once per round, seed = round; "
+                         "rows are medians; default 3, 1 with --quick)")
     ap.add_argument("--precision", choices=["auto", "bf16", "fp32", "both"], default="auto",
                     help="precision(s) of the generation-dominated workload (auto: bf16 only on CPUs "
                          "with native bf16, else fp32)")
@@ -569,7 +577,8 @@ def main() -> None:
         if "generation" in want:
             generation_workload(work, gen_steps, results, choose_precisions(a.precision))
         if "agentic" in want:
-            agentic_workload(work, agent_steps, results, async_steps=a.agent_async_steps)
+            agentic_workload(work, agent_steps, results, async_steps=a.agent_async_steps,
+                             repeats=a.agent_repeats or (1 if a.quick else 3))
         if "transport" in want:
             transport_workload(work, 5 if a.quick else 20, results)
         if "proof" in want:
@@ -672,13 +681,20 @@ def generation_workload(work: Path, max_steps: int, results: dict[str, Any], pre
                f"{precision}, from one SFT checkpoint", gen)
 
 
-def agentic_workload(work: Path, max_steps: int, results: dict[str, Any], async_steps: int = 2) -> None:
+def agentic_workload(work: Path, max_steps: int, results: dict[str, Any], async_steps: int = 2,
+                     repeats: int = 3) -> None:
     """The workload asynchronous RL is for: multi-turn tool use with slow, heavy-tailed tools.
 
     Every contender starts from the same SFT checkpoint and talks to the same vLLM server: ours
-    asynchronous (twice a batch of groups in flight, the trainer takes groups as they finish), ours
-    synchronous (one batch, then train, then update), and TRL's GRPOTrainer driven through our TRL
-    bridge (its own synchronous loop, the bridge reloads the weights before each step).
+    asynchronous (up to ``async_steps + 1`` batches of groups in flight, the most the off-policy
+    budget admits; the trainer takes groups as they finish), ours synchronous (one batch, then train,
+    then update), and TRL's GRPOTrainer driven through our TRL bridge (its own synchronous loop, the
+    bridge reloads the weights before each step).
+
+    Steps to the target vary a lot from run to run (the sampled tokens, the tools' latencies and
+    which groups finish first all differ), so the contenders run ``repeats`` rounds, round r with
+    seed r for all three (data order, trainer and TRL seeds), and each row is the median over the
+    rounds; a run that never reaches the target counts as slower than any that does.
     """
     from verifiers.serving.tiny_model import TinyModelSpec, write_tiny_model
 
@@ -691,27 +707,61 @@ def agentic_workload(work: Path, max_steps: int, results: dict[str, Any], async_
     seq = 256
     g, gs = AGENT_GROUPS, AGENT_GROUP_SIZE
     log(f"agentic workload: tools with log-normal latency (median {TOOL_MEDIAN_S} s, p99 {TOOL_P99_S} s), "
-        f"2-4 calls per answer, up to {AGENT_TOKENS} tokens per turn")
+        f"2-4 calls per answer, up to {AGENT_TOKENS} tokens per turn, {repeats} round(s)")
+    labels = (f"ours async (async_steps={async_steps}, up to {async_steps + 1} batches in flight, env servers)",
+              "ours sync (async_steps=0)", "TRL GRPOTrainer (our bridge, same vLLM)")
+    runs: list[list[dict[str, Any]]] = [[], [], []]
     with policy_server(start, ["--max-num-seqs", "256"]) as srv:
         common = {"max_tokens": AGENT_TOKENS, "steps": max_steps, "target": AGENT_TARGET, "seq_len": seq,
                   "lr": AGENT_LR, "groups": g, "group_size": gs}
-        rows = [
-            ours(f"ours async (async_steps={async_steps}, 2 batches in flight, env servers)", start, srv,
-                 str(env_file), async_steps=async_steps,
-                 max_in_flight=2 * g, out=work / "ag2", **common),
-            ours("ours sync (async_steps=0)", start, srv, str(env_file), async_steps=0, max_in_flight=g,
-                 out=work / "ag0", **common),
-        ]
-        srv.reload_weights(start)
-        log("TRL GRPOTrainer through our TRL bridge on the same vLLM server")
-        rows.append(trl_bridge_run("TRL GRPOTrainer (our bridge, same vLLM)", start, srv.base_url, srv.model,
-                                   str(env_file), steps=max_steps, target=AGENT_TARGET, out=work / "agtrl",
-                                   max_tokens=AGENT_TOKENS, completion_len=seq, lr=AGENT_LR, groups=g,
-                                   group_size=gs, server_pid=srv.process.pid if srv.process else None))
+        for r in range(repeats):
+            log(f"agentic round {r + 1} of {repeats} (seed {r})")
+            runs[0].append(ours(labels[0], start, srv, str(env_file), async_steps=async_steps,
+                                max_in_flight=(async_steps + 1) * g, out=work / f"ag{async_steps}-{r}", seed=r,
+                                **common))
+            runs[1].append(ours(labels[1], start, srv, str(env_file), async_steps=0, max_in_flight=g,
+                                out=work / f"ag0-{r}", seed=r, **common))
+            srv.reload_weights(start)
+            runs[2].append(trl_bridge_run(labels[2], start, srv.base_url, srv.model, str(env_file),
+                                          steps=max_steps, target=AGENT_TARGET, out=work / f"agtrl-{r}",
+                                          max_tokens=AGENT_TOKENS, completion_len=seq, lr=AGENT_LR, groups=g,
+                                          group_size=gs, server_pid=srv.process.pid if srv.process else None,
+                                          seed=r))
+            a, s_, t = (x[-1]["time_to_target_s"] for x in runs)
+            log(f"round {r + 1}: time to target async {a} s, sync {s_} s, TRL {t} s "
+                f"(async vs sync {ratio(s_, a)}, async vs TRL {ratio(a, t)})")
+    rows = [median_row(label, rs) for label, rs in zip(labels, runs, strict=True)]
     results["agentic"] = rows
+    results["agentic_runs"] = runs
     report(f"Agentic workload: 2-4 tool calls per answer (log-normal latency, median {TOOL_MEDIAN_S} s, "
            f"p99 {TOOL_P99_S} s), 16-{AGENT_TOKENS} tokens per turn, {g}x{gs} rollouts per step, "
-           f"0.42 M params, fp32", rows)
+           f"0.42 M params, fp32, median of {repeats} round(s)", rows)
+
+
+def median_row(label: str, rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from repeated runs: the median of each figure; time and steps to the target take a run
+    that never reached it as slower than every run that did (None when the median run did not)."""
+    import statistics
+
+    def med(key: str, missing_last: bool = False) -> Any:
+        vals = [r.get(key) for r in rs]
+        if missing_last:
+            ranked = sorted(vals, key=lambda v: (v is None, v or 0.0))
+            return ranked[(len(ranked) - 1) // 2]  # the lower median: a real run's figure
+        nums = [v for v in vals if isinstance(v, (int, float))]
+        return round(statistics.median(nums), 3) if nums else None
+
+    row: dict[str, Any] = {"run": label}
+    for key in ("steps", "rl_s", "s_per_step", "tokens_per_s", "final_reward", "cpu_s", "off_policy_mean",
+                "mismatch_kl", "wall_s"):
+        row[key] = med(key)
+    row["steps_to_target"] = med("steps_to_target", missing_last=True)
+    row["time_to_target_s"] = med("time_to_target_s", missing_last=True)
+    row["each_time_to_target_s"] = "/".join("-" if r.get("time_to_target_s") is None else
+                                            f"{r['time_to_target_s']:g}" for r in rs)
+    row["each_steps_to_target"] = "/".join("-" if r.get("steps_to_target") is None else
+                                           str(r["steps_to_target"]) for r in rs)
+    return row
 
 
 def proof_workload(work: Path, steps: int, results: dict[str, Any]) -> None:

@@ -25,7 +25,8 @@ from typing import Any
 from pydantic import AliasChoices, Field, ValidationError
 
 from verifiers.cli.errors import UserError
-from verifiers.v1.configs import BaseConfig, SelectCLIConfig
+from verifiers.v1.configs import BaseConfig
+from verifiers.v1.configs.select import SelectCLIConfig
 
 SHORT = {"-m": "model", "-n": "select.limit", "-r": "num_rollouts", "-c": "max_concurrent", "-o": "output_dir",
          "-b": "client.base_url", "-k": "client.api_key_var", "-s": "select.shuffle", "-v": "verbose"}  # fmt: skip

@@ -23,7 +23,8 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from verifiers.ids import module_name_for, parse_env_id
+ID = str
+"""A plugin id: the name of an installed package that exports the plugin (``owner/name@1.0`` works)."""
 
 # kind -> the package holding the built-in plugins of that kind
 BUILTIN_PACKAGES: dict[str, str] = {
@@ -50,6 +51,8 @@ def plugin_module_name(plugin_id: str) -> str:
     >>> plugin_module_name("alice/My-Taskset@1.2.0")
     'my_taskset'
     """
+    from verifiers.ids import module_name_for, parse_env_id  # on first lookup: not part of defining a taskset
+
     try:
         name = parse_env_id(plugin_id).name
     except ValueError as exc:

@@ -5,7 +5,9 @@ its decorated methods (``@vf.reward``, ``@vf.metric``, ``@vf.stop``) are collect
 and functions plugged from config (``[env.taskset.task.rewards.NAME]``) join or replace them.
 """
 
-from __future__ import annotations
+# Field annotations here are objects, not strings (no ``from __future__ import annotations``):
+# pydantic would compile and evaluate each one when it defines the model, a cost every
+# ``import verifiers.v1`` plus a taskset pays (benchmarks/import_time.py --cases v1).
 
 import copy
 import hashlib
@@ -21,9 +23,10 @@ from typing_extensions import TypeVar
 
 from verifiers.v1.configs import DecoratedFunctionConfig, RewardFunctionConfig, TaskConfig
 from verifiers.v1.decorators import discover_decorated
+from verifiers.v1.fields import base_built_on_first_use, new_list
+from verifiers.v1.messages import Messages, content_text
 from verifiers.v1.plugins import concrete_type
 from verifiers.v1.state import StateT
-from verifiers.v1.types import Messages, content_text
 
 if TYPE_CHECKING:
     from verifiers.v1.trace import Trace
@@ -63,17 +66,18 @@ class Artifact(BaseModel):
     """A path collected from one runtime and restored at the same place in another."""
 
     source: str
-    exclude: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=new_list)
     required: bool = True
 
 
 SkillSource = Path | dict[str, str]
 
 
+@base_built_on_first_use
 class TaskData(BaseModel):
     """One task's data. Subclass it to add fields (``answer``, ``tests`` ...)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     idx: int | None = None
     """Position in the taskset's ``load()`` stream; set when iterating."""
@@ -85,10 +89,10 @@ class TaskData(BaseModel):
     image: str | None = None
     workdir: str | None = None
     agent_user: str | None = None
-    skills: list[SkillSource] = Field(default_factory=list)
+    skills: list[SkillSource] = Field(default_factory=new_list)
     network_allow: list[str] = Field(default_factory=lambda: ["*"])
-    network_block: list[str] = Field(default_factory=list)
-    artifacts: list[Artifact] = Field(default_factory=list)
+    network_block: list[str] = Field(default_factory=new_list)
+    artifacts: list[Artifact] = Field(default_factory=new_list)
     artifact_max_bytes: int = Field(MAX_ARTIFACT_BYTES, gt=0)
     timeout: TaskTimeout = TaskTimeout()
     resources: TaskResources = TaskResources()
@@ -153,13 +157,13 @@ class Task(Generic[DataT, StateT, ConfigT]):
         """Environment variables for the rollout's processes (not recorded on the trace)."""
         return {}
 
-    async def setup(self, trace: Trace, runtime: Any) -> None:
+    async def setup(self, trace: "Trace", runtime: Any) -> None:
         return None
 
-    async def finalize(self, trace: Trace, runtime: Any) -> None:
+    async def finalize(self, trace: "Trace", runtime: Any) -> None:
         return None
 
-    async def stage_verifier(self, trace: Trace, runtime: Any) -> None:
+    async def stage_verifier(self, trace: "Trace", runtime: Any) -> None:
         return None
 
     async def validate(self, runtime: Any) -> bool | None:
@@ -172,7 +176,7 @@ class Task(Generic[DataT, StateT, ConfigT]):
         clone.scoring_deferred = True
         return clone
 
-    async def score(self, trace: Trace, runtime: Any = None) -> None:
+    async def score(self, trace: "Trace", runtime: Any = None) -> None:
         """Run the metrics and rewards on ``trace`` (see ``verifiers.v1.scoring.score_task``)."""
         if self.scoring_deferred:
             return

@@ -1,90 +1,68 @@
-"""Messages, tools, sampling and token records of the v1 API: typed pydantic models.
+"""Tools, model-call and token records of the v1 API: typed pydantic models; this module also
+serves the names the original keeps here (messages: ``verifiers.v1.messages``; ``SamplingConfig``:
+``verifiers.v1.configs``; ``ID``: ``verifiers.v1.plugins``).
 
 Field names and shapes are the original 0.4.0 wire's (a trace we write loads there, and theirs
-here). Messages are a union discriminated by ``role``; a raw OpenAI-style dict validates into
-the right class.
+here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-ON_FIRST_USE = ConfigDict(defer_build=True)
-"""The config of a record the run path makes but defining a taskset does not: its validator and
-serializer are built on first use, not at import (``import verifiers.v1`` plus a taskset stays
-cheap; tests/v1/test_import.py)."""
+from verifiers.v1.configs import Sampling, SamplingConfig
+from verifiers.v1.fields import ON_FIRST_USE, new_list
+from verifiers.v1.messages import (
+    AssistantMessage,
+    ContentPart,
+    ImageUrlContentPart,
+    ImageUrlSource,
+    Message,
+    MessageContent,
+    Messages,
+    SystemMessage,
+    TextContentPart,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    content_text,
+    messages_to_openai,
+)
+from verifiers.v1.plugins import ID
 
-ID = str
-"""A plugin id: the name of an installed package that exports the plugin (``owner/name@1.0`` works)."""
-
-
-class TextContentPart(BaseModel):
-    type: Literal["text"] = "text"
-    text: str
-
-
-class ImageUrlSource(BaseModel):
-    url: str
-
-
-class ImageUrlContentPart(BaseModel):
-    type: Literal["image_url"] = "image_url"
-    image_url: ImageUrlSource
-
-
-ContentPart = Annotated[TextContentPart | ImageUrlContentPart, Field(discriminator="type")]
-MessageContent = str | list[ContentPart]
-
-
-def content_text(content: MessageContent | None) -> str:
-    """The text of a message's content; image parts contribute nothing."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "\n".join(part.text for part in content if isinstance(part, TextContentPart))
-
-
-class SystemMessage(BaseModel):
-    role: Literal["system"] = "system"
-    content: MessageContent
-
-
-class UserMessage(BaseModel):
-    role: Literal["user"] = "user"
-    content: MessageContent
-
-
-class ToolCall(BaseModel):
-    id: str
-    type: Literal["function", "custom"] = "function"
-    name: str
-    namespace: str | None = None
-    arguments: str
-    """The arguments exactly as the model wrote them (a JSON string for function tools)."""
-
-
-class AssistantMessage(BaseModel):
-    role: Literal["assistant"] = "assistant"
-    content: str | None = None
-    reasoning_content: str | None = None
-    tool_calls: list[ToolCall] | None = None
-    provider_state: list[dict[str, Any]] | None = None
-
-
-class ToolMessage(BaseModel):
-    role: Literal["tool"] = "tool"
-    tool_call_id: str
-    content: MessageContent
-    name: str | None = None
-
-
-Message = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
-Messages = list[Message]
+__all__ = [
+    "ID",
+    "ON_FIRST_USE",
+    "AssistantMessage",
+    "ContentPart",
+    "FinishReason",
+    "ImageUrlContentPart",
+    "ImageUrlSource",
+    "InterceptRecord",
+    "Message",
+    "MessageContent",
+    "Messages",
+    "Request",
+    "Response",
+    "Sampling",
+    "SamplingConfig",
+    "SamplingMask",
+    "SystemMessage",
+    "TextContentPart",
+    "Tool",
+    "ToolCall",
+    "ToolMessage",
+    "TurnTokens",
+    "Usage",
+    "UserMessage",
+    "content_text",
+    "messages_to_openai",
+    "new_list",
+]
 
 
 class Tool(BaseModel):
@@ -192,9 +170,9 @@ class TurnTokens(BaseModel):
 
     model_config = ON_FIRST_USE
 
-    prompt_ids: list[int] = Field(default_factory=list)
-    completion_ids: list[int] = Field(default_factory=list)
-    completion_logprobs: list[float] = Field(default_factory=list)
+    prompt_ids: list[int] = Field(default_factory=new_list)
+    completion_ids: list[int] = Field(default_factory=new_list)
+    completion_logprobs: list[float] = Field(default_factory=new_list)
 
 
 class Response(BaseModel):
@@ -210,47 +188,3 @@ class Response(BaseModel):
     usage: Usage | None = None
     tokens: TurnTokens | None = None
     raw: dict | None = Field(default=None, exclude=True, repr=False)
-
-
-class SamplingConfig(BaseModel):
-    """Sampling knobs; provider-specific keys pass through. ``max_completion_tokens`` and an
-    ``extra_body`` layer fold into one key per parameter."""
-
-    model_config = ConfigDict(extra="allow")
-
-    temperature: float | None = None
-    top_p: float | None = None
-    reasoning_effort: str | None = None
-    max_tokens: int | None = Field(None, validation_alias=AliasChoices("max_tokens", "max_completion_tokens"))
-
-    @model_validator(mode="before")
-    @classmethod
-    def _fold(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        folded: dict[str, Any] = {}
-        for layer in (data.get("extra_body") or {}, data):
-            layer = {k: v for k, v in layer.items() if k != "extra_body"}
-            if "max_completion_tokens" in layer:
-                layer.setdefault("max_tokens", layer.pop("max_completion_tokens"))
-            folded.update(layer)
-        return folded
-
-
-Sampling = SamplingConfig
-
-
-def messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
-    """v1 messages as OpenAI chat messages (tool calls nested under ``function``)."""
-    out = []
-    for m in messages:
-        d = m.model_dump(exclude_none=True)
-        if isinstance(m, AssistantMessage):
-            d.pop("provider_state", None)
-            if m.tool_calls:
-                d["tool_calls"] = [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls
-                ]
-            d.setdefault("content", None)
-        out.append(d)
-    return out

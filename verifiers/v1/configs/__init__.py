@@ -4,12 +4,14 @@ Every config refuses unknown keys (a typo in a TOML file is an error, not a sile
 setting). Sub-plugin configs are narrowed by id (``verifiers.v1.plugins``).
 """
 
-from __future__ import annotations
+# Field annotations here are objects, not strings (no ``from __future__ import annotations``):
+# pydantic would compile and evaluate each one when it defines the model, a cost every
+# ``import verifiers.v1`` plus a taskset pays (benchmarks/import_time.py --cases v1).
 
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     AliasChoices,
@@ -17,22 +19,29 @@ from pydantic import (
     ConfigDict,
     Field,
     FiniteFloat,
-    SerializeAsAny,
     field_validator,
     model_validator,
 )
 
-from verifiers.v1.plugins import PluginError, concrete_type, import_plugin, narrow_field, register_resolver
-from verifiers.v1.types import ID, SamplingConfig
+from verifiers.v1.fields import AS_ANY, base_built_on_first_use, new_list
+from verifiers.v1.plugins import (
+    ID,
+    PluginError,
+    concrete_type,
+    import_plugin,
+    narrow_field,
+    register_resolver,
+)
 
 
+@base_built_on_first_use
 class BaseConfig(BaseModel):
     """A config: unknown keys are refused. A table given for a field whose default is a config
     with values of its own (``user = AgentConfig(max_turns=8)``) is laid over that default, as the
     original's configs are: ``[env.user.runtime]`` keeps the user's ``max_turns``. A table naming
     another plugin (``id``, a runtime's ``type``) than the default's replaces it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -71,6 +80,34 @@ def _laid_over(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     for k, v in top.items():
         out[k] = _laid_over(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
+
+
+class SamplingConfig(BaseModel):
+    """Sampling knobs; provider-specific keys pass through. ``max_completion_tokens`` and an
+    ``extra_body`` layer fold into one key per parameter."""
+
+    model_config = ConfigDict(extra="allow")
+
+    temperature: float | None = None
+    top_p: float | None = None
+    reasoning_effort: str | None = None
+    max_tokens: int | None = Field(None, validation_alias=AliasChoices("max_tokens", "max_completion_tokens"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        folded: dict[str, Any] = {}
+        for layer in (data.get("extra_body") or {}, data):
+            layer = {k: v for k, v in layer.items() if k != "extra_body"}
+            if "max_completion_tokens" in layer:
+                layer.setdefault("max_tokens", layer.pop("max_completion_tokens"))
+            folded.update(layer)
+        return folded
+
+
+Sampling = SamplingConfig
 
 
 class DecoratedFunctionConfig(BaseConfig):
@@ -132,7 +169,7 @@ class JudgeConfig(BaseConfig):
         return self.name or self.id
 
 
-Judges = list[SerializeAsAny[JudgeConfig]]
+Judges = list[Annotated[JudgeConfig, AS_ANY]]
 """A task's plugged judges, each validated into its judge's own config class."""
 
 
@@ -183,7 +220,7 @@ class TaskConfig(BaseConfig):
     """Run-time knobs that task behaviour reads (``[env.taskset.task]``). Every field of a
     subclass needs a default: a task built without a config builds its declared config type."""
 
-    judges: Judges = Field(default_factory=list)
+    judges: Judges = Field(default_factory=new_list)
     """Judges run after the task's own rewards (``[[env.taskset.task.judges]]``), each recording
     the reward ``name or id``."""
     stops: dict[str, DecoratedFunctionConfig] = Field(default_factory=dict)
@@ -196,17 +233,20 @@ class TaskConfig(BaseConfig):
         return resolve_judges(value)
 
     @model_validator(mode="after")
-    def _distinct_judges(self) -> TaskConfig:
+    def _distinct_judges(self) -> "TaskConfig":
         keys = [j.key for j in self.judges]
         if dupes := sorted({k for k in keys if keys.count(k) > 1}):
             raise ValueError(f"judges share the reward key {dupes}; give each a distinct name")
         return self
 
 
+@base_built_on_first_use
 class SharedTasksetConfig(BaseConfig):
     """The knobs every taskset has, whatever its id."""
 
-    task: SerializeAsAny[TaskConfig] = TaskConfig()
+    model_config = ConfigDict(defer_build=True)
+
+    task: Annotated[TaskConfig, AS_ANY] = TaskConfig()
     system_prompt: Path | None = None
     """A file whose text replaces every task's ``system_prompt`` when iterating."""
 
@@ -249,10 +289,10 @@ class TaskMatchConfig(BaseConfig):
     """Tasks named by position (``idx``: ints or ``start:stop:step`` slices, also comma-separated)
     or by identity (``ids``, ``keys``, ``names``); a task matches when any list names it."""
 
-    idx: list[int | str] = Field(default_factory=list)
-    ids: list[str] = Field(default_factory=list)
-    keys: list[str] = Field(default_factory=list)
-    names: list[str] = Field(default_factory=list)
+    idx: list[int | str] = Field(default_factory=new_list)
+    ids: list[str] = Field(default_factory=new_list)
+    keys: list[str] = Field(default_factory=new_list)
+    names: list[str] = Field(default_factory=new_list)
 
     @field_validator("idx", mode="before")
     @classmethod
@@ -307,32 +347,10 @@ class SelectConfig(BaseConfig):
     limit: int | None = Field(None, ge=1)
 
 
-class SelectCLIConfig(SelectConfig):
-    """``SelectConfig`` with the command line's short keys ``n`` (limit) and ``s`` (shuffle)."""
+def __getattr__(name: str) -> Any:
+    # a trace's record of an agent config: defined on first use, not when a taskset is
+    if name == "WireAgentConfig":
+        from verifiers.v1.configs.wire import WireAgentConfig
 
-    model_config = ConfigDict(defer_build=True)  # the command line's: built on first use
-
-    shuffle: bool = Field(False, validation_alias=AliasChoices("shuffle", "s"))
-    limit: int | None = Field(None, ge=1, validation_alias=AliasChoices("limit", "n"))
-
-
-class WireAgentConfig(BaseModel):
-    """An agent's config as a trace records it, read without resolving any plugin: the agent
-    that produced the trace (harness, runtime, model, limits). Unknown keys are kept. The full
-    ``AgentConfig`` (a role of an env) comes with the env layer and dumps to this shape."""
-
-    model_config = ConfigDict(extra="allow", defer_build=True)  # a trace's: built on first use
-
-    harness: dict[str, Any] | None = None
-    runtime: dict[str, Any] = Field(default_factory=lambda: {"type": "subprocess"})
-    """The embedded default is the local subprocess runtime (0.4.0's is a hosted sandbox)."""
-    model: str | None = None
-    client: dict[str, Any] | None = None
-    sampling: dict[str, Any] | None = None
-    max_turns: int | None = None
-    max_input_tokens: int | None = None
-    max_output_tokens: int | None = None
-    max_total_tokens: int | None = None
-    timeout: dict[str, Any] = Field(default_factory=dict)
-    retries: dict[str, Any] = Field(default_factory=dict)
-    network_notice: bool = True
+        return WireAgentConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
