@@ -40,6 +40,15 @@ def test_task_collects_its_decorated_hooks_per_class() -> None:
     same = ArithTask(ArithData(prompt="1 + 1?", answer=2))
     other = ArithTask(ArithData(prompt="1 + 1?", answer=3))
     assert task.hash == same.hash != other.hash and task.key == task.hash
+    # hashed once per data object: new data (replaced, or a copy's) is hashed again
+    assert task.with_data(answer=3).hash == other.hash and task.hash == same.hash
+    task.data = other.data
+    assert task.hash == other.hash
+
+    class Aliased(ArithTask):
+        again = ArithTask.correct  # one reward under two attribute names: still one hook
+
+    assert [f.__name__ for f in Aliased(task.data).hooks("reward")] == ["bonus", "correct"]
     assert ArithTask.data_type() is ArithData and ArithTask.state_type() is vf.State
     with pytest.raises(TypeError, match="takes a TaskData"):
         ArithTask({"prompt": "x"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pydantic
 import pytest
@@ -81,8 +82,14 @@ def test_an_episode_is_its_traces_and_their_totals() -> None:
     trace = build_trace()
     episode = vf.Episode(task=trace.task, traces=[trace, build_trace()], ok=True)
     assert episode.num_turns == 6 and episode.num_output_tokens == 10
-    wire = vf.WireEpisode.model_validate(episode.to_record())
+    record = episode.to_record()
+    wire = vf.WireEpisode.model_validate(record)
     assert [t.id for t in wire.traces] == [t.id for t in episode.traces]
+    # a node's raw tensors stay off the JSON record (msgpack wire only); the rest is unchanged
+    episode.traces[1].nodes[2].routed_experts = {"__nd__": True, "dtype": "uint8", "shape": [2, 1, 1], "data": "AAE="}
+    episode.traces[0].nodes[4].sampling_mask = {"ids": [1], "counts": [1]}
+    assert episode.to_record() == record
+    assert "routed_experts" not in json.dumps(record) and "sampling_mask" not in json.dumps(record)
 
 
 def test_deltas_rebuild_the_trace_the_worker_holds() -> None:
@@ -242,3 +249,41 @@ def test_json_records_round_the_per_token_float_streams_they_carry() -> None:
     assert trace.to_record(float_decimals=None)["nodes"][2]["logprobs"] == [-0.123456789, -1.0]
     assert node.model_dump()["logprobs"] == [-0.123456789, -1.0]
     assert '"logprobs":[-0.1235,-1.0]' in node.model_dump_json()
+
+
+def test_the_writers_episode_line_is_the_episode_record() -> None:
+    """traces.jsonl's line is spliced from the episode's own JSON and the engine's keys; it reads
+    back as the plain record, odd values included, and a line the serializer cannot write (a lone
+    surrogate) is the plain record's."""
+    from verifiers.utils.results import HeadedRecord, encode_record
+    from verifiers.v1.rollout import episode_line, episode_record
+
+    def state_of(trace: vf.Trace) -> dict:
+        episode = vf.Episode(task=trace.task, traces=[trace], ok=True)
+        return {"_episode": episode, "_task": vf.Task(trace.task.data), "example_id": 3, "rollout_index": 1,
+                "reward": 2.0, "metrics": {"turns": 3.0}, "usage": {"prompt_tokens": 12}, "complete": True,
+                "timing": {"total_ms": 1.5}}  # fmt: skip
+
+    def read(line: bytes) -> str:  # NaN-safe comparison of decoded values
+        return json.dumps(json.loads(line), sort_keys=True)
+
+    trace = build_trace()
+    trace.rewards["odd"] = vf.Reward(score=float("nan"))
+    trace.metrics["far"] = float("inf")
+    trace.info.update(nan=float("nan"), tup=(1, 2), keys={1: "a"}, big=10**30, text="é ✓")
+    state = state_of(trace)
+    line = episode_line(state)
+    assert isinstance(line, HeadedRecord) and line["example_id"] == 3 and "traces" not in line
+    plain = episode_record(state)
+    assert read(encode_record(line)) == read(encode_record(dict(plain)))
+    assert read(json.dumps(line.full()).encode()) == read(json.dumps(plain).encode())
+    clean = build_trace()
+    again = vf.WireEpisode.model_validate(json.loads(encode_record(episode_line(state_of(clean)))))
+    assert again.traces[0].id == clean.id and again.traces[0].rewards["correct"].score == 1.0
+
+    bad = build_trace()
+    bad.info["s"] = "\ud800"
+    state = state_of(bad)
+    line = episode_line(state)
+    assert not isinstance(line, HeadedRecord)
+    assert read(encode_record(line)) == read(encode_record(episode_record(state)))

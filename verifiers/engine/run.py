@@ -41,6 +41,7 @@ from verifiers.utils.results import (
     build_metadata,
     hashable_key,
     pair_rows,
+    plain_record,
     record_for,
     rollout_positions,
     write_metadata,
@@ -128,7 +129,7 @@ async def _run_groups(
         if writer is not None:
             kept.append((order, writer.write(record)))
         else:
-            kept.append((order, record))
+            kept.append((order, plain_record(record)))
             states_kept.append((order, state))
         tracker.add(RolloutSummary.from_record(record))
 

@@ -257,13 +257,47 @@ def _fast_encode(record: dict[str, Any]) -> bytes | None:
     return None
 
 
+class HeadedRecord(dict):
+    """A record whose leading keys an API's own serializer already wrote as JSON: ``head`` is that
+    JSON object without its closing brace (``b'{"id":...'``), the dict holds the keys that follow
+    (the engine's). The writer splices the two (:func:`encode_record`) instead of building the
+    whole record as Python objects and checking its encoding; :meth:`full` is the plain record
+    (the head decoded, then the dict's keys), for every other use. The head's keys must not
+    repeat in the dict."""
+
+    __slots__ = ("head",)
+
+    def __init__(self, head: bytes, rest: Mapping[str, Any]) -> None:
+        super().__init__(rest)
+        self.head: bytes | None = head
+
+    def full(self) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(self.head + b"}") if self.head is not None else {}
+        out.update(self)
+        return out
+
+
+def plain_record(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` as a plain dict (a :class:`HeadedRecord` made whole)."""
+    return record.full() if isinstance(record, HeadedRecord) else record
+
+
 def encode_record(record: dict[str, Any]) -> bytes:
     """One line of results.jsonl for ``record``; a record JSON cannot hold as it is is saved with
     the offending values replaced and the change recorded (``record`` is updated in place).
 
     A record of JSON's own types only (the common case) is encoded by
     msgspec (:func:`_fast_encode`: the same JSON values, compact); any other goes through
-    :func:`dumps`."""
+    :func:`dumps`. A :class:`HeadedRecord`'s head is written as it is, its dict after it; when
+    the dict cannot be written that way, the whole record goes the plain way."""
+    if isinstance(record, HeadedRecord) and record.head is not None:
+        rest = _fast_encode(dict(record))
+        if rest is not None:
+            return record.head + (b"," + rest[1:] if rest != b"{}" else b"}") + b"\n"
+        whole = record.full()
+        record.clear()
+        record.update(whole)
+        record.head = None
     line = _fast_encode(record)
     if line is not None:
         return line + b"\n"

@@ -241,89 +241,85 @@ class Agent:
 
     @contextlib.asynccontextmanager
     async def interaction(self, task: Task, *, runtime: Runtime | None = None, collect_artifacts: bool = False) -> AsyncIterator[Interaction]:
+        from verifiers.v1.interception import CallContext
         from verifiers.v1.mcp.client import ToolServers, finish
 
         servers = ToolServers()
         try:
-            async with self._interaction(task, servers, runtime=runtime, collect_artifacts=collect_artifacts) as it:
-                yield it
-        finally:
-            # the rollout's own tool servers end with it, on every path (a cancel included)
-            await finish(servers.close())
-
-    @contextlib.asynccontextmanager
-    async def _interaction(
-        self, task: Task, servers: Any, *, runtime: Runtime | None, collect_artifacts: bool
-    ) -> AsyncIterator[Interaction]:
-        from verifiers.v1.interception import CallContext
-
-        trace = Trace.for_task(task, record=self.run_ctx.record_of(task), agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
-        trace.ok = True
-        if self.run_ctx.on_open is not None:
-            self.run_ctx.on_open(trace)
-        borrowed = runtime is not None
-        timing = trace.timing
-        timing.boot.start = time.time()
-        if borrowed:
-            trace.agent.runtime = runtime.info  # type: ignore[union-attr]
-        else:
-            try:
-                runtime = make_runtime(task_runtime_config(self.config.runtime, getattr(task.data, "resources", None)))
-                trace.agent.runtime = runtime.info
-                refused = runtime.refuse_task(task.data)
-                if refused is not None:
-                    raise SandboxError(refused)
-                await runtime.start()
-                trace.agent.runtime = runtime.info
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                raise
-            except Exception as exc:
-                runtime = None
-                trace.record_error(exc if isinstance(exc, SandboxError) else SandboxError(str(exc)))
-        ctx = CallContext.for_task(
-            task, client=self._client(), model=self.model, trace=trace, runtime=runtime,
-            sampling=self._sampling(), max_turns=self.config.max_turns, endpoint="chat_completions",
-        )  # fmt: skip
-        it = Interaction(self, task, trace, runtime, ctx)  # type: ignore[arg-type]
-        timing.boot.end = timing.setup.start = time.time()
-        if runtime is not None and not trace.is_completed:
-            # the base classes' hooks do nothing: a stage is run only for an override
-            if _overrides(task, Task, "setup"):
-                await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
-            if _overrides(self.harness, Harness, "setup"):
-                await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
-        if runtime is not None and not trace.is_completed:
-            await self._open_tools(it, servers, self.config.timeout.setup or task.data.timeout.setup)
-        timing.setup.end = timing.agent.start = time.time()
-        try:
-            limit = self.config.timeout.rollout or task.data.timeout.agent
-            if limit:
-                try:
-                    async with asyncio.timeout(limit):
-                        yield it
-                except TimeoutError:
-                    trace.record_timeout("rollout")
+            trace = Trace.for_task(task, record=self.run_ctx.record_of(task), agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
+            trace.ok = True
+            if self.run_ctx.on_open is not None:
+                self.run_ctx.on_open(trace)
+            borrowed = runtime is not None
+            timing = trace.timing
+            timing.boot.start = time.time()
+            if borrowed:
+                trace.agent.runtime = runtime.info  # type: ignore[union-attr]
             else:
-                yield it
+                try:
+                    runtime = make_runtime(task_runtime_config(self.config.runtime, getattr(task.data, "resources", None)))
+                    trace.agent.runtime = runtime.info
+                    refused = runtime.refuse_task(task.data)
+                    if refused is not None:
+                        raise SandboxError(refused)
+                    await runtime.start()
+                    trace.agent.runtime = runtime.info
+                except (asyncio.CancelledError, KeyboardInterrupt):
+                    raise
+                except Exception as exc:
+                    runtime = None
+                    trace.record_error(exc if isinstance(exc, SandboxError) else SandboxError(str(exc)))
+            ctx = CallContext.for_task(
+                task, client=self._client(), model=self.model, trace=trace, runtime=runtime,
+                sampling=self._sampling(), max_turns=self.config.max_turns, endpoint="chat_completions",
+            )  # fmt: skip
+            it = Interaction(self, task, trace, runtime, ctx)  # type: ignore[arg-type]
+            timing.boot.end = timing.setup.start = time.time()
+            if runtime is not None and not trace.is_completed:
+                # the base classes' hooks do nothing: a stage is run only for an override
+                if _overrides(task, Task, "setup"):
+                    await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
+                if _overrides(self.harness, Harness, "setup"):
+                    await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
+            if runtime is not None and not trace.is_completed:
+                await self._open_tools(it, servers, self.config.timeout.setup or task.data.timeout.setup)
+            timing.setup.end = timing.agent.start = time.time()
+            try:
+                limit = self.config.timeout.rollout or task.data.timeout.agent
+                if limit:
+                    try:
+                        async with asyncio.timeout(limit):
+                            yield it
+                    except TimeoutError:
+                        trace.record_timeout("rollout")
+                else:
+                    yield it
+            finally:
+                timing.agent.end = timing.finalize.start = time.time()
+                trace.split_agent_time()
+                if runtime is not None and not trace.is_timeout:
+                    if _overrides(task, Task, "finalize"):  # the base class's finalize does nothing
+                        await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
+                    if collect_artifacts and task.data.artifacts and not trace.errors:
+                        await self._collect(trace, task, runtime)
+                timing.finalize.end = time.time()
+                if not trace.is_completed:
+                    # the env left the interaction with the run still going (the original's name)
+                    trace.stop("user_closed")
+                trace.ok = not trace.errors
+                if self.run_ctx.on_trace is not None:
+                    # a borrowed box is its owner's: stopped when the owner's block ends, before the
+                    # episode is scored, so scoring gets no runtime for it (score in the block instead)
+                    self.run_ctx.on_trace(trace, (task, runtime if not borrowed else None))
+                elif runtime is not None and not borrowed:
+                    await runtime.stop()
         finally:
-            timing.agent.end = timing.finalize.start = time.time()
-            trace.split_agent_time()
-            if runtime is not None and not trace.is_timeout:
-                if _overrides(task, Task, "finalize"):  # the base class's finalize does nothing
-                    await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
-                if collect_artifacts and task.data.artifacts and not trace.errors:
-                    await self._collect(trace, task, runtime)
-            timing.finalize.end = time.time()
-            if not trace.is_completed:
-                # the env left the interaction with the run still going (the original's name)
-                trace.stop("user_closed")
-            trace.ok = not trace.errors
-            if self.run_ctx.on_trace is not None:
-                # a borrowed box is its owner's: stopped when the owner's block ends, before the
-                # episode is scored, so scoring gets no runtime for it (score in the block instead)
-                self.run_ctx.on_trace(trace, (task, runtime if not borrowed else None))
-            elif runtime is not None and not borrowed:
-                await runtime.stop()
+            # the rollout's own tool servers end with it, on every path (a cancel included), after
+            # its trace is handed on; a rollout that started none has nothing to wait for
+            if servers.own:
+                await finish(servers.close())
+            else:
+                servers.tools = {}
 
     async def _collect(self, trace: Trace, task: Task, runtime: Runtime) -> None:
         from verifiers.v1.artifacts import collect

@@ -123,9 +123,18 @@ class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         return out
 
     def to_record(self, float_decimals: int | None = RECORD_FLOAT_DECIMALS) -> dict[str, Any]:
-        return self.model_dump(
-            mode="json", exclude={"traces": {"__all__": EXCLUDE_FIELDS}}, exclude_none=True, serialize_as_any=True, context={"float_decimals": float_decimals}
-        )
+        return self.model_dump(mode="json", **self._record_options(float_decimals))
+
+    def to_json(self, float_decimals: int | None = RECORD_FLOAT_DECIMALS) -> bytes:
+        """:meth:`to_record` as JSON bytes, written by the model's own serializer (no dict built)."""
+        return type(self).__pydantic_serializer__.to_json(self, **self._record_options(float_decimals))
+
+    def _record_options(self, float_decimals: int | None) -> dict[str, Any]:
+        # the raw tensors are None on most nodes, which exclude_none drops anyway: the nested
+        # exclude (a slower dump) only when some node carries one
+        tensors = any(n.routed_experts is not None or n.sampling_mask is not None for t in self.traces for n in t.nodes)
+        return {"exclude": {"traces": {"__all__": EXCLUDE_FIELDS}} if tensors else None, "exclude_none": True,
+                "serialize_as_any": True, "context": {"float_decimals": float_decimals}}  # fmt: skip
 
 
 WireEpisode = Episode[WireTaskData, State, WireAgentConfig]

@@ -181,7 +181,8 @@ async def call_tool(fn: Callable[..., Any], arguments: str, available: dict[str,
             args[key] = available[key]
     try:
         if inspect.iscoroutinefunction(fn):
-            result = await asyncio.wait_for(fn(**args), timeout)
+            async with asyncio.timeout(timeout):  # in this task: no task per tool call
+                result = await fn(**args)
         else:
             result = await asyncio.wait_for(asyncio.to_thread(fn, **args), timeout)
     except TimeoutError:

@@ -70,7 +70,10 @@ class V1Scorer:
         return sorted(n for n in dir(task_cls) if getattr(getattr(task_cls, n, None), "reward", False) is True)
 
     async def score_group(self, states: Sequence[State]) -> None:
-        await asyncio.gather(*(self._score(st) for st in states))
+        if len(states) == 1:  # one episode (a group of one): no task to wrap it in
+            await self._score(states[0])
+        else:
+            await asyncio.gather(*(self._score(st) for st in states))
 
     async def _score(self, state: State) -> None:
         episode: Episode | None = state.get("_episode")
@@ -101,16 +104,28 @@ FINALIZE_PREFIX = "finalize: "
 async def finalize_episode(env: Env, task: Task, episode: Episode) -> None:
     """The env's ``finalize`` over a scored episode (skipped when the episode already failed); a
     failure is an episode error (``finalize: ...``). Then the episode's standing (``ok``)."""
-    from verifiers.v1.errors import EnvError
-
-    if not episode.errors:
+    if not episode.errors and _finalizes(env):
         try:
             await env.finalize(task, episode)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
+            from verifiers.v1.errors import EnvError
+
             episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"{FINALIZE_PREFIX}{exc}"))))
     episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
+
+
+_BASE_FINALIZE: list[Any] = []
+
+
+def _finalizes(env: Env) -> bool:
+    """Whether ``env`` has a ``finalize`` of its own (the base class's does nothing)."""
+    if not _BASE_FINALIZE:
+        from verifiers.v1.env import Env
+
+        _BASE_FINALIZE.append(Env.finalize)
+    return type(env).finalize is not _BASE_FINALIZE[0] or "finalize" in vars(env)
 
 
 async def stop_runtimes(finished: list[Any]) -> None:
@@ -153,6 +168,30 @@ def episode_record(state: State, run: Any = None) -> dict[str, Any]:
     (``example_id``, ``rollout_index``, ``reward``, ``metrics``, ``error``, ``usage``,
     ``timing``, ``complete``) that resume and the summary read. ``run`` (a ``RunInfo``) is
     stamped on an episode that has none, as the original's eval does."""
+    episode, keys = _episode_and_keys(state, run)
+    record = episode.to_record()
+    record.update(keys)
+    return record
+
+
+def episode_line(state: State, run: Any = None) -> dict[str, Any]:
+    """:func:`episode_record` as the run's writer takes it: the episode already JSON (written by
+    its own serializer, never built as a dict), the engine's keys after it (a
+    :class:`~verifiers.utils.results.HeadedRecord`; ``full()`` is :func:`episode_record`'s dict).
+    An episode its serializer cannot write (a lone surrogate) is the plain record."""
+    from verifiers.utils.results import HeadedRecord
+
+    episode, keys = _episode_and_keys(state, run)
+    try:
+        head = episode.to_json()
+    except ValueError:  # PydanticSerializationError: the dict path records what it can
+        record = episode.to_record()
+        record.update(keys)
+        return record
+    return HeadedRecord(head[:-1], keys)
+
+
+def _episode_and_keys(state: State, run: Any) -> tuple[Episode, dict[str, Any]]:
     episode: Episode | None = state.get("_episode")
     task: Task = state["_task"]
     if episode is None:  # the rollout stage recorded an error before an episode existed
@@ -166,8 +205,7 @@ def episode_record(state: State, run: Any = None) -> dict[str, Any]:
         episode.ok = False
     if run is not None and episode.run is None:
         episode.record_run(run)
-    record = episode.to_record()
-    record.update({
+    keys = {
         "example_id": state.get("example_id"),
         "rollout_index": state.get("rollout_index", 0),
         "reward": state.get("reward") or 0.0,
@@ -178,8 +216,8 @@ def episode_record(state: State, run: Any = None) -> dict[str, Any]:
         "usage": state.get("usage") or {},
         "timing": state.get("timing") or {},
         "complete": bool(state.get("complete")),
-    })  # fmt: skip
-    return record
+    }  # fmt: skip
+    return episode, keys
 
 
 def group_plan(
@@ -256,6 +294,7 @@ async def run_v1(
     is streamed to ``folder/traces.jsonl`` and ``resume`` keeps the complete ones already there.
     ``run``: the ``RunInfo`` stamped on every episode record."""
     env.check()
+    build = episode_line if folder is not None else episode_record  # a line for the writer, else the dict
     groups = [
         [{"example_id": task.data.idx if task.data.idx is not None else i, "rollout_index": r, "task": task} for r in range(num_rollouts)]
         for i, task in enumerate(tasks)
@@ -265,7 +304,7 @@ async def run_v1(
         max_concurrent=max_concurrent, max_concurrent_requests=max_concurrent_requests,
         timeout_per_rollout=timeout, folder=folder, resume=resume, on_progress=on_progress, on_start=on_start,
         metadata={"env_id": env.env_id, "taskset_id": env.config.taskset.id, "api": "v1", **(metadata or {})},
-        record=episode_record if run is None else functools.partial(episode_record, run=run), results_file=TRACES_FILE, keep_on_resume=lambda rec: bool(rec.get("complete")),
+        record=build if run is None else functools.partial(build, run=run), results_file=TRACES_FILE, keep_on_resume=lambda rec: bool(rec.get("complete")),
     )  # fmt: skip
     runner = EpisodeRunner(env)
     await env.start()

@@ -81,10 +81,11 @@ class _Plan:
     """What a hook's signature says, read once per function: its named parameters (required or
     not) and, on first need, its resolved annotations."""
 
-    __slots__ = ("fn", "hints", "params")
+    __slots__ = ("fn", "hints", "is_async", "params")
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn)
         self.params = [
             (name, p.default is p.empty)
             for name, p in inspect.signature(fn).parameters.items()
@@ -127,7 +128,10 @@ def _plan(fn: Callable[..., Any]) -> _Plan:
 def hook_arguments(fn: Callable[..., Any], available: Mapping[Any, Any]) -> dict[str, Any]:
     """The keyword arguments ``fn`` asks for, by parameter name, then by annotated type for the
     type keys of ``available``. A required parameter nothing provides is a ``TypeError``."""
-    plan = _plan(fn)
+    return _arguments(_plan(fn), available)
+
+
+def _arguments(plan: _Plan, available: Mapping[Any, Any]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     by_type: dict[Any, Any] | None = None
     for name, required in plan.params:
@@ -152,17 +156,16 @@ async def call_hook(
     naming the hook (``name``, else the function's name)."""
     name = name or getattr(fn, "__name__", repr(fn))
     try:
-        kwargs = hook_arguments(fn, available)
+        plan = _plan(fn)  # the signature, read once per function
+        kwargs = _arguments(plan, available)
     except (TypeError, ValueError) as exc:
         raise HookError(kind, name, str(exc), cause_type="TypeError") from exc
 
-    if inspect.iscoroutinefunction(fn):
-
-        async def run() -> Any:
-            return await _settle(await fn(**kwargs))
-
+    if plan.is_async:
         try:
-            return await asyncio.wait_for(run(), timeout)
+            # the hook runs in this task under a deadline (as wait_for, without a task per call)
+            async with asyncio.timeout(timeout):
+                return await _settle(await fn(**kwargs))
         except TimeoutError as exc:
             raise HookTimeout(kind, name, f"did not finish within {timeout:g} s", cause_type="TimeoutError") from exc
         except (HookError, asyncio.CancelledError):
@@ -199,6 +202,14 @@ async def call_hook(
         raise
     except Exception as exc:
         raise HookError(kind, name, f"raised {type(exc).__name__}: {exc}", cause_type=type(exc).__name__) from exc
+
+
+async def _together(coros: list[Any]) -> None:
+    """Await ``coros`` concurrently (``gather``); one is awaited as it is, none costs nothing."""
+    if len(coros) == 1:
+        await coros[0]
+    elif coros:
+        await asyncio.gather(*coros)
 
 
 async def _settle(result: Any) -> Any:
@@ -306,7 +317,7 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
     # metrics first, then rewards (each stage concurrently), as the original does: a reward may
     # read a metric off the trace (one metric runs the program, the reward reads ``passed``)
     for stage in ("metric", "reward"):
-        await asyncio.gather(*(one(kind, fn) for kind, fn in hooks if kind == stage))
+        await _together([one(kind, fn) for kind, fn in hooks if kind == stage])
 
     async def judged(judge: Any) -> None:
         # a plugged judge: after the task's own rewards; its reward is `name or id`, its weight
@@ -324,7 +335,7 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         else:
             trace.record_reward(name, value, judge.config.weight)
 
-    await asyncio.gather(*(judged(j) for j in judges))
+    await _together([judged(j) for j in judges])
     for exc in errors:
         # a task error (stop condition `task_error`) that keeps the hook's own traceback; its type
         # says what failed (HookTimeout, InvalidScore, HookError)
@@ -403,10 +414,10 @@ async def first_stop(
     ``Request``, a ``Response``, or None for the trace itself); it becomes the trace's stop
     condition. A hook that fails or returns a non-bool is recorded and stops the trace as a
     ``task_error``: a broken stop never lets a rollout run on unchecked."""
-    from verifiers.v1.errors import TaskError
-
     if not hooks:
         return None
+    from verifiers.v1.errors import TaskError
+
     kind = None if boundary is None else type(boundary)
     available = _boundary_available(trace, task, runtime, boundary)
     for fn in hooks:
@@ -432,6 +443,8 @@ async def apply_intercepts(
     """``value`` (a ``Request`` or ``Response``) after the ``@vf.intercept`` hooks for its type, in
     priority order: each returns a replacement of the same type or None (unchanged). Each rewrite
     is recorded on the trace; a failing hook is recorded and raised as a ``TaskError``."""
+    if not hooks:
+        return value
     from verifiers.v1.errors import TaskError
     from verifiers.v1.types import InterceptRecord, Request
 

@@ -128,8 +128,16 @@ class Task(Generic[DataT, StateT, ConfigT]):
 
     @property
     def hash(self) -> str:
-        """The content hash of the task's data (``trace.task.hash``)."""
-        return task_key(self.data.model_dump(mode="json", exclude_none=True))
+        """The content hash of the task's data (``trace.task.hash``). Hashed once per data object
+        (the data is a frozen row; each rollout of the task reads the hash), again when
+        ``self.data`` is replaced."""
+        data = self.data
+        cached = self.__dict__.get("_vf_hash_of")
+        if cached is not None and cached[0] is data:
+            return cached[1]
+        digest = task_key(data.model_dump(mode="json", exclude_none=True))
+        self.__dict__["_vf_hash_of"] = (data, digest)
+        return digest
 
     @property
     def key(self) -> str:
@@ -205,10 +213,12 @@ class Task(Generic[DataT, StateT, ConfigT]):
         priority or weight). Highest priority first, then by name."""
         kind = attr
         # intercepts are not pluggable from config (0.4.0 has no such table)
-        plugged: dict[str, DecoratedFunctionConfig] = {
-            "stop": self.config.stops, "metric": self.config.metrics, "reward": self.config.rewards
-        }.get(kind, {})  # fmt: skip
-        merged = {fn.__name__: fn for fn in discover_decorated(self, kind)}
+        table = _PLUGGABLE.get(kind)
+        plugged: dict[str, DecoratedFunctionConfig] = getattr(self.config, table) if table is not None else {}
+        decorated = discover_decorated(self, kind)
+        if not plugged and (len(decorated) < 2 or len({fn.__name__ for fn in decorated}) == len(decorated)):
+            return decorated  # the common case: the class's own hooks, already in this order
+        merged = {fn.__name__: fn for fn in decorated}
         for name, spec in plugged.items():
             merged[name] = _plugged(name, spec, kind, merged.get(name))
         return sorted(merged.values(), key=lambda fn: (-getattr(fn, f"{kind}_priority", 0), fn.__name__))
@@ -219,6 +229,10 @@ class Task(Generic[DataT, StateT, ConfigT]):
         MCP server each, closed when the rollout ends; a plain object's ``@vf.tool`` methods run
         in this process instead)."""
         return []
+
+
+_PLUGGABLE = {"stop": "stops", "metric": "metrics", "reward": "rewards"}
+"""The hook kinds a task config can plug functions into, and the config's table of each."""
 
 
 def _plugged(name: str, spec: DecoratedFunctionConfig, kind: str, decorated: Callable[..., Any] | None) -> Callable[..., Any]:

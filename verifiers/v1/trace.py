@@ -382,8 +382,10 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         self._on_change = on_change
 
     def notify(self) -> None:
-        if self._on_change is not None:
-            self._on_change(self)
+        # the private dict read directly (a private attribute's getattr is slow; every turn notifies)
+        on_change = self.__pydantic_private__["_on_change"]
+        if on_change is not None:
+            on_change(self)
 
     @property
     def pending(self) -> list[Message]:
@@ -586,6 +588,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         A prompt whose tokens do not extend the reused prefix's starts a new root path."""
         prompt = [_as_message(m) for m in messages]
         tokens = response.tokens
+        private = self.__pydantic_private__  # read and written directly: a private getattr is slow
         prefix_ids = self._reused_prefix(prompt)
         if tokens is not None and prefix_ids:
             have: list[int] = []
@@ -593,13 +596,13 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
                 have.extend(self.nodes[n].token_ids)
             if not have or tokens.prompt_ids[: len(have)] != have:
                 prefix_ids = []  # a prefix break: this call's tokens do not extend that path
-        last = self._last_path
+        last = private["_last_path"]
         if last and last[-1] not in prefix_ids and len(prompt) > len(last) and _same(self.nodes[last[0]].message, prompt[0]):
             # the next turn of the last call's conversation (its tokens broke, or an earlier message
             # was rewritten) that does not continue its path: the sample splits here
             self.count_prefix("split")
         parent = prefix_ids[-1] if prefix_ids else None
-        self._reused_prefix_ids, first_new = prefix_ids, len(self.nodes)
+        private["_reused_prefix_ids"], first_new = prefix_ids, len(self.nodes)
         offset = sum(len(self.nodes[n].token_ids) for n in prefix_ids) if tokens is not None else 0
         new_prompt_ids = list(tokens.prompt_ids[offset:]) if tokens is not None else []
         for i, message in enumerate(prompt[len(prefix_ids) :]):
@@ -621,7 +624,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         )
         self.nodes.append(reply)
         node_id = len(self.nodes) - 1
-        self._last_path = [*self._reused_prefix_ids, *range(first_new, node_id + 1)]
+        private["_last_path"] = [*prefix_ids, *range(first_new, node_id + 1)]
         self.calls.append(ModelCall(node=node_id, model=response.model, sampling=sampling, endpoint=endpoint, finish_reason=response.finish_reason, usage=response.usage))
         for tool in tools or []:
             self.tools = [t for t in self.tools if (t.namespace, t.name) != (tool.namespace, tool.name)] + [tool]
@@ -648,7 +651,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
                 k += 1
             return k
 
-        last = self._last_path
+        last = self.__pydantic_private__["_last_path"]
         if last and len(last) <= len(self.nodes) and matched(last) == len(last):
             return list(last)
         best: list[int] = []

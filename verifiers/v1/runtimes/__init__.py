@@ -314,7 +314,7 @@ class SubprocessRuntime(Runtime):
     async def start(self) -> None:
         if self.config.workdir is None:
             if not self._fresh:
-                self._workdir = Path(tempfile.gettempdir()) / f"vf-rollout-{uuid.uuid4().hex}"
+                self._workdir = Path(os.path.join(tempfile.gettempdir(), f"vf-rollout-{uuid.uuid4().hex}"))
                 self._fresh, self._made = True, False
         else:
             self._workdir.mkdir(parents=True, exist_ok=True)
