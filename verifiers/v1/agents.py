@@ -18,13 +18,14 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Annotated, Any, Generic
 
-from pydantic import Field, SerializeAsAny, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from typing_extensions import TypeVar
 
 from verifiers.v1.configs import BaseConfig, WireAgentConfig
 from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, ToolsetError
+from verifiers.v1.fields import AS_ANY
 from verifiers.v1.harness import Harness, HarnessConfig, chat_loop, last_reply, load_harness, tool_functions
 from verifiers.v1.plugins import narrow_field
 from verifiers.v1.runtimes import (
@@ -66,8 +67,8 @@ class AgentConfig(BaseConfig):
     """``[env.<role>]``: one agent role. Unset fields fall back to the run's (model, client,
     sampling) or the taskset's default harness."""
 
-    harness: SerializeAsAny[HarnessConfig] | None = None
-    runtime: SerializeAsAny[RuntimeConfig] = SubprocessConfig()
+    harness: Annotated[HarnessConfig, AS_ANY] | None = None
+    runtime: Annotated[RuntimeConfig, AS_ANY] = SubprocessConfig()
     """The embedded default is the local subprocess runtime (the original's is a hosted sandbox)."""
     model: str | None = None
     client: AgentClientConfig | None = None

@@ -9,11 +9,12 @@ v1 package from a classic one with :func:`v1_taskset_class` without importing an
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from verifiers.v1.configs import BaseConfig, TaskConfig, TasksetConfig
+from verifiers.v1.fields import AS_ANY
 from verifiers.v1.plugins import (
     PluginError,
     import_plugin,
@@ -114,7 +115,7 @@ class EnvConfig(BaseConfig):
     model_config = ConfigDict(extra="allow")
 
     id: str = ""
-    taskset: SerializeAsAny[TasksetConfig] = TasksetConfig()
+    taskset: Annotated[TasksetConfig, AS_ANY] = TasksetConfig()
     max_concurrent_agents: int | None = Field(1, ge=1)
     """Agent runs of one episode in flight at once (each turn holds a slot); None: no bound."""
 

@@ -25,13 +25,14 @@ import json
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, ClassVar, Generic
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic
 
-from pydantic import SerializeAsAny, field_validator
+from pydantic import field_validator
 from typing_extensions import TypeVar
 
 from verifiers.v1.configs import BaseConfig
 from verifiers.v1.decorators import discover_decorated
+from verifiers.v1.fields import AS_ANY
 from verifiers.v1.plugins import concrete_type
 from verifiers.v1.runtimes import RuntimeConfig, SubprocessConfig, resolve_runtime_config
 from verifiers.v1.state import State, StateT
@@ -55,7 +56,7 @@ class ToolsetConfig(BaseConfig):
 
     colocated: bool = False
     """Run the server in the rollout's own runtime (its working folder), to see the harness's files."""
-    runtime: SerializeAsAny[RuntimeConfig] = SubprocessConfig()
+    runtime: Annotated[RuntimeConfig, AS_ANY] = SubprocessConfig()
     """Where the server runs when not colocated (a fresh subprocess runtime of its own)."""
     url: str | None = None
     """An MCP server already running at this URL (streamable HTTP; a path ending in ``/sse``:
@@ -71,7 +72,7 @@ class SharedToolsetConfig(BaseConfig):
     """A shared toolset's config (returned by ``Taskset.toolsets``): one server per worker
     process for the whole run; each call still sees its own rollout's ``State``."""
 
-    runtime: SerializeAsAny[RuntimeConfig] = SubprocessConfig()
+    runtime: Annotated[RuntimeConfig, AS_ANY] = SubprocessConfig()
     url: str | None = None
 
     @field_validator("runtime", mode="before")
