@@ -561,6 +561,8 @@ def main() -> None:
                     help="precision(s) of the generation-dominated workload (auto: bf16 only on CPUs "
                          "with native bf16, else fp32)")
     a = ap.parse_args()
+    if a.agent_repeats is not None and a.agent_repeats < 1:
+        ap.error("--agent-repeats must be at least 1")
     install_signal_handlers()
     max_steps = 40 if a.quick else 100
     gen_steps = 15 if a.quick else 60
