@@ -27,6 +27,7 @@ from verifiers.v1.agents import RunContext
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.mcp.client import SharedToolsets, finish
+from verifiers.v1.scoring import together
 from verifiers.v1.trace import Error, TraceTask
 
 if TYPE_CHECKING:
@@ -70,10 +71,7 @@ class V1Scorer:
         return sorted(n for n in dir(task_cls) if getattr(getattr(task_cls, n, None), "reward", False) is True)
 
     async def score_group(self, states: Sequence[State]) -> None:
-        if len(states) == 1:  # one episode (a group of one): no task to wrap it in
-            await self._score(states[0])
-        else:
-            await asyncio.gather(*(self._score(st) for st in states))
+        await together([self._score(st) for st in states])  # a group of one: no task to wrap it in
 
     async def _score(self, state: State) -> None:
         episode: Episode | None = state.get("_episode")
@@ -116,16 +114,11 @@ async def finalize_episode(env: Env, task: Task, episode: Episode) -> None:
     episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
 
 
-_BASE_FINALIZE: list[Any] = []
-
-
 def _finalizes(env: Env) -> bool:
     """Whether ``env`` has a ``finalize`` of its own (the base class's does nothing)."""
-    if not _BASE_FINALIZE:
-        from verifiers.v1.env import Env
+    from verifiers.v1.env import Env  # env imports this module
 
-        _BASE_FINALIZE.append(Env.finalize)
-    return type(env).finalize is not _BASE_FINALIZE[0] or "finalize" in vars(env)
+    return type(env).finalize is not Env.finalize or "finalize" in getattr(env, "__dict__", {})
 
 
 async def stop_runtimes(finished: list[Any]) -> None:

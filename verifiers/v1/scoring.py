@@ -204,7 +204,7 @@ async def call_hook(
         raise HookError(kind, name, f"raised {type(exc).__name__}: {exc}", cause_type=type(exc).__name__) from exc
 
 
-async def _together(coros: list[Any]) -> None:
+async def together(coros: list[Any]) -> None:
     """Await ``coros`` concurrently (``gather``); one is awaited as it is, none costs nothing."""
     if len(coros) == 1:
         await coros[0]
@@ -317,7 +317,7 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
     # metrics first, then rewards (each stage concurrently), as the original does: a reward may
     # read a metric off the trace (one metric runs the program, the reward reads ``passed``)
     for stage in ("metric", "reward"):
-        await _together([one(kind, fn) for kind, fn in hooks if kind == stage])
+        await together([one(kind, fn) for kind, fn in hooks if kind == stage])
 
     async def judged(judge: Any) -> None:
         # a plugged judge: after the task's own rewards; its reward is `name or id`, its weight
@@ -335,7 +335,7 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         else:
             trace.record_reward(name, value, judge.config.weight)
 
-    await _together([judged(j) for j in judges])
+    await together([judged(j) for j in judges])
     for exc in errors:
         # a task error (stop condition `task_error`) that keeps the hook's own traceback; its type
         # says what failed (HookTimeout, InvalidScore, HookError)
