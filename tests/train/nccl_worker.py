@@ -115,6 +115,12 @@ def main(model_dir: str, out_dir: str) -> None:
         torch.save(rounds, out / "rounds.pt")
     (out / f"rank{info.rank}.json").write_text(json.dumps(result))
     sync.close()
+    # Tear down in step, while the interpreter is whole: no rank shuts its gloo pairs while its peer
+    # still works (rank 0 has more to write), and nothing holding the process group (the FSDP
+    # model's mesh) is left for interpreter finalization, where gloo's threads freeing tensors
+    # abort the process ("terminate called without an active exception", seen once in CI).
+    torch.distributed.barrier()
+    del tr, sync, rounds
     destroy(info)
 
 

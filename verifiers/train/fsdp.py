@@ -6,6 +6,7 @@ parameters, gradients and optimizer state. Gloo is used on CPU (tests), NCCL on 
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -99,3 +100,6 @@ def barrier(info: DistInfo) -> None:
 def destroy(info: DistInfo) -> None:
     if info.enabled and dist.is_initialized():
         dist.destroy_process_group()
+        # what still held a backend (a model's device mesh, a pending work's tensors) is freed now,
+        # not at interpreter finalization, where a gloo thread releasing a tensor aborts the process
+        gc.collect()
