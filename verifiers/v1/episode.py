@@ -10,7 +10,7 @@ from typing import Annotated, Any, Generic, Literal, Self
 from pydantic import BaseModel, Field, computed_field, model_validator
 
 from verifiers.v1.configs import WireAgentConfig
-from verifiers.v1.graph import RECORD_FLOAT_DECIMALS
+from verifiers.v1.graph import FLOAT_DECIMALS, RECORD_FLOAT_DECIMALS
 from verifiers.v1.state import State, StateT
 from verifiers.v1.task import DataT, WireTaskData
 from verifiers.v1.trace import EXCLUDE_FIELDS, WRITING_COUNTS, AgentConfigT, Error, Trace, TraceTask
@@ -143,6 +143,7 @@ class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         pinned = [id(self)]
         tensors = False
         total_in = total_out = total = 0
+        digits = FLOAT_DECIMALS.set(float_decimals)  # what the nodes' float streams keep (graph.float_decimals)
         try:
             for t in self.traces:
                 counts = WRITING_COUNTS.get(id(t)) or t._token_counts()
@@ -155,8 +156,9 @@ class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
                     tensors = any(n.routed_experts is not None or n.sampling_mask is not None for n in t.nodes)
             WRITING_COUNTS[id(self)] = (total_in, total_out, total)
             return dump(exclude={"traces": {"__all__": EXCLUDE_FIELDS}} if tensors else None, exclude_none=True,
-                        serialize_as_any=True, context={"float_decimals": float_decimals}, **kw)  # fmt: skip
+                        serialize_as_any=True, **kw)  # fmt: skip
         finally:
+            FLOAT_DECIMALS.reset(digits)
             for key in pinned:
                 WRITING_COUNTS.pop(key, None)
 

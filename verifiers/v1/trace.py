@@ -382,7 +382,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     @field_serializer("mm_token_type_id_map")
     def _str_keys(self, mapping: dict[int, int]) -> dict[str, int]:
         # msgpack readers refuse int map keys by default; validation turns them back into ints
-        return {str(k): v for k, v in mapping.items()}
+        return {str(k): v for k, v in mapping.items()} if mapping else {}
 
     # --- watching (the delta streamer) ------------------------------------------------------
 
@@ -746,7 +746,8 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
 
     def to_record(self, float_decimals: int | None = RECORD_FLOAT_DECIMALS) -> dict[str, Any]:
         """The JSON record (``traces.jsonl``): no raw tensors, per-token floats rounded."""
-        return self.model_dump(mode="json", exclude=EXCLUDE_FIELDS, serialize_as_any=True, context={"float_decimals": float_decimals})
+        with graph.float_decimals(float_decimals):
+            return self.model_dump(mode="json", exclude=EXCLUDE_FIELDS, serialize_as_any=True)
 
 
 def _same(a: BaseModel, b: BaseModel) -> bool:
