@@ -232,6 +232,25 @@ def test_token_counts_follow_each_new_turn_and_agree_with_the_branches() -> None
     assert {k: trace.to_record()[k] for k in ("num_input_tokens", "num_output_tokens", "num_total_tokens")} == {
         "num_input_tokens": 7, "num_output_tokens": 2, "num_total_tokens": 9
     }
+    # a turn on the first branch's prefix: three branches, two sharing their first call; the counts
+    # are the branches' (read the slow way, by the Branch models)
+    trace = vf.Trace.for_task(task)
+    for prompt, ids in (([user], [1, 2]), ([user, None, vf.UserMessage(content="more")], [1, 2, 3, 4]), ([vf.UserMessage(content="fresh")], [9])):
+        trace.commit_turn([m if m is not None else trace.nodes[1].message for m in prompt], _reply("r", ids, [ids[-1] + 1]))
+    trace.commit_turn([user, trace.nodes[1].message, vf.UserMessage(content="other")], _reply("d", [1, 2, 3, 11], [12]))
+    for t in (trace, build_trace()):
+        branches = t.branches
+        seen: dict[int, int] = {}  # each call's new input once, from the first branch that has it
+        for b in branches:
+            prev = 0
+            for c in b.calls:
+                if c.usage is not None:
+                    seen.setdefault(id(c), max(0, c.usage.input_tokens - prev))
+                    prev = c.usage.total_tokens
+        assert t.num_input_tokens == sum(seen.values())
+        assert t.num_output_tokens == sum(b.num_output_tokens for b in branches)
+        assert t.num_total_tokens == sum(seen.values()) + sum(c.usage.completion_tokens for c in t.calls if c.usage)
+    assert len(trace.branches) == 3 and trace.num_input_tokens == 4 + 1
 
 
 def test_json_records_round_the_per_token_float_streams_they_carry() -> None:
