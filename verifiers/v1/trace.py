@@ -595,8 +595,10 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     def is_truncated(self) -> bool:
         if self.stop_condition in TRUNCATING_STOPS:
             return True
-        last = next((c for c in reversed(self.calls) if c.error is None), None)
-        return bool(last and last.finish_reason == "length")
+        for call in reversed(self.calls):  # the last call that did not fail
+            if call.error is None:
+                return call.finish_reason == "length"
+        return False
 
     @property
     def transcript(self) -> str:
