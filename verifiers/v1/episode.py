@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Generic, Literal, Self
@@ -129,14 +128,14 @@ class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         return out
 
     def to_record(self, float_decimals: int | None = RECORD_FLOAT_DECIMALS) -> dict[str, Any]:
-        return self._write(self.model_dump, float_decimals, mode="json")
+        return self._write(type(self).model_dump, float_decimals, self, mode="json")
 
     def to_json(self, float_decimals: int | None = RECORD_FLOAT_DECIMALS) -> bytes:
         """:meth:`to_record` as JSON bytes, written by the model's own serializer (no dict built)."""
-        return self._write(functools.partial(type(self).__pydantic_serializer__.to_json, self), float_decimals)
+        return self._write(type(self).__pydantic_serializer__.to_json, float_decimals, self)
 
-    def _write(self, dump: Callable[..., Any], float_decimals: int | None, **kw: Any) -> Any:
-        """``dump(**options)`` of the record, each trace's token counts (and the episode's sums)
+    def _write(self, dump: Callable[..., Any], float_decimals: int | None, *args: Any, **kw: Any) -> Any:
+        """``dump(*args, **options)`` of the record, each trace's token counts (and the episode's sums)
         counted once beforehand for the computed fields to read (``WRITING_COUNTS``)."""
         # one pass over the traces: their counts, and whether some node carries a raw tensor (None
         # on most nodes, which exclude_none drops anyway: the nested exclude, a slower dump, only then)
@@ -155,7 +154,7 @@ class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
                 if not tensors:
                     tensors = any(n.routed_experts is not None or n.sampling_mask is not None for n in t.nodes)
             WRITING_COUNTS[id(self)] = (total_in, total_out, total)
-            return dump(exclude={"traces": {"__all__": EXCLUDE_FIELDS}} if tensors else None, exclude_none=True,
+            return dump(*args, exclude={"traces": {"__all__": EXCLUDE_FIELDS}} if tensors else None, exclude_none=True,
                         serialize_as_any=True, **kw)  # fmt: skip
         finally:
             FLOAT_DECIMALS.reset(digits)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verifiers.engine import GroupPlan, RolloutPlan, RunConfig, run_groups
+from verifiers.utils.results import HeadedRecord
 from verifiers.v1.agents import RunContext
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
@@ -194,8 +195,6 @@ def episode_line(state: State, run: Any = None) -> dict[str, Any]:
     its own serializer, never built as a dict), the engine's keys after it (a
     :class:`~verifiers.utils.results.HeadedRecord`; ``full()`` is :func:`episode_record`'s dict).
     An episode its serializer cannot write (a lone surrogate) is the plain record."""
-    from verifiers.utils.results import HeadedRecord
-
     episode, keys = _episode_and_keys(state, run)
     try:
         head = episode.to_json()
