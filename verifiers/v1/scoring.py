@@ -154,7 +154,10 @@ async def call_hook(
 ) -> Any:
     """Call one hook with the arguments it names, under ``timeout``; any failure is a ``HookError``
     naming the hook (``name``, else the function's name)."""
-    name = name or getattr(fn, "__name__", repr(fn))
+    if not name:
+        name = getattr(fn, "__name__", None)
+        if name is None:  # repr only when there is no name (a bound method's repr is not cheap)
+            name = repr(fn)
     try:
         plan = _plan(fn)  # the signature, read once per function
         kwargs = _arguments(plan, available)
@@ -163,9 +166,24 @@ async def call_hook(
 
     if plan.is_async:
         try:
-            # the hook runs in this task under a deadline (as wait_for, without a task per call)
-            async with asyncio.timeout(timeout):
-                return await _settle(await fn(**kwargs))
+            # The hook runs in this task under a deadline (as wait_for, without a task per call),
+            # taken when it starts. Its first step runs with no timer armed: a deadline only acts
+            # where the hook suspends, so a hook that finishes without suspending (most: they read
+            # the trace) cannot overrun it, and one that suspends runs on under the timer.
+            deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+            coro = fn(**kwargs)
+            if not inspect.iscoroutine(coro):  # an awaitable of another kind: awaited as it is
+                async with asyncio.timeout_at(deadline):
+                    result = await coro
+            else:
+                try:
+                    first = coro.send(None)
+                except StopIteration as done:
+                    result = done.value
+                else:
+                    async with asyncio.timeout_at(deadline):
+                        result = await _Resumed(coro, first)
+            return await _settle(result)
         except TimeoutError as exc:
             raise HookTimeout(kind, name, f"did not finish within {timeout:g} s", cause_type="TimeoutError") from exc
         except (HookError, asyncio.CancelledError):
@@ -202,6 +220,37 @@ async def call_hook(
         raise
     except Exception as exc:
         raise HookError(kind, name, f"raised {type(exc).__name__}: {exc}", cause_type=type(exc).__name__) from exc
+
+
+class _Resumed:
+    """The rest of a coroutine whose first step already ran and yielded ``first``: awaiting it
+    hands ``first`` to the event loop and then drives the coroutine as ``await`` would (values
+    sent and exceptions thrown in, its return value out)."""
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Any, first: Any) -> None:
+        self.coro, self.first = coro, first
+
+    def __await__(self) -> Any:
+        coro, value = self.coro, self.first
+        self.first = None
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancellation (or a throw) reaches the hook where it waits
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as done:
+                    return done.value
 
 
 async def together(coros: list[Any]) -> None:
