@@ -314,20 +314,20 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
     Every expected key is first set to None (unscored), so a trace shows what should have run
     even when a hook fails. A hook that needs ``runtime`` is skipped (left None, no error) when
     none is given, as when re-scoring saved traces offline."""
-    from verifiers.v1.errors import TaskError
-
     if timeout is None:
         timeout = task.data.timeout.scoring or DEFAULT_HOOK_TIMEOUT
     available: dict[Any, Any] = {"task": task.data, "trace": trace, "state": trace.state, "config": task.config}
     if runtime is not None:
         available["runtime"] = runtime
 
-    hooks = [("metric", fn) for fn in task.hooks("metric")] + [("reward", fn) for fn in task.hooks("reward")]
+    metrics, rewards = task.hooks("metric"), task.hooks("reward")
     if runtime is None:
-        hooks = [(k, fn) for k, fn in hooks if not needs_runtime(fn)]
-    for kind, fn in hooks:
-        (trace.metrics if kind == "metric" else trace.rewards).setdefault(fn.__name__, None)
-        (trace.metrics if kind == "metric" else trace.rewards)[fn.__name__] = None
+        metrics = [fn for fn in metrics if not needs_runtime(fn)]
+        rewards = [fn for fn in rewards if not needs_runtime(fn)]
+    for fn in metrics:
+        trace.metrics[fn.__name__] = None
+    for fn in rewards:
+        trace.rewards[fn.__name__] = None
     errors: list[HookError] = []
     judges: list[Any] = []
     for config in task.config.judges:
@@ -365,8 +365,10 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
 
     # metrics first, then rewards (each stage concurrently), as the original does: a reward may
     # read a metric off the trace (one metric runs the program, the reward reads ``passed``)
-    for stage in ("metric", "reward"):
-        await together([one(kind, fn) for kind, fn in hooks if kind == stage])
+    if metrics:
+        await together([one("metric", fn) for fn in metrics])
+    if rewards:
+        await together([one("reward", fn) for fn in rewards])
 
     async def judged(judge: Any) -> None:
         # a plugged judge: after the task's own rewards; its reward is `name or id`, its weight
@@ -384,7 +386,12 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         else:
             trace.record_reward(name, value, judge.config.weight)
 
-    await together([judged(j) for j in judges])
+    if judges:
+        await together([judged(j) for j in judges])
+    if not errors:
+        return
+    from verifiers.v1.errors import TaskError
+
     for exc in errors:
         # a task error (stop condition `task_error`) that keeps the hook's own traceback; its type
         # says what failed (HookTimeout, InvalidScore, HookError)
