@@ -30,7 +30,6 @@ from pydantic import TypeAdapter, ValidationError
 from verifiers.v1 import prefix
 from verifiers.v1.errors import InterceptionError, ProviderError
 from verifiers.v1.scoring import apply_intercepts, first_stop
-from verifiers.v1.trace import TimeSpan
 from verifiers.v1.types import (
     AssistantMessage,
     Message,
@@ -212,7 +211,10 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
         args = {**(sampling or {}), **ctx.sampling}  # the agent's sampling wins over the program's
         started = time.time()
         tools_body = tools_to_openai(request.tools)
-        forwarded = await prefix.extended_prompt_ids(ctx.client, ctx.model, trace, request.messages, tools_body, args)
+        forwarded = (
+            await prefix.extended_prompt_ids(ctx.client, ctx.model, trace, request.messages, tools_body, args)
+            if prefix.wants_tokens(args) else None
+        )  # fmt: skip
         send = args if forwarded is None else prefix.with_prompt_ids(args, forwarded)
         try:
             raw = await ctx.client.chat(model=ctx.model, messages=messages_to_openai(request.messages), tools=tools_body, sampling_args=send)
@@ -227,7 +229,8 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
             response = await apply_intercepts(ctx.intercepts, trace, response, task=ctx.task, runtime=ctx.runtime)
         sampling_record = Sampling.model_validate({k: v for k, v in args.items() if k not in ("extra_headers",)}) if args else None
         trace.commit_turn(request.messages, response, tools=request.tools, sampling=sampling_record, endpoint=ctx.endpoint)
-        trace.calls[-1].time = TimeSpan(start=started, end=time.time())
+        span = trace.calls[-1].time  # the call's own fresh span (ModelCall's default), filled in
+        span.start, span.end = started, time.time()
         if ctx.stops:
             await first_stop(ctx.stops, trace, response, task=ctx.task, runtime=ctx.runtime)
         # a turn at max_turns still has its tool calls run (as the original: they may leave files the

@@ -183,7 +183,8 @@ async def call_hook(
                 else:
                     async with asyncio.timeout_at(deadline):
                         result = await _Resumed(coro, first)
-            return await _settle(result)
+            # a sync wrapper around an async function returns an awaitable
+            return (await result) if inspect.isawaitable(result) else result
         except TimeoutError as exc:
             raise HookTimeout(kind, name, f"did not finish within {timeout:g} s", cause_type="TimeoutError") from exc
         except (HookError, asyncio.CancelledError):
@@ -269,15 +270,6 @@ async def _settle(result: Any) -> Any:
 def check_score(kind: str, name: str, value: Any) -> dict[str, float] | float:
     """A hook's result as a float (or ``{key: float}``); anything else is an ``InvalidScore``.
     Booleans count as 1.0 / 0.0 (a reward that returns ``answer == expected`` is common)."""
-
-    def number(key: str, v: Any) -> float:
-        if not isinstance(v, Real):
-            raise InvalidScore(kind, key, f"returned {type(v).__name__} {v!r:.80}, not a number")
-        f = float(v)
-        if not math.isfinite(f):
-            raise InvalidScore(kind, key, f"returned {f}, not a finite number")
-        return f
-
     if isinstance(value, Mapping):
         if not value:
             raise InvalidScore(kind, name, "returned an empty mapping")
@@ -285,9 +277,18 @@ def check_score(kind: str, name: str, value: Any) -> dict[str, float] | float:
         for key, v in value.items():
             if not isinstance(key, str):
                 raise InvalidScore(kind, name, f"returned a mapping with the non-string key {key!r}")
-            out[key] = number(key, v)
+            out[key] = _number(kind, key, v)
         return out
-    return number(name, value)
+    return _number(kind, name, value)
+
+
+def _number(kind: str, key: str, v: Any) -> float:
+    if not isinstance(v, Real):
+        raise InvalidScore(kind, key, f"returned {type(v).__name__} {v!r:.80}, not a number")
+    f = float(v)
+    if not math.isfinite(f):
+        raise InvalidScore(kind, key, f"returned {f}, not a finite number")
+    return f
 
 
 def needs_runtime(fn: Callable[..., Any]) -> bool:
