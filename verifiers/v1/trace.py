@@ -586,7 +586,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         the first new node (the template's scaffold included) and the completion on the reply,
         so a branch's ``token_ids`` is exactly ``prompt_ids + completion_ids`` of its last call.
         A prompt whose tokens do not extend the reused prefix's starts a new root path."""
-        prompt = [_as_message(m) for m in messages]
+        prompt = [m if isinstance(m, BaseModel) else _as_message(m) for m in messages]
         tokens = response.tokens
         private = self.__pydantic_private__  # read and written directly: a private getattr is slow
         prefix_ids = self._reused_prefix(prompt)
@@ -626,8 +626,14 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         node_id = len(self.nodes) - 1
         private["_last_path"] = [*prefix_ids, *range(first_new, node_id + 1)]
         self.calls.append(ModelCall(node=node_id, model=response.model, sampling=sampling, endpoint=endpoint, finish_reason=response.finish_reason, usage=response.usage))
-        for tool in tools or []:
-            self.tools = [t for t in self.tools if (t.namespace, t.name) != (tool.namespace, tool.name)] + [tool]
+        if tools:
+            # each tool replaces the one of its (namespace, name), and goes last: one assignment
+            latest: dict[tuple[str | None, str], Tool] = {}
+            for tool in tools:
+                key = (tool.namespace, tool.name)
+                latest.pop(key, None)
+                latest[key] = tool
+            self.tools = [t for t in self.tools if (t.namespace, t.name) not in latest] + list(latest.values())
         self.notify()
         return node_id
 
@@ -644,6 +650,8 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
 
         The path of the last reply is tried first: a prompt that extends it (every turn of a
         plain conversation) needs no walk of the other branches."""
+        if not self.nodes:
+            return []  # the first call: nothing to reuse
 
         def matched(ids: list[int]) -> int:
             k = 0

@@ -121,18 +121,14 @@ class Usage(BaseModel):
         """From an OpenAI-style usage object (or dict): cached prompt tokens are split out."""
         if usage is None:
             return None
-
-        def get(obj: Any, name: str) -> Any:
-            return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-        cached = get(get(usage, "prompt_tokens_details") or {}, "cached_tokens")
-        reasoning = get(get(usage, "completion_tokens_details") or {}, "reasoning_tokens")
+        cached = _get(_get(usage, "prompt_tokens_details") or _NO_DETAILS, "cached_tokens")
+        reasoning = _get(_get(usage, "completion_tokens_details") or _NO_DETAILS, "reasoning_tokens")
         return cls(
-            prompt_tokens=(get(usage, "prompt_tokens") or 0) - (cached or 0),
-            completion_tokens=get(usage, "completion_tokens") or 0,
+            prompt_tokens=(_get(usage, "prompt_tokens") or 0) - (cached or 0),
+            completion_tokens=_get(usage, "completion_tokens") or 0,
             cached_input_tokens=cached,
             reasoning_tokens=reasoning,
-            cost=get(usage, "cost"),
+            cost=_get(usage, "cost"),
         )
 
     @classmethod
@@ -154,6 +150,14 @@ class Usage(BaseModel):
             reasoning_tokens=optional("reasoning_tokens"),
             cost=optional("cost"),
         )
+
+
+_NO_DETAILS: dict[str, Any] = {}  # read only
+
+
+def _get(obj: Any, name: str) -> Any:
+    # a usage (or its details) as a dict or as an object with attributes (the OpenAI SDK's)
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
 @dataclass
