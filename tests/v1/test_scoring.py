@@ -359,3 +359,37 @@ def test_an_async_hook_that_suspends_gets_its_values_and_its_cancellation_as_awa
 
     assert asyncio.run(go()) == 3.0
     assert seen == ["cancelled where it waits", "cancelled where it waits"]
+
+
+def test_a_hook_plan_keeps_neither_its_task_nor_its_function_alive() -> None:
+    import gc
+    import weakref
+
+    from verifiers.v1.scoring import _PLANS, hook_arguments
+
+    class Holder:
+        def hook(self, trace: int, state) -> float:
+            return 1.0
+
+    holder = Holder()
+    assert hook_arguments(holder.hook, {"trace": 1, "state": 2}) == {"trace": 1, "state": 2}
+    plan = _PLANS[True].get(Holder.hook)
+    assert plan is not None and plan.hint("trace") is int  # hints still read from the function
+    gone = weakref.ref(holder)
+    del holder
+    gc.collect()
+    assert gone() is None  # the cached plan does not hold the bound method's object
+
+    def make():
+        def hook(trace):
+            return 0.0
+
+        return hook
+
+    fn = make()
+    hook_arguments(fn, {"trace": 1})
+    assert len([k for k in _PLANS[False].keys() if k is fn]) == 1
+    fn_ref = weakref.ref(fn)
+    del fn
+    gc.collect()
+    assert fn_ref() is None  # nor its own cache key

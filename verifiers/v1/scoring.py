@@ -81,10 +81,16 @@ class _Plan:
     """What a hook's signature says, read once per function: its named parameters (required or
     not) and, on first need, its resolved annotations."""
 
-    __slots__ = ("fn", "hints", "is_async", "params")
+    __slots__ = ("_fn", "hints", "is_async", "params")
 
     def __init__(self, fn: Callable[..., Any]) -> None:
-        self.fn = fn
+        # the plain function, weakly: a cached plan must keep neither a bound method's task object
+        # alive nor its own cache key (a value holding its WeakKeyDictionary key never goes)
+        plain = getattr(fn, "__func__", fn)
+        try:
+            self._fn: Callable[[], Any] = weakref.ref(plain)
+        except TypeError:  # not weakly referable (then not cached either): held
+            self._fn = lambda: plain
         self.is_async = inspect.iscoroutinefunction(fn)
         self.params = [
             (name, p.default is p.empty)
@@ -96,7 +102,7 @@ class _Plan:
     def hint(self, name: str) -> Any:
         if self.hints is None:
             try:
-                self.hints = get_type_hints(self.fn)
+                self.hints = get_type_hints(self._fn())
             except Exception:  # unresolvable annotations: injection by name still works
                 self.hints = {}
         hint = self.hints.get(name)
