@@ -122,7 +122,7 @@ def response_from_model(resp: Any, model: str) -> Response:
     return Response(
         id=str(raw.get("id") or f"chatcmpl-{uuid.uuid4().hex}"), created=int(raw.get("created") or time.time()),
         model=str(raw.get("model") or model), message=message, finish_reason=finish,
-        usage=Usage.from_openai(resp.usage), tokens=tokens, raw=raw,
+        usage=Usage.of_response(resp), tokens=tokens, raw=raw,
     )  # fmt: skip
 
 
