@@ -116,7 +116,11 @@ class Env(ABC, Generic[ConfigT]):
         def make(name: str, spec: AgentConfig) -> Agent:
             return make_agent(spec, name=name, harness=self._harnesses[name], run_ctx=run_ctx)
 
-        return Agents(self.config, make)
+        # the roles are the ones found at init (each has its harness loaded there); their configs
+        # are read now, so a role's config replaced since is the one this episode plays
+        config = self.config
+        specs = {name: spec for name in self._harnesses if isinstance(spec := getattr(config, name, None), AgentConfig)}
+        return Agents(specs, make)
 
     async def run_episode(self, task: Task, run_ctx: RunContext) -> tuple[Episode, list[tuple[Trace, Any]]]:
         """Play one episode; the traces come back unscored, with what scoring them needs (their
