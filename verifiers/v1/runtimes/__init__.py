@@ -21,7 +21,6 @@ import shutil
 import subprocess as _subprocess  # not `subprocess`: the submodule runtimes.subprocess (the original's path) takes that name in this package
 import tempfile
 import threading
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from pydantic import ConfigDict, Field, PositiveFloat, field_validator
 
 from verifiers.v1.configs import BaseConfig
 from verifiers.v1.errors import SandboxError
+from verifiers.v1.fields import new_id
 from verifiers.v1.task import TaskResources
 
 ARTIFACTS_DIR = "/tmp/vf-artifacts"
@@ -326,7 +326,7 @@ class SubprocessRuntime(Runtime):
         if self.config.workdir is None:
             if not self._fresh:
                 # gettempdir() is absolute and normalised, so this string is the path's own str()
-                self._where = os.path.join(tempfile.gettempdir(), f"vf-rollout-{uuid.uuid4().hex}")
+                self._where = os.path.join(tempfile.gettempdir(), f"vf-rollout-{new_id()}")
                 self._path_of = None
                 self._fresh, self._made = True, False
         else:
