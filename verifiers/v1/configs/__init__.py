@@ -98,6 +98,8 @@ class SamplingConfig(BaseModel):
     def _fold(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
+        if "extra_body" not in data and "max_completion_tokens" not in data:
+            return data  # nothing to fold (every model call validates its sampling: the common case)
         folded: dict[str, Any] = {}
         for layer in (data.get("extra_body") or {}, data):
             layer = {k: v for k, v in layer.items() if k != "extra_body"}
