@@ -182,7 +182,7 @@ class Interaction:
         # a run at its max_turns is not over until its next turn is refused (as in the original: the
         # env may still answer its last reply; the next turn ends it as max_turns)
         segment = Segment(self.messages[before:], terminated=trace.is_completed)
-        trace.root_reply = segment.last_reply or trace.root_reply
+        _put(trace, "root_reply", segment.last_reply or trace.root_reply)
         return segment
 
 

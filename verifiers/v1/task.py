@@ -26,7 +26,7 @@ from verifiers.v1.decorators import discover_decorated
 from verifiers.v1.fields import base_built_on_first_use, new_list
 from verifiers.v1.messages import Messages, content_text
 from verifiers.v1.plugins import concrete_type
-from verifiers.v1.state import StateT
+from verifiers.v1.state import State, StateT
 
 if TYPE_CHECKING:
     from verifiers.v1.trace import Trace
@@ -204,8 +204,6 @@ class Task(Generic[DataT, StateT, ConfigT]):
 
     @classmethod
     def state_type(cls) -> type:
-        from verifiers.v1.state import State
-
         return concrete_type(cls, State) or State
 
     def plugged_judges(self) -> list[Any]:

@@ -236,6 +236,8 @@ class TaskConfig(BaseConfig):
 
     @model_validator(mode="after")
     def _distinct_judges(self) -> "TaskConfig":
+        if len(self.judges) < 2:
+            return self  # nothing to compare (every task built without a config makes one of these)
         keys = [j.key for j in self.judges]
         if dupes := sorted({k for k in keys if keys.count(k) > 1}):
             raise ValueError(f"judges share the reward key {dupes}; give each a distinct name")
