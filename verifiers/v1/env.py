@@ -25,6 +25,7 @@ from verifiers.v1.agents import Agent, AgentConfig, Agents, RunContext, agent_co
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.errors import EnvError
+from verifiers.v1.fields import put_field
 from verifiers.v1.harness import Harness, default_harness_id, load_harness
 from verifiers.v1.loading import EnvConfig, load_taskset, v1_taskset_class
 from verifiers.v1.plugins import PluginError, concrete_type, import_plugin, plugin_class, validation_message
@@ -148,9 +149,10 @@ class Env(ABC, Generic[ConfigT]):
             episode.errors.append(Error(type=type(exc).__name__, message=str(err)))
         finally:
             run_ctx.on_trace = previous
-        episode.traces = [t for t, _ in finished]
-        episode.ok = not episode.errors and all(t.ok for t in episode.traces) and bool(episode.traces)
-        episode.is_timeout = any(t.is_timeout for t in episode.traces)
+        traces = [t for t, _ in finished]
+        put_field(episode, "traces", traces)
+        put_field(episode, "ok", not episode.errors and all(t.ok for t in traces) and bool(traces))
+        put_field(episode, "is_timeout", any(t.is_timeout for t in traces))
         return episode, finished
 
 

@@ -34,6 +34,13 @@ def new_id() -> str:
     return raw.hex()
 
 
+def put_field(model: BaseModel, name: str, value: Any) -> None:
+    """``model.name = value`` for a plain field of one of our own models on the rollout path (no
+    validator on assignment, no ``exclude_unset`` dump of it): written to the instance dict,
+    without pydantic's ``__setattr__`` (a cost per write; the field is not marked as set)."""
+    model.__dict__[name] = value
+
+
 def base_built_on_first_use(cls: ModelT) -> ModelT:
     """For a base model that defining a taskset subclasses but does not validate itself
     (``TaskData``, ``State``, ``BaseConfig``): the class is defined with ``defer_build=True``, so
