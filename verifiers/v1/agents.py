@@ -283,9 +283,9 @@ class Agent:
             put_field(timing.setup, "start", now)
             if runtime is not None and not trace.is_completed:
                 # the base classes' hooks do nothing: a stage is run only for an override
-                if _overrides(task, Task, "setup"):
+                if overrides(task, Task, "setup"):
                     await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
-                if _overrides(self.harness, Harness, "setup"):
+                if overrides(self.harness, Harness, "setup"):
                     await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
             if runtime is not None and not trace.is_completed:
                 await self._open_tools(it, servers, self.config.timeout.setup or task.data.timeout.setup)
@@ -308,7 +308,7 @@ class Agent:
                 put_field(timing.finalize, "start", now)
                 trace.split_agent_time()
                 if runtime is not None and not trace.is_timeout:
-                    if _overrides(task, Task, "finalize"):  # the base class's finalize does nothing
+                    if overrides(task, Task, "finalize"):  # the base class's finalize does nothing
                         await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
                     if collect_artifacts and task.data.artifacts and not trace.errors:
                         await self._collect(trace, task, runtime)
@@ -420,7 +420,7 @@ class Agent:
 AgentT = TypeVar("AgentT", bound=Agent, default=Agent)
 
 
-def _overrides(obj: object, base: type, name: str) -> bool:
+def overrides(obj: object, base: type, name: str) -> bool:
     """Whether ``obj``'s class (or the instance itself) replaces ``base``'s ``name``."""
     return getattr(type(obj), name, None) is not getattr(base, name) or name in getattr(obj, "__dict__", {})
 

@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
-from verifiers.v1.agents import Agent, AgentConfig, Agents, RunContext, agent_config_fields, make_agent
+from verifiers.v1.agents import (
+    Agent,
+    AgentConfig,
+    Agents,
+    RunContext,
+    agent_config_fields,
+    make_agent,
+    overrides,
+)
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.errors import EnvError
@@ -135,7 +143,8 @@ class Env(ABC, Generic[ConfigT]):
         try:
             agents = self.agents_for(run_ctx)
             with running(run_ctx):
-                await self.setup(agents)
+                if overrides(self, Env, "setup"):  # the base class's setup does nothing
+                    await self.setup(agents)
                 await self.run(task, agents)
         except (asyncio.CancelledError, KeyboardInterrupt):
             # a cancelled episode (the rollout's timeout) is never scored: stop what it started
