@@ -305,3 +305,18 @@ def test_sampling_folds_its_provider_layers_and_keeps_a_plain_table() -> None:
     table = {"max_tokens": 32, "seed": 1}
     assert SamplingConfig.model_validate(table).model_dump(exclude_none=True) == {"max_tokens": 32, "seed": 1}
     assert table == {"max_tokens": 32, "seed": 1}  # the caller's table is left as it was
+
+
+def test_trace_and_episode_ids_are_uuid4_hex() -> None:
+    import uuid
+
+    from verifiers.v1.episode import EnvInfo, Episode
+    from verifiers.v1.fields import new_id
+    from verifiers.v1.trace import Trace, TraceTask
+
+    task = TraceTask(type="T", data=vf.TaskData(prompt="q"))
+    ids = [new_id() for _ in range(200)] + [Trace(task=task).id, Episode(env=EnvInfo(id="e"), task=task).id]
+    assert len(set(ids)) == len(ids)
+    for value in ids:
+        parsed = uuid.UUID(hex=value)
+        assert parsed.hex == value and parsed.version == 4 and parsed.variant == uuid.RFC_4122
