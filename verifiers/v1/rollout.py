@@ -238,8 +238,10 @@ def group_plan(
         state["is_completed"] = True
         fill_state(state, episode, env)
 
+    plan = RolloutPlan(init_state=init_state, play=play)  # frozen, and the same for every row
+
     def plan_for(row: Mapping[str, Any]) -> RolloutPlan:
-        return RolloutPlan(init_state=init_state, play=play)
+        return plan
 
     return GroupPlan(plan_for=plan_for, scorer=V1Scorer(env))
 

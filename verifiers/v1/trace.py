@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 import traceback
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic
 
@@ -19,6 +18,7 @@ from typing_extensions import TypeVar
 from verifiers.v1 import graph
 from verifiers.v1.configs import WireAgentConfig
 from verifiers.v1.errors import ProviderError, stop_condition
+from verifiers.v1.fields import new_id
 from verifiers.v1.graph import RECORD_FLOAT_DECIMALS, MessageNode, SemanticEdgeSet
 from verifiers.v1.state import State, StateT
 from verifiers.v1.task import DataT, Task, WireTaskData
@@ -316,7 +316,7 @@ class Branch(BaseModel):
 
 class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     version: int = TRACE_VERSION
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = Field(default_factory=new_id)
     verifiers: VersionInfo = Field(default_factory=_this_build)
     task: TraceTask[DataT]
     agent: AgentInfo[AgentConfigT] = Field(default_factory=lambda: AgentInfo(config=WireAgentConfig()))
