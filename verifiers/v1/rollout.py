@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verifiers.engine import GroupPlan, RolloutPlan, RunConfig, run_groups
-from verifiers.v1.agents import RunContext
+from verifiers.v1.agents import RunContext, overrides
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.mcp.client import SharedToolsets, finish
@@ -118,7 +118,7 @@ def _finalizes(env: Env) -> bool:
     """Whether ``env`` has a ``finalize`` of its own (the base class's does nothing)."""
     from verifiers.v1.env import Env  # env imports this module
 
-    return type(env).finalize is not Env.finalize or "finalize" in getattr(env, "__dict__", {})
+    return overrides(env, Env, "finalize")
 
 
 async def stop_runtimes(finished: list[Any]) -> None:
