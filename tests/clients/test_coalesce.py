@@ -141,3 +141,18 @@ async def test_a_group_of_rollouts_is_one_request_per_turn():
     for s in states:
         step = s["trajectory"][0]
         assert step["tokens"]["completion_ids"] == [ord(c) for c in s["completion"][-1]["content"]]
+
+
+async def test_a_split_sample_keeps_the_shared_prompt_figures_but_no_cost_of_all_samples():
+    usage = {"prompt_tokens": 20, "completion_tokens": 3, "total_tokens": 23, "cost": 0.5,
+             "prompt_tokens_details": {"cached_tokens": 16}, "completion_tokens_details": {"reasoning_tokens": 2}}
+    with ScriptedServer(lambda req: reply("abc", usage=usage)) as srv:
+        async with ModelClient(base_url=srv.base_url, coalesce_samples=True) as client:
+            out = await asyncio.gather(*(client.chat(model="m", messages=MSGS, sampling_args=ARGS) for _ in range(4)))
+    assert len(srv.requests) == 1
+    for r in out:
+        got = r.raw["usage"]
+        assert got["prompt_tokens"] == 20 and got["prompt_tokens_details"] == {"cached_tokens": 16}
+        assert got["completion_tokens"] == 3 and got["total_tokens"] == 23
+        # counted over all four samples: not this sample's
+        assert "cost" not in got and "completion_tokens_details" not in got

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox.conftest import private_sandbox_root
-from tests.sandbox.support import live_processes, wait_until_gone
+from tests.sandbox.support import wait_until_gone
 from verifiers.clients import ModelClient
 from verifiers.testing.scripted import ScriptedServer, tool_call, tool_calls
 from verifiers.v1.env import load_environment
@@ -153,8 +153,11 @@ async def test_a_hostile_agent_gets_nothing_outside_its_work_folder_and_submitti
     net = json.loads(out_of_bounds[1])["output"]
     assert "model-server ConnectionRefusedError" in net and "proxy open" in net
     assert "internet open" not in net and "internet " in net
-    assert await wait_until_gone(marker, timeout=10) == []  # the background sleep died with the run
-    assert not live_processes("minisweagent")
+    # the background sleep and the agent died with the run: the sandbox's PID namespace is torn down
+    # by the kernel after its init is killed, which on a loaded machine can take a moment, so poll
+    # (returns as soon as they are gone; the deadline is only a guard)
+    assert await wait_until_gone(marker, timeout=30) == []
+    assert await wait_until_gone("minisweagent", timeout=30) == []
     assert not list(_sandbox_dir.glob("run-*"))  # work folder gone
 
 

@@ -293,3 +293,30 @@ type = "subprocess"
     ts = vf.load_taskset(env.taskset)
     assert len(list(ts)) == 3 and next(iter(ts)).hooks("reward")[-1].reward_weight == 4.0
     assert env.model_extra == {"solver": {"runtime": {"type": "subprocess"}}}  # roles: typed by the env layer
+
+
+def test_sampling_folds_its_provider_layers_and_keeps_a_plain_table() -> None:
+    from verifiers.v1.configs import SamplingConfig
+
+    folded = SamplingConfig.model_validate({"max_completion_tokens": 7, "extra_body": {"top_k": 3, "max_tokens": 9}, "temperature": 0.5})
+    # the outer layer wins over extra_body; max_completion_tokens is read as max_tokens
+    assert folded.model_dump(exclude_none=True) == {"max_tokens": 7, "temperature": 0.5, "top_k": 3}
+    assert SamplingConfig.model_validate({"extra_body": None, "top_p": 0.9}).model_dump(exclude_none=True) == {"top_p": 0.9}
+    table = {"max_tokens": 32, "seed": 1}
+    assert SamplingConfig.model_validate(table).model_dump(exclude_none=True) == {"max_tokens": 32, "seed": 1}
+    assert table == {"max_tokens": 32, "seed": 1}  # the caller's table is left as it was
+
+
+def test_trace_and_episode_ids_are_uuid4_hex() -> None:
+    import uuid
+
+    from verifiers.v1.episode import EnvInfo, Episode
+    from verifiers.v1.fields import new_id
+    from verifiers.v1.trace import Trace, TraceTask
+
+    task = TraceTask(type="T", data=vf.TaskData(prompt="q"))
+    ids = [new_id() for _ in range(200)] + [Trace(task=task).id, Episode(env=EnvInfo(id="e"), task=task).id]
+    assert len(set(ids)) == len(ids)
+    for value in ids:
+        parsed = uuid.UUID(hex=value)
+        assert parsed.hex == value and parsed.version == 4 and parsed.variant == uuid.RFC_4122

@@ -152,3 +152,35 @@ def test_a_token_without_its_logprob_makes_the_replys_logprobs_missing_not_zero(
     assert whole.tokens.completion_logprobs == [-0.5, -1.25]
     holed = response_from_model(reply_with([-0.5, None]), "m")
     assert holed.tokens.completion_ids == [97, 98] and holed.tokens.completion_logprobs == []
+
+
+async def test_the_providers_cached_and_reasoning_tokens_and_cost_reach_the_trace() -> None:
+    from verifiers.testing.scripted import reply
+
+    usages = [
+        {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57, "cost": 0.0021,
+         "prompt_tokens_details": {"cached_tokens": 32}, "completion_tokens_details": {"reasoning_tokens": 5}},
+        # hostile figures: details that are not counts, a cost that is not a number, more cache
+        # reads than prompt tokens: left out, the call still counts
+        {"prompt_tokens": 4, "completion_tokens": 2, "cost": "free",
+         "prompt_tokens_details": {"cached_tokens": 9}, "completion_tokens_details": {"reasoning_tokens": "many"}},
+        # no usage counts at all: the client's own (from the token ids) stand
+        {"total_tokens": 3},
+    ]
+    async with ScriptedServer(lambda req: reply("fine", usage=usages.pop(0)), token_ids=True) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            task = _task()
+            got = []
+            for _ in range(3):
+                trace = Trace.for_task(task)
+                ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace)
+                await model_call(ctx, [UserMessage(content="hi")], None)
+                got.append(trace.calls[0].usage)
+        finally:
+            await client.aclose()
+    first, second, third = got
+    assert (first.prompt_tokens, first.cached_input_tokens, first.completion_tokens) == (18, 32, 7)
+    assert (first.reasoning_tokens, first.cost, first.input_tokens, first.total_tokens) == (5, 0.0021, 50, 57)
+    assert (second.prompt_tokens, second.cached_input_tokens, second.reasoning_tokens, second.cost) == (4, None, None, None)
+    assert third.completion_tokens == len("fine") and third.prompt_tokens > 0 and third.cached_input_tokens is None

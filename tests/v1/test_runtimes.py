@@ -230,3 +230,15 @@ async def test_a_fresh_workdir_is_made_only_when_used() -> None:
     (folder / "sub").chmod(0o500)
     await rt.stop()
     assert not folder.exists()
+
+
+async def test_a_configured_workdir_is_made_recorded_and_kept(tmp_path) -> None:
+    from verifiers.v1.runtimes import SubprocessConfig
+
+    box = tmp_path / "box"
+    rt = SubprocessRuntime(SubprocessConfig(workdir=f"{tmp_path}//box/"))
+    assert rt.info == {"type": "subprocess", "workdir": str(box)}
+    await rt.start()
+    assert rt.workdir == box and box.is_dir() and rt.info["workdir"] == str(box)
+    await rt.stop()
+    assert box.is_dir()  # a configured folder is the user's: kept

@@ -314,3 +314,82 @@ def test_a_queued_sync_hook_is_timed_from_its_start_and_its_wait_is_bounded(monk
     finally:
         release.set()
         pool.shutdown(wait=True)
+
+
+
+def test_an_async_hook_that_suspends_gets_its_values_and_its_cancellation_as_awaited() -> None:
+    # call_hook runs an async hook's first step with no timer armed (one that never suspends
+    # cannot overrun its limit): one that suspends must still get each sent value, its own
+    # return and errors, and a cancellation or its deadline where it waits
+    from verifiers.v1 import scoring
+
+    seen: list[str] = []
+
+    async def steps(trace) -> float:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        loop.call_soon(fut.set_result, 2.0)
+        value = await fut
+        await asyncio.sleep(0)
+        return value + 1
+
+    async def fails_later() -> float:
+        await asyncio.sleep(0)
+        raise KeyError("late")
+
+    async def waits() -> float:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen.append("cancelled where it waits")
+            raise
+        return 0.0
+
+    async def go() -> float:
+        with pytest.raises(scoring.HookError, match="raised KeyError"):
+            await call_hook(fails_later, {}, kind="reward", timeout=5)
+        hung = asyncio.ensure_future(call_hook(waits, {}, kind="reward", timeout=30))
+        await asyncio.sleep(0.05)
+        hung.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await hung
+        with pytest.raises(scoring.HookTimeout, match=r"did not finish within 0\.1 s"):
+            await call_hook(waits, {}, kind="reward", timeout=0.1)
+        return await call_hook(steps, {"trace": None}, kind="metric", timeout=5)
+
+    assert asyncio.run(go()) == 3.0
+    assert seen == ["cancelled where it waits", "cancelled where it waits"]
+
+
+def test_a_hook_plan_keeps_neither_its_task_nor_its_function_alive() -> None:
+    import gc
+    import weakref
+
+    from verifiers.v1.scoring import _PLANS, hook_arguments
+
+    class Holder:
+        def hook(self, trace: int, state) -> float:
+            return 1.0
+
+    holder = Holder()
+    assert hook_arguments(holder.hook, {"trace": 1, "state": 2}) == {"trace": 1, "state": 2}
+    plan = _PLANS[True].get(Holder.hook)
+    assert plan is not None and plan.hint("trace") is int  # hints still read from the function
+    gone = weakref.ref(holder)
+    del holder
+    gc.collect()
+    assert gone() is None  # the cached plan does not hold the bound method's object
+
+    def make():
+        def hook(trace):
+            return 0.0
+
+        return hook
+
+    fn = make()
+    hook_arguments(fn, {"trace": 1})
+    assert len([k for k in _PLANS[False].keys() if k is fn]) == 1
+    fn_ref = weakref.ref(fn)
+    del fn
+    gc.collect()
+    assert fn_ref() is None  # nor its own cache key

@@ -53,6 +53,20 @@ def test_the_graph_keeps_each_message_once_and_tokens_per_branch() -> None:
     assert trace.num_turns == 3 and trace.num_branches == 2
 
 
+def test_a_turns_tools_replace_the_traces_by_namespace_and_name_the_last_one_winning() -> None:
+    trace = vf.Trace.for_task(vf.Task(vf.WireTaskData(prompt="p")))
+    user = vf.UserMessage(content="p")
+    old = [vf.Tool(name="keep"), vf.Tool(name="calc", description="old"), vf.Tool(name="calc", namespace="ns")]
+    trace.commit_turn([user], _reply("a", [1], [2]), tools=old)
+    assert [(t.namespace, t.name, t.description) for t in trace.tools] == [(None, "keep", ""), (None, "calc", "old"), ("ns", "calc", "")]
+    new = [vf.Tool(name="calc", description="first"), vf.Tool(name="add"), vf.Tool(name="calc", description="second")]
+    trace.commit_turn([vf.UserMessage(content="q")], _reply("b", [3], [4]), tools=new)
+    # each tool in turn replaces its (namespace, name) and goes last: a repeated one ends where it was last given
+    assert [(t.namespace, t.name, t.description) for t in trace.tools] == [
+        (None, "keep", ""), ("ns", "calc", ""), (None, "add", ""), (None, "calc", "second"),
+    ]  # fmt: skip
+
+
 def test_the_views_environments_read() -> None:
     trace = build_trace()
     assert trace.last_reply == "4"

@@ -749,7 +749,10 @@ def _hand_out(task: asyncio.Task[Any], waiters: list[asyncio.Future[Any]]) -> No
         one = {**body, "choices": [{**choice, "index": 0}]}
         if usage is not None and counts is not None:
             completion = counts[i]
-            one["usage"] = {**usage, "completion_tokens": completion,
+            # the shared prompt's figures hold for each sample; a cost or completion details
+            # counted over all the samples cannot be split per sample, so they are left out
+            shared = {k: v for k, v in usage.items() if k not in ("cost", "completion_tokens_details")}
+            one["usage"] = {**shared, "completion_tokens": completion,
                             "total_tokens": (usage.get("prompt_tokens") or 0) + completion}
         w.set_result(one)
 

@@ -25,7 +25,7 @@ from typing_extensions import TypeVar
 
 from verifiers.v1.configs import BaseConfig, WireAgentConfig
 from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, ToolsetError
-from verifiers.v1.fields import AS_ANY
+from verifiers.v1.fields import AS_ANY, put_field
 from verifiers.v1.harness import Harness, HarnessConfig, chat_loop, last_reply, load_harness, tool_functions
 from verifiers.v1.plugins import narrow_field
 from verifiers.v1.runtimes import (
@@ -182,7 +182,7 @@ class Interaction:
         # a run at its max_turns is not over until its next turn is refused (as in the original: the
         # env may still answer its last reply; the next turn ends it as max_turns)
         segment = Segment(self.messages[before:], terminated=trace.is_completed)
-        trace.root_reply = segment.last_reply or trace.root_reply
+        put_field(trace, "root_reply", segment.last_reply or trace.root_reply)
         return segment
 
 
@@ -248,23 +248,26 @@ class Agent:
         servers = ToolServers()
         try:
             trace = Trace.for_task(task, record=self.run_ctx.record_of(task), agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
-            trace.ok = True
+            # the run's own writes to its trace's plain fields (no validator, no watcher on them) go
+            # straight to the model's dict: pydantic's __setattr__ is a cost per write
+            put_field(trace, "ok", True)
             if self.run_ctx.on_open is not None:
                 self.run_ctx.on_open(trace)
             borrowed = runtime is not None
             timing = trace.timing
-            timing.boot.start = time.time()
+            agent_info = trace.agent
+            put_field(timing.boot, "start", time.time())
             if borrowed:
-                trace.agent.runtime = runtime.info  # type: ignore[union-attr]
+                put_field(agent_info, "runtime", runtime.info)  # type: ignore[union-attr]
             else:
                 try:
                     runtime = make_runtime(task_runtime_config(self.config.runtime, getattr(task.data, "resources", None)))
-                    trace.agent.runtime = runtime.info
+                    put_field(agent_info, "runtime", runtime.info)
                     refused = runtime.refuse_task(task.data)
                     if refused is not None:
                         raise SandboxError(refused)
                     await runtime.start()
-                    trace.agent.runtime = runtime.info
+                    put_field(agent_info, "runtime", runtime.info)
                 except (asyncio.CancelledError, KeyboardInterrupt):
                     raise
                 except Exception as exc:
@@ -275,16 +278,20 @@ class Agent:
                 sampling=self._sampling(), max_turns=self.config.max_turns, endpoint="chat_completions",
             )  # fmt: skip
             it = Interaction(self, task, trace, runtime, ctx)  # type: ignore[arg-type]
-            timing.boot.end = timing.setup.start = time.time()
+            now = time.time()
+            put_field(timing.boot, "end", now)
+            put_field(timing.setup, "start", now)
             if runtime is not None and not trace.is_completed:
                 # the base classes' hooks do nothing: a stage is run only for an override
-                if _overrides(task, Task, "setup"):
+                if overrides(task, Task, "setup"):
                     await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
-                if _overrides(self.harness, Harness, "setup"):
+                if overrides(self.harness, Harness, "setup"):
                     await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
             if runtime is not None and not trace.is_completed:
                 await self._open_tools(it, servers, self.config.timeout.setup or task.data.timeout.setup)
-            timing.setup.end = timing.agent.start = time.time()
+            now = time.time()
+            put_field(timing.setup, "end", now)
+            put_field(timing.agent, "start", now)
             try:
                 limit = self.config.timeout.rollout or task.data.timeout.agent
                 if limit:
@@ -296,18 +303,20 @@ class Agent:
                 else:
                     yield it
             finally:
-                timing.agent.end = timing.finalize.start = time.time()
+                now = time.time()
+                put_field(timing.agent, "end", now)
+                put_field(timing.finalize, "start", now)
                 trace.split_agent_time()
                 if runtime is not None and not trace.is_timeout:
-                    if _overrides(task, Task, "finalize"):  # the base class's finalize does nothing
+                    if overrides(task, Task, "finalize"):  # the base class's finalize does nothing
                         await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
                     if collect_artifacts and task.data.artifacts and not trace.errors:
                         await self._collect(trace, task, runtime)
-                timing.finalize.end = time.time()
+                put_field(timing.finalize, "end", time.time())
                 if not trace.is_completed:
                     # the env left the interaction with the run still going (the original's name)
                     trace.stop("user_closed")
-                trace.ok = not trace.errors
+                put_field(trace, "ok", not trace.errors)
                 if self.run_ctx.on_trace is not None:
                     # a borrowed box is its owner's: stopped when the owner's block ends, before the
                     # episode is scored, so scoring gets no runtime for it (score in the block instead)
@@ -411,7 +420,7 @@ class Agent:
 AgentT = TypeVar("AgentT", bound=Agent, default=Agent)
 
 
-def _overrides(obj: object, base: type, name: str) -> bool:
+def overrides(obj: object, base: type, name: str) -> bool:
     """Whether ``obj``'s class (or the instance itself) replaces ``base``'s ``name``."""
     return getattr(type(obj), name, None) is not getattr(base, name) or name in getattr(obj, "__dict__", {})
 

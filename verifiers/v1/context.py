@@ -19,14 +19,24 @@ def current_run() -> Any:
     return _CURRENT_RUN.get()
 
 
-@contextlib.contextmanager
-def running(run_ctx: Any) -> Iterator[Any]:
-    """Make ``run_ctx`` the current run for the code inside (and the tasks it starts)."""
-    token = _CURRENT_RUN.set(run_ctx)
-    try:
-        yield run_ctx
-    finally:
-        _CURRENT_RUN.reset(token)
+class running:  # lower-case: used as a function, ``with running(run_ctx):``
+    """Make ``run_ctx`` the current run for the code inside (and the tasks it starts). A plain
+    context manager, not a generator: every episode and its scoring enter one."""
+
+    __slots__ = ("_run_ctx", "_token")
+
+    def __init__(self, run_ctx: Any) -> None:
+        self._run_ctx = run_ctx
+        self._token: contextvars.Token[Any] | None = None
+
+    def __enter__(self) -> Any:
+        self._token = _CURRENT_RUN.set(self._run_ctx)
+        return self._run_ctx
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _CURRENT_RUN.reset(self._token)
+            self._token = None
 
 
 def judges_answered_by_run() -> str | None:

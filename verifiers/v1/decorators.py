@@ -92,5 +92,6 @@ def discover_decorated(obj: object, kind: str) -> list[Callable[..., Any]]:
     would run properties), and each name is bound through ``getattr`` so the most derived
     definition wins: an undecorated override switches a decorated base method off."""
     methods = [m for name in _tagged_names(type(obj), kind) if getattr(m := getattr(obj, name), kind, False) is True]
-    methods.sort(key=lambda m: (-getattr(m, f"{kind}_priority", 0), m.__name__))
+    if len(methods) > 1:
+        methods.sort(key=lambda m: (-getattr(m, f"{kind}_priority", 0), m.__name__))
     return methods

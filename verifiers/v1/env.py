@@ -21,10 +21,19 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
-from verifiers.v1.agents import Agent, AgentConfig, Agents, RunContext, agent_config_fields, make_agent
+from verifiers.v1.agents import (
+    Agent,
+    AgentConfig,
+    Agents,
+    RunContext,
+    agent_config_fields,
+    make_agent,
+    overrides,
+)
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.errors import EnvError
+from verifiers.v1.fields import put_field
 from verifiers.v1.harness import Harness, default_harness_id, load_harness
 from verifiers.v1.loading import EnvConfig, load_taskset, v1_taskset_class
 from verifiers.v1.plugins import PluginError, concrete_type, import_plugin, plugin_class, validation_message
@@ -116,7 +125,11 @@ class Env(ABC, Generic[ConfigT]):
         def make(name: str, spec: AgentConfig) -> Agent:
             return make_agent(spec, name=name, harness=self._harnesses[name], run_ctx=run_ctx)
 
-        return Agents(self.config, make)
+        # the roles are the ones found at init (each has its harness loaded there); their configs
+        # are read now, so a role's config replaced since is the one this episode plays
+        config = self.config
+        specs = {name: spec for name in self._harnesses if isinstance(spec := getattr(config, name, None), AgentConfig)}
+        return Agents(specs, make)
 
     async def run_episode(self, task: Task, run_ctx: RunContext) -> tuple[Episode, list[tuple[Trace, Any]]]:
         """Play one episode; the traces come back unscored, with what scoring them needs (their
@@ -130,7 +143,8 @@ class Env(ABC, Generic[ConfigT]):
         try:
             agents = self.agents_for(run_ctx)
             with running(run_ctx):
-                await self.setup(agents)
+                if overrides(self, Env, "setup"):  # the base class's setup does nothing
+                    await self.setup(agents)
                 await self.run(task, agents)
         except (asyncio.CancelledError, KeyboardInterrupt):
             # a cancelled episode (the rollout's timeout) is never scored: stop what it started
@@ -144,9 +158,10 @@ class Env(ABC, Generic[ConfigT]):
             episode.errors.append(Error(type=type(exc).__name__, message=str(err)))
         finally:
             run_ctx.on_trace = previous
-        episode.traces = [t for t, _ in finished]
-        episode.ok = not episode.errors and all(t.ok for t in episode.traces) and bool(episode.traces)
-        episode.is_timeout = any(t.is_timeout for t in episode.traces)
+        traces = [t for t, _ in finished]
+        put_field(episode, "traces", traces)
+        put_field(episode, "ok", not episode.errors and all(t.ok for t in traces) and bool(traces))
+        put_field(episode, "is_timeout", any(t.is_timeout for t in traces))
         return episode, finished
 
 

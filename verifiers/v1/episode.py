@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Generic, Literal, Self
 
 from pydantic import BaseModel, Field, computed_field, model_validator
 
 from verifiers.v1.configs import WireAgentConfig
+from verifiers.v1.fields import new_id
 from verifiers.v1.graph import FLOAT_DECIMALS, RECORD_FLOAT_DECIMALS
 from verifiers.v1.state import State, StateT
 from verifiers.v1.task import DataT, WireTaskData
@@ -74,7 +74,7 @@ RunInfo = Annotated[TrainRunInfo | EvalRunInfo, Field(discriminator="type")]
 
 
 class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = Field(default_factory=new_id)
     env: EnvInfo = Field(default_factory=EnvInfo)
     task: TraceTask[DataT]
     """The task dispatched (present even when no trace was produced)."""

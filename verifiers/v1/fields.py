@@ -3,6 +3,7 @@ taskset cheap (``benchmarks/import_time.py --cases v1``; tests/v1/test_import.py
 
 from __future__ import annotations
 
+import os
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
@@ -21,6 +22,23 @@ def new_list() -> list[Any]:
     from parsing its text signature (a tokenizer regex compiled on first use, then a tokenize per
     field: a few ms of ``import verifiers.v1`` plus a taskset); a Python function's is read free."""
     return []
+
+
+def new_id() -> str:
+    """A fresh random id, as ``uuid.uuid4().hex`` writes it (122 random bits, the version and
+    variant bits set): the bytes are marked in place instead of through ``uuid.UUID``'s checks
+    (every rollout mints a few: its trace, its episode, its runtime's folder)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    return raw.hex()
+
+
+def put_field(model: BaseModel, name: str, value: Any) -> None:
+    """``model.name = value`` for a plain field of one of our own models on the rollout path (no
+    validator on assignment, no ``exclude_unset`` dump of it): written to the instance dict,
+    without pydantic's ``__setattr__`` (a cost per write; the field is not marked as set)."""
+    model.__dict__[name] = value
 
 
 def base_built_on_first_use(cls: ModelT) -> ModelT:

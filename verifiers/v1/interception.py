@@ -30,17 +30,19 @@ from pydantic import TypeAdapter, ValidationError
 from verifiers.v1 import prefix
 from verifiers.v1.errors import InterceptionError, ProviderError
 from verifiers.v1.scoring import apply_intercepts, first_stop
-from verifiers.v1.trace import TimeSpan
 from verifiers.v1.types import (
     AssistantMessage,
     Message,
     Request,
     Response,
     Sampling,
+    SystemMessage,
     Tool,
     ToolCall,
+    ToolMessage,
     TurnTokens,
     Usage,
+    UserMessage,
     messages_to_openai,
 )
 
@@ -102,8 +104,8 @@ def tools_to_openai(tools: list[Tool] | None) -> list[dict[str, Any]] | None:
 
 def response_from_model(resp: Any, model: str) -> Response:
     """Our model client's ``ModelResponse`` as a v1 ``Response`` (tokens when the server sent them)."""
-    msg = dict(resp.message or {})
-    calls = [ToolCall(**_call_from_openai(c)) for c in msg.get("tool_calls") or []]
+    msg = resp.message or {}  # read only
+    calls = [ToolCall(**_call_from_openai(c)) for c in msg.get("tool_calls") or ()]
     message = AssistantMessage(content=msg.get("content"), reasoning_content=msg.get("reasoning_content"), tool_calls=calls or None)
     tokens = None
     if resp.prompt_token_ids is not None and resp.completion_token_ids is not None:
@@ -120,7 +122,7 @@ def response_from_model(resp: Any, model: str) -> Response:
     return Response(
         id=str(raw.get("id") or f"chatcmpl-{uuid.uuid4().hex}"), created=int(raw.get("created") or time.time()),
         model=str(raw.get("model") or model), message=message, finish_reason=finish,
-        usage=Usage.from_openai(resp.usage), tokens=tokens, raw=raw,
+        usage=Usage.of_response(resp), tokens=tokens, raw=raw,
     )  # fmt: skip
 
 
@@ -194,18 +196,25 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
             raise Stopped("max_turns")
         # as the original: the limits, then the trace's own @vf.stop hooks (they read what the last
         # turn's tools left on trace.state), then the request's intercepts and stops
+        hooked = bool(ctx.stops or ctx.intercepts)
         if ctx.stops and await first_stop(ctx.stops, trace, None, task=ctx.task, runtime=ctx.runtime):
             raise Stopped(trace.stop_condition)
-        request = Request(messages=list(messages), tools=tools)
-        request = await apply_intercepts(ctx.intercepts, trace, request, task=ctx.task, runtime=ctx.runtime)
-        if await first_stop(ctx.stops, trace, request, task=ctx.task, runtime=ctx.runtime):
-            raise Stopped(trace.stop_condition)
+        if hooked or not _typed(messages, tools):
+            request = Request(messages=list(messages), tools=tools)
+            request = await apply_intercepts(ctx.intercepts, trace, request, task=ctx.task, runtime=ctx.runtime)
+            if await first_stop(ctx.stops, trace, request, task=ctx.task, runtime=ctx.runtime):
+                raise Stopped(trace.stop_condition)
+        else:  # no hook sees the request, and its parts are already the models it would validate into
+            request = _Unchecked(list(messages), None if tools is None else list(tools))
         if trace.is_completed:
             raise Stopped(trace.stop_condition)
         args = {**(sampling or {}), **ctx.sampling}  # the agent's sampling wins over the program's
         started = time.time()
         tools_body = tools_to_openai(request.tools)
-        forwarded = await prefix.extended_prompt_ids(ctx.client, ctx.model, trace, request.messages, tools_body, args)
+        forwarded = (
+            await prefix.extended_prompt_ids(ctx.client, ctx.model, trace, request.messages, tools_body, args)
+            if prefix.wants_tokens(args) else None
+        )  # fmt: skip
         send = args if forwarded is None else prefix.with_prompt_ids(args, forwarded)
         try:
             raw = await ctx.client.chat(model=ctx.model, messages=messages_to_openai(request.messages), tools=tools_body, sampling_args=send)
@@ -216,14 +225,35 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
         response = response_from_model(raw, ctx.model)
         if forwarded is not None:
             prefix.check_honoured(ctx.client, trace, forwarded, response.tokens.prompt_ids if response.tokens else None)
-        response = await apply_intercepts(ctx.intercepts, trace, response, task=ctx.task, runtime=ctx.runtime)
+        if ctx.intercepts:
+            response = await apply_intercepts(ctx.intercepts, trace, response, task=ctx.task, runtime=ctx.runtime)
         sampling_record = Sampling.model_validate({k: v for k, v in args.items() if k not in ("extra_headers",)}) if args else None
         trace.commit_turn(request.messages, response, tools=request.tools, sampling=sampling_record, endpoint=ctx.endpoint)
-        trace.calls[-1].time = TimeSpan(start=started, end=time.time())
-        await first_stop(ctx.stops, trace, response, task=ctx.task, runtime=ctx.runtime)
+        span = trace.calls[-1].time  # the call's own fresh span (ModelCall's default), filled in
+        span.start, span.end = started, time.time()
+        if ctx.stops:
+            await first_stop(ctx.stops, trace, response, task=ctx.task, runtime=ctx.runtime)
         # a turn at max_turns still has its tool calls run (as the original: they may leave files the
         # rewards read); the next call is refused as max_turns
         return response
+
+
+_MESSAGE_TYPES = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolMessage})
+
+
+def _typed(messages: list[Message], tools: list[Tool] | None) -> bool:
+    """Whether ``Request(messages=messages, tools=tools)`` would keep every item as it is: each
+    message of one of the message classes and each tool a ``Tool`` (pydantic keeps such
+    instances unvalidated), so building the request checks nothing."""
+    return all(type(m) in _MESSAGE_TYPES for m in messages) and (tools is None or all(type(t) is Tool for t in tools))
+
+
+@dataclass(slots=True)
+class _Unchecked:
+    """A request's messages and tools where no hook looks at a ``Request`` (nothing to validate)."""
+
+    messages: list[Message]
+    tools: list[Tool] | None
 
 
 # --- the loopback HTTP proxy ---------------------------------------------------------------------

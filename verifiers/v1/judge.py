@@ -251,7 +251,7 @@ class Judge(Generic[ParsedT, ConfigT]):
             except Exception as exc:
                 raise JudgeError(f"judge {self.reward_name!r}: the call failed: {type(exc).__name__}: {exc}") from exc
             message = raw.message or {}
-            response = JudgeResponse(text=message.get("content") or "", usage=Usage.from_openai(raw.usage))
+            response = JudgeResponse(text=message.get("content") or "", usage=Usage.of_response(raw))
             if schema is not None:
                 if message.get("refusal"):
                     raise JudgeError(f"judge {self.reward_name!r} refused: {message['refusal']}")

@@ -85,6 +85,9 @@ def messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
     """v1 messages as OpenAI chat messages (tool calls nested under ``function``)."""
     out = []
     for m in messages:
+        if type(m) in _PLAIN and type(m.content) is str:  # what model_dump(exclude_none=True) gives
+            out.append({"role": m.role, "content": m.content})
+            continue
         d = m.model_dump(exclude_none=True)
         if isinstance(m, AssistantMessage):
             d.pop("provider_state", None)
@@ -95,3 +98,7 @@ def messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
             d.setdefault("content", None)
         out.append(d)
     return out
+
+
+_PLAIN = frozenset({SystemMessage, UserMessage})
+"""Message classes whose only fields are ``role`` and ``content``."""

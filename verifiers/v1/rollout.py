@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from verifiers.engine import GroupPlan, RolloutPlan, RunConfig, run_groups
 from verifiers.utils.results import HeadedRecord
-from verifiers.v1.agents import RunContext
+from verifiers.v1.agents import RunContext, overrides
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.mcp.client import SharedToolsets, finish
@@ -119,7 +119,7 @@ def _finalizes(env: Env) -> bool:
     """Whether ``env`` has a ``finalize`` of its own (the base class's does nothing)."""
     from verifiers.v1.env import Env  # env imports this module
 
-    return type(env).finalize is not Env.finalize or "finalize" in getattr(env, "__dict__", {})
+    return overrides(env, Env, "finalize")
 
 
 async def stop_runtimes(finished: list[Any]) -> None:
@@ -259,8 +259,10 @@ def group_plan(
         state["is_completed"] = True
         fill_state(state, episode, env)
 
+    plan = RolloutPlan(init_state=init_state, play=play)  # frozen, and the same for every row
+
     def plan_for(row: Mapping[str, Any]) -> RolloutPlan:
-        return RolloutPlan(init_state=init_state, play=play)
+        return plan
 
     return GroupPlan(plan_for=plan_for, scorer=V1Scorer(env))
 

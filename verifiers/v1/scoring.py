@@ -81,10 +81,16 @@ class _Plan:
     """What a hook's signature says, read once per function: its named parameters (required or
     not) and, on first need, its resolved annotations."""
 
-    __slots__ = ("fn", "hints", "is_async", "params")
+    __slots__ = ("_fn", "hints", "is_async", "params")
 
     def __init__(self, fn: Callable[..., Any]) -> None:
-        self.fn = fn
+        # the plain function, weakly: a cached plan must keep neither a bound method's task object
+        # alive nor its own cache key (a value holding its WeakKeyDictionary key never goes)
+        plain = getattr(fn, "__func__", fn)
+        try:
+            self._fn: Callable[[], Any] = weakref.ref(plain)
+        except TypeError:  # not weakly referable (then not cached either): held
+            self._fn = lambda: plain
         self.is_async = inspect.iscoroutinefunction(fn)
         self.params = [
             (name, p.default is p.empty)
@@ -96,7 +102,7 @@ class _Plan:
     def hint(self, name: str) -> Any:
         if self.hints is None:
             try:
-                self.hints = get_type_hints(self.fn)
+                self.hints = get_type_hints(self._fn())
             except Exception:  # unresolvable annotations: injection by name still works
                 self.hints = {}
         hint = self.hints.get(name)
@@ -154,7 +160,10 @@ async def call_hook(
 ) -> Any:
     """Call one hook with the arguments it names, under ``timeout``; any failure is a ``HookError``
     naming the hook (``name``, else the function's name)."""
-    name = name or getattr(fn, "__name__", repr(fn))
+    if not name:
+        name = getattr(fn, "__name__", None)
+        if name is None:  # repr only when there is no name (a bound method's repr is not cheap)
+            name = repr(fn)
     try:
         plan = _plan(fn)  # the signature, read once per function
         kwargs = _arguments(plan, available)
@@ -163,9 +172,25 @@ async def call_hook(
 
     if plan.is_async:
         try:
-            # the hook runs in this task under a deadline (as wait_for, without a task per call)
-            async with asyncio.timeout(timeout):
-                return await _settle(await fn(**kwargs))
+            # The hook runs in this task under a deadline (as wait_for, without a task per call),
+            # taken when it starts. Its first step runs with no timer armed: a deadline only acts
+            # where the hook suspends, so a hook that finishes without suspending (most: they read
+            # the trace) cannot overrun it, and one that suspends runs on under the timer.
+            deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+            coro = fn(**kwargs)
+            if not inspect.iscoroutine(coro):  # an awaitable of another kind: awaited as it is
+                async with asyncio.timeout_at(deadline):
+                    result = await coro
+            else:
+                try:
+                    first = coro.send(None)
+                except StopIteration as done:
+                    result = done.value
+                else:
+                    async with asyncio.timeout_at(deadline):
+                        result = await _Resumed(coro, first)
+            # a sync wrapper around an async function returns an awaitable
+            return (await result) if inspect.isawaitable(result) else result
         except TimeoutError as exc:
             raise HookTimeout(kind, name, f"did not finish within {timeout:g} s", cause_type="TimeoutError") from exc
         except (HookError, asyncio.CancelledError):
@@ -204,6 +229,37 @@ async def call_hook(
         raise HookError(kind, name, f"raised {type(exc).__name__}: {exc}", cause_type=type(exc).__name__) from exc
 
 
+class _Resumed:
+    """The rest of a coroutine whose first step already ran and yielded ``first``: awaiting it
+    hands ``first`` to the event loop and then drives the coroutine as ``await`` would (values
+    sent and exceptions thrown in, its return value out)."""
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Any, first: Any) -> None:
+        self.coro, self.first = coro, first
+
+    def __await__(self) -> Any:
+        coro, value = self.coro, self.first
+        self.first = None
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancellation (or a throw) reaches the hook where it waits
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as done:
+                    return done.value
+
+
 async def together(coros: list[Any]) -> None:
     """Await ``coros`` concurrently (``gather``); one is awaited as it is, none costs nothing."""
     if len(coros) == 1:
@@ -220,15 +276,6 @@ async def _settle(result: Any) -> Any:
 def check_score(kind: str, name: str, value: Any) -> dict[str, float] | float:
     """A hook's result as a float (or ``{key: float}``); anything else is an ``InvalidScore``.
     Booleans count as 1.0 / 0.0 (a reward that returns ``answer == expected`` is common)."""
-
-    def number(key: str, v: Any) -> float:
-        if not isinstance(v, Real):
-            raise InvalidScore(kind, key, f"returned {type(v).__name__} {v!r:.80}, not a number")
-        f = float(v)
-        if not math.isfinite(f):
-            raise InvalidScore(kind, key, f"returned {f}, not a finite number")
-        return f
-
     if isinstance(value, Mapping):
         if not value:
             raise InvalidScore(kind, name, "returned an empty mapping")
@@ -236,9 +283,18 @@ def check_score(kind: str, name: str, value: Any) -> dict[str, float] | float:
         for key, v in value.items():
             if not isinstance(key, str):
                 raise InvalidScore(kind, name, f"returned a mapping with the non-string key {key!r}")
-            out[key] = number(key, v)
+            out[key] = _number(kind, key, v)
         return out
-    return number(name, value)
+    return _number(kind, name, value)
+
+
+def _number(kind: str, key: str, v: Any) -> float:
+    if not isinstance(v, Real):
+        raise InvalidScore(kind, key, f"returned {type(v).__name__} {v!r:.80}, not a number")
+    f = float(v)
+    if not math.isfinite(f):
+        raise InvalidScore(kind, key, f"returned {f}, not a finite number")
+    return f
 
 
 def needs_runtime(fn: Callable[..., Any]) -> bool:
@@ -265,20 +321,20 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
     Every expected key is first set to None (unscored), so a trace shows what should have run
     even when a hook fails. A hook that needs ``runtime`` is skipped (left None, no error) when
     none is given, as when re-scoring saved traces offline."""
-    from verifiers.v1.errors import TaskError
-
     if timeout is None:
         timeout = task.data.timeout.scoring or DEFAULT_HOOK_TIMEOUT
     available: dict[Any, Any] = {"task": task.data, "trace": trace, "state": trace.state, "config": task.config}
     if runtime is not None:
         available["runtime"] = runtime
 
-    hooks = [("metric", fn) for fn in task.hooks("metric")] + [("reward", fn) for fn in task.hooks("reward")]
+    metrics, rewards = task.hooks("metric"), task.hooks("reward")
     if runtime is None:
-        hooks = [(k, fn) for k, fn in hooks if not needs_runtime(fn)]
-    for kind, fn in hooks:
-        (trace.metrics if kind == "metric" else trace.rewards).setdefault(fn.__name__, None)
-        (trace.metrics if kind == "metric" else trace.rewards)[fn.__name__] = None
+        metrics = [fn for fn in metrics if not needs_runtime(fn)]
+        rewards = [fn for fn in rewards if not needs_runtime(fn)]
+    for fn in metrics:
+        trace.metrics[fn.__name__] = None
+    for fn in rewards:
+        trace.rewards[fn.__name__] = None
     errors: list[HookError] = []
     judges: list[Any] = []
     for config in task.config.judges:
@@ -316,8 +372,10 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
 
     # metrics first, then rewards (each stage concurrently), as the original does: a reward may
     # read a metric off the trace (one metric runs the program, the reward reads ``passed``)
-    for stage in ("metric", "reward"):
-        await together([one(kind, fn) for kind, fn in hooks if kind == stage])
+    if metrics:
+        await together([one("metric", fn) for fn in metrics])
+    if rewards:
+        await together([one("reward", fn) for fn in rewards])
 
     async def judged(judge: Any) -> None:
         # a plugged judge: after the task's own rewards; its reward is `name or id`, its weight
@@ -335,7 +393,12 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         else:
             trace.record_reward(name, value, judge.config.weight)
 
-    await together([judged(j) for j in judges])
+    if judges:
+        await together([judged(j) for j in judges])
+    if not errors:
+        return
+    from verifiers.v1.errors import TaskError
+
     for exc in errors:
         # a task error (stop condition `task_error`) that keeps the hook's own traceback; its type
         # says what failed (HookTimeout, InvalidScore, HookError)

@@ -26,7 +26,7 @@ from verifiers.v1.decorators import discover_decorated
 from verifiers.v1.fields import base_built_on_first_use, new_list
 from verifiers.v1.messages import Messages, content_text
 from verifiers.v1.plugins import concrete_type
-from verifiers.v1.state import StateT
+from verifiers.v1.state import State, StateT
 
 if TYPE_CHECKING:
     from verifiers.v1.trace import Trace
@@ -34,9 +34,14 @@ if TYPE_CHECKING:
 MAX_ARTIFACT_BYTES = 32 * 1024 * 1024
 
 
+_KEY_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+"""``json.dumps(data, sort_keys=True, default=str)``'s encoder, made once (it keeps no state
+between calls; ``dumps`` would build one per call)."""
+
+
 def task_key(data: Mapping[str, Any]) -> str:
     """The content hash of a task's dumped data, independent of key order."""
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+    return hashlib.sha256(_KEY_ENCODER.encode(data).encode()).hexdigest()
 
 
 class TaskResources(BaseModel):
@@ -146,7 +151,12 @@ class Task(Generic[DataT, StateT, ConfigT]):
         return self.hash
 
     def with_data(self, **update: Any) -> Self:
-        clone = copy.copy(self)
+        cls = type(self)
+        if _copies_plainly(cls):  # what copy.copy would do, without its protocol lookups (per loaded task)
+            clone = cls.__new__(cls)
+            clone.__dict__.update(self.__dict__)
+        else:
+            clone = copy.copy(self)
         clone.data = self.data.model_copy(update=update)
         return clone
 
@@ -194,8 +204,6 @@ class Task(Generic[DataT, StateT, ConfigT]):
 
     @classmethod
     def state_type(cls) -> type:
-        from verifiers.v1.state import State
-
         return concrete_type(cls, State) or State
 
     def plugged_judges(self) -> list[Any]:
@@ -229,6 +237,30 @@ class Task(Generic[DataT, StateT, ConfigT]):
         MCP server each, closed when the rollout ends; a plain object's ``@vf.tool`` methods run
         in this process instead)."""
         return []
+
+
+_PLAIN_COPY: dict[type, bool] = {}
+
+
+def _copies_plainly(cls: type) -> bool:
+    """Whether ``copy.copy`` of a ``cls`` instance is a new instance with the same ``__dict__``
+    entries: no ``__copy__``, reduce, getstate/setstate or slots of its own, no copyreg entry.
+    A class's methods do not change after it is made: answered once per class."""
+    plain = _PLAIN_COPY.get(cls)
+    if plain is None:
+        import copyreg
+
+        plain = (
+            getattr(cls, "__copy__", None) is None
+            and cls.__reduce_ex__ is object.__reduce_ex__
+            and cls.__reduce__ is object.__reduce__
+            and cls.__getstate__ is object.__getstate__
+            and getattr(cls, "__setstate__", None) is None
+            and not any(getattr(k, "__slots__", ()) for k in cls.__mro__)
+            and cls not in copyreg.dispatch_table
+        )
+        _PLAIN_COPY[cls] = plain
+    return plain
 
 
 _PLUGGABLE = {"stop": "stops", "metric": "metrics", "reward": "rewards"}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 import traceback
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic
 
@@ -19,6 +18,7 @@ from typing_extensions import TypeVar
 from verifiers.v1 import graph
 from verifiers.v1.configs import WireAgentConfig
 from verifiers.v1.errors import ProviderError, stop_condition
+from verifiers.v1.fields import new_id
 from verifiers.v1.graph import RECORD_FLOAT_DECIMALS, MessageNode, SemanticEdgeSet
 from verifiers.v1.state import State, StateT
 from verifiers.v1.task import DataT, Task, WireTaskData
@@ -356,7 +356,7 @@ class Branch(BaseModel):
 
 class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     version: int = TRACE_VERSION
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = Field(default_factory=new_id)
     verifiers: VersionInfo = Field(default_factory=_this_build)
     task: TraceTask[DataT]
     agent: AgentInfo[AgentConfigT] = Field(default_factory=lambda: AgentInfo(config=WireAgentConfig()))
@@ -627,7 +627,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         the first new node (the template's scaffold included) and the completion on the reply,
         so a branch's ``token_ids`` is exactly ``prompt_ids + completion_ids`` of its last call.
         A prompt whose tokens do not extend the reused prefix's starts a new root path."""
-        prompt = [_as_message(m) for m in messages]
+        prompt = [m if isinstance(m, BaseModel) else _as_message(m) for m in messages]
         tokens = response.tokens
         private = self.__pydantic_private__  # read and written directly: a private getattr is slow
         prefix_ids = self._reused_prefix(prompt)
@@ -667,8 +667,14 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         node_id = len(self.nodes) - 1
         private["_last_path"] = [*prefix_ids, *range(first_new, node_id + 1)]
         self.calls.append(ModelCall(node=node_id, model=response.model, sampling=sampling, endpoint=endpoint, finish_reason=response.finish_reason, usage=response.usage))
-        for tool in tools or []:
-            self.tools = [t for t in self.tools if (t.namespace, t.name) != (tool.namespace, tool.name)] + [tool]
+        if tools:
+            # each tool replaces the one of its (namespace, name), and goes last: one assignment
+            latest: dict[tuple[str | None, str], Tool] = {}
+            for tool in tools:
+                key = (tool.namespace, tool.name)
+                latest.pop(key, None)
+                latest[key] = tool
+            self.tools = [t for t in self.tools if (t.namespace, t.name) not in latest] + list(latest.values())
         self.notify()
         return node_id
 
@@ -685,6 +691,8 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
 
         The path of the last reply is tried first: a prompt that extends it (every turn of a
         plain conversation) needs no walk of the other branches."""
+        if not self.nodes:
+            return []  # the first call: nothing to reuse
 
         def matched(ids: list[int]) -> int:
             k = 0

@@ -121,19 +121,31 @@ class Usage(BaseModel):
         """From an OpenAI-style usage object (or dict): cached prompt tokens are split out."""
         if usage is None:
             return None
-
-        def get(obj: Any, name: str) -> Any:
-            return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-        cached = get(get(usage, "prompt_tokens_details") or {}, "cached_tokens")
-        reasoning = get(get(usage, "completion_tokens_details") or {}, "reasoning_tokens")
+        # a provider's figures are data: a detail that is not a count (or a cost that is not a
+        # number) is left out rather than failing the call
+        cached = _count(_get(_get(usage, "prompt_tokens_details") or _NO_DETAILS, "cached_tokens"))
+        reasoning = _count(_get(_get(usage, "completion_tokens_details") or _NO_DETAILS, "reasoning_tokens"))
+        cost = _get(usage, "cost")
+        prompt = _get(usage, "prompt_tokens") or 0
+        if cached is not None and cached > prompt:
+            cached = None  # more cache reads than prompt tokens: not a split we can trust
         return cls(
-            prompt_tokens=(get(usage, "prompt_tokens") or 0) - (cached or 0),
-            completion_tokens=get(usage, "completion_tokens") or 0,
+            prompt_tokens=prompt - (cached or 0),
+            completion_tokens=_get(usage, "completion_tokens") or 0,
             cached_input_tokens=cached,
             reasoning_tokens=reasoning,
-            cost=get(usage, "cost"),
+            cost=float(cost) if type(cost) in (int, float) and cost == cost else None,
         )
+
+    @classmethod
+    def of_response(cls, resp: Any) -> Usage | None:
+        """The usage of one model client response (``verifiers.clients.ModelResponse``): the body's
+        own when it gives both counts as integers (its cached and reasoning token details and cost
+        come with it), else the client's counts (filled from token ids when the body gave none)."""
+        raw = resp.raw.get("usage") if isinstance(resp.raw, dict) else None
+        if isinstance(raw, dict) and type(raw.get("prompt_tokens")) is int and type(raw.get("completion_tokens")) is int:
+            return cls.from_openai(raw)
+        return cls.from_openai(resp.usage)
 
     @classmethod
     def aggregate(cls, usages: Iterable[Usage]) -> Usage | None:
@@ -154,6 +166,18 @@ class Usage(BaseModel):
             reasoning_tokens=optional("reasoning_tokens"),
             cost=optional("cost"),
         )
+
+
+_NO_DETAILS: dict[str, Any] = {}  # read only
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _get(obj: Any, name: str) -> Any:
+    # a usage (or its details) as a dict or as an object with attributes (the OpenAI SDK's)
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
 @dataclass

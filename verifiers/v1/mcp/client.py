@@ -164,7 +164,9 @@ class Connection:
             except Exception as exc:
                 raise ToolsetError(f"the rollout's {type(state).__name__} cannot be sent to tool server {self.name!r} as JSON: {exc}") from None
         try:
-            result = await asyncio.wait_for(session.call_tool(tool, arguments, meta=meta), timeout)
+            # the limit in this task: no task per tool call (wait_for would make one)
+            async with asyncio.timeout(timeout):
+                result = await session.call_tool(tool, arguments, meta=meta)
         except TimeoutError:
             raise ToolsetError(f"tool {self.qualified(tool)!r} did not finish within {timeout:g} s") from None
         except McpError as exc:

@@ -21,7 +21,6 @@ import shutil
 import subprocess as _subprocess  # not `subprocess`: the submodule runtimes.subprocess (the original's path) takes that name in this package
 import tempfile
 import threading
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,8 @@ from pydantic import ConfigDict, Field, PositiveFloat, field_validator
 
 from verifiers.v1.configs import BaseConfig
 from verifiers.v1.errors import SandboxError
+from verifiers.v1.fields import new_id
+from verifiers.v1.task import TaskResources
 
 ARTIFACTS_DIR = "/tmp/vf-artifacts"
 
@@ -293,9 +294,19 @@ class SubprocessRuntime(Runtime):
 
     def __init__(self, config: SubprocessConfig | None = None) -> None:
         super().__init__(config or SubprocessConfig())
-        self._workdir: Path = Path(self.config.workdir) if self.config.workdir else Path()
+        given = self.config.workdir
+        # the folder as a path is built on first use (a rollout whose harness runs nothing never
+        # needs it); ``_where`` is its name as ``info`` records it
+        self._path_of: Path | None = Path(given) if given else None
+        self._where = str(self._path_of) if given else "."
         self._fresh = False  # a temporary folder of this runtime's own, made on first use
         self._made = False
+
+    @property
+    def _workdir(self) -> Path:
+        if self._path_of is None:
+            self._path_of = Path(self._where)
+        return self._path_of
 
     @property
     def workdir(self) -> Path:
@@ -309,12 +320,14 @@ class SubprocessRuntime(Runtime):
 
     @property
     def info(self) -> dict[str, Any]:
-        return {"type": "subprocess", "workdir": str(self._workdir)}
+        return {"type": "subprocess", "workdir": self._where}
 
     async def start(self) -> None:
         if self.config.workdir is None:
             if not self._fresh:
-                self._workdir = Path(os.path.join(tempfile.gettempdir(), f"vf-rollout-{uuid.uuid4().hex}"))
+                # gettempdir() is absolute and normalised, so this string is the path's own str()
+                self._where = os.path.join(tempfile.gettempdir(), f"vf-rollout-{new_id()}")
+                self._path_of = None
                 self._fresh, self._made = True, False
         else:
             self._workdir.mkdir(parents=True, exist_ok=True)
@@ -817,7 +830,9 @@ def task_runtime_config(config: RuntimeConfig, resources: Any) -> RuntimeConfig:
     ``limits.memory_mb`` and ``disk`` sets ``limits.disk_mb``; a resource this runtime cannot
     enforce (``cpu`` and ``gpu`` on ``sandbox``, everything on ``subprocess``) is ignored with one
     warning per runtime type and resource."""
-    declared = resources.model_dump(exclude_none=True) if resources is not None else {}  # a fresh dict: popped below
+    if resources is None or (type(resources) is TaskResources and not resources.model_fields_set):
+        return config  # nothing declared: every field of the plain class defaults to None
+    declared = resources.model_dump(exclude_none=True)  # a fresh dict: popped below
     if not declared:
         return config
     applied: dict[str, int] = {}
