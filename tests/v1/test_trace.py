@@ -246,6 +246,25 @@ def test_token_counts_follow_each_new_turn_and_agree_with_the_branches() -> None
     assert {k: trace.to_record()[k] for k in ("num_input_tokens", "num_output_tokens", "num_total_tokens")} == {
         "num_input_tokens": 7, "num_output_tokens": 2, "num_total_tokens": 9
     }
+    # a turn on the first branch's prefix: three branches, two sharing their first call; the counts
+    # are the branches' (read the slow way, by the Branch models)
+    trace = vf.Trace.for_task(task)
+    for prompt, ids in (([user], [1, 2]), ([user, None, vf.UserMessage(content="more")], [1, 2, 3, 4]), ([vf.UserMessage(content="fresh")], [9])):
+        trace.commit_turn([m if m is not None else trace.nodes[1].message for m in prompt], _reply("r", ids, [ids[-1] + 1]))
+    trace.commit_turn([user, trace.nodes[1].message, vf.UserMessage(content="other")], _reply("d", [1, 2, 3, 11], [12]))
+    for t in (trace, build_trace()):
+        branches = t.branches
+        seen: dict[int, int] = {}  # each call's new input once, from the first branch that has it
+        for b in branches:
+            prev = 0
+            for c in b.calls:
+                if c.usage is not None:
+                    seen.setdefault(id(c), max(0, c.usage.input_tokens - prev))
+                    prev = c.usage.total_tokens
+        assert t.num_input_tokens == sum(seen.values())
+        assert t.num_output_tokens == sum(b.num_output_tokens for b in branches)
+        assert t.num_total_tokens == sum(seen.values()) + sum(c.usage.completion_tokens for c in t.calls if c.usage)
+    assert len(trace.branches) == 3 and trace.num_input_tokens == 4 + 1
 
 
 def test_json_records_round_the_per_token_float_streams_they_carry() -> None:
@@ -301,3 +320,65 @@ def test_the_writers_episode_line_is_the_episode_record() -> None:
     line = episode_line(state)
     assert not isinstance(line, HeadedRecord)
     assert read(encode_record(line)) == read(encode_record(episode_record(state)))
+
+
+def _episodes() -> list[vf.Episode]:
+    """Episodes of different shapes: tools and two branches with token data, per-token float
+    streams and loss weights, an image-token map, raw tensors, a failed sub-agent, episode errors."""
+    import numpy as np
+
+    from verifiers.v1.graph import encode_ndarray
+
+    plain = build_trace()
+    streams = build_trace()
+    streams.nodes[2].logprobs = [-0.123456789, -1e-07]
+    streams.nodes[2].advantages = [0.987654321] * len(streams.nodes[2].token_ids)
+    streams.nodes[4].entropies = [1.23456789, 2.0]
+    streams.nodes[4].loss_weights = {"kl": [0.5] * len(streams.nodes[4].token_ids)}
+    streams.mm_token_type_id_map = {7: 1, 9: 2}
+    tensors = build_trace()
+    tensors.nodes[2].routed_experts = encode_ndarray(np.zeros((5, 2, 1), dtype=np.uint8))
+    failed = build_trace()
+    failed.agent.name, failed.agent.trainable = "helper", False
+    failed.calls[-1].finish_reason = "length"
+    failed.record_error(RuntimeError("the tool broke"))
+    bare = vf.Trace.for_task(vf.Task(vf.WireTaskData(prompt="q")))
+    bare.commit_turn([vf.UserMessage(content="q")], vf.Response(id="r", created=0, model="m", message=vf.AssistantMessage(content="a"), finish_reason="stop"))
+    run = vf.TrainRunInfo(id="run", work=vf.TrainWorkInfo(step=3, policy=vf.PolicySpan(start=1, end=2)))
+    return [
+        vf.Episode(task=plain.task, traces=[plain], ok=True),
+        vf.Episode(task=streams.task, traces=[streams, bare], ok=True, group=vf.GroupInfo(id="g"), run=run),
+        vf.Episode(task=tensors.task, traces=[tensors], ok=True),
+        vf.Episode(task=failed.task, traces=[plain, failed], errors=[vf.Error(type="EnvError", message="finalize: no")]),
+        vf.Episode(task=bare.task, traces=[bare]),
+        vf.Episode(task=bare.task, is_timeout=True),
+    ]
+
+
+def test_the_episode_json_is_byte_for_byte_the_general_serializers() -> None:
+    """The episode's JSON (the head of a traces.jsonl line) and the whole line are exactly what the
+    general path writes: the record dict (``model_dump``, every computed value and rounded stream
+    read the slow way) encoded by pydantic's JSON writer; for every shape of episode, and again
+    after the trace changed (cached counts must follow)."""
+    import pydantic_core
+
+    from verifiers.utils.results import encode_record
+    from verifiers.v1.rollout import episode_line, episode_record
+
+    for episode in _episodes():
+        for float_decimals in (4, 2, None):
+            assert episode.to_json(float_decimals) == pydantic_core.to_json(episode.to_record(float_decimals))
+        state = {"_episode": episode, "_task": vf.Task(episode.task.data), "example_id": 3, "rollout_index": 1,
+                 "reward": 0.5, "metrics": {"turns": 3.0}, "usage": {"prompt_tokens": 12}, "complete": True,
+                 "timing": {"total_ms": 1.5}, "error": None}  # fmt: skip
+        assert encode_record(episode_line(state)) == pydantic_core.to_json(episode_record(state)) + b"\n"
+        if episode.traces:
+            trace = episode.traces[0]
+            trace.commit_turn([vf.UserMessage(content="again")], _reply("x", [30, 31], [32, 33, 34]))
+            trace.calls[0].usage = vf.Usage(prompt_tokens=40, completion_tokens=1)
+            assert episode.to_json() == pydantic_core.to_json(episode.to_record())
+            fresh = [type(t).model_validate(t.model_dump()) for t in episode.traces]  # nothing cached
+            counts = [(t.num_input_tokens, t.num_output_tokens, t.num_total_tokens) for t in fresh]
+            record = json.loads(episode.to_json())
+            assert [(t["num_input_tokens"], t["num_output_tokens"], t["num_total_tokens"]) for t in record["traces"]] == counts
+            assert record["num_input_tokens"] == sum(c[0] for c in counts) and record["num_total_tokens"] == sum(c[2] for c in counts)

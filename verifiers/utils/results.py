@@ -291,9 +291,9 @@ def encode_record(record: dict[str, Any]) -> bytes:
     :func:`dumps`. A :class:`HeadedRecord`'s head is written as it is, its dict after it; when
     the dict cannot be written that way, the whole record goes the plain way."""
     if isinstance(record, HeadedRecord) and record.head is not None:
-        rest = _fast_encode(dict(record))
+        rest = _fast_encode(record)  # msgspec writes (and compares) a dict subclass as its dict
         if rest is not None:
-            return record.head + (b"," + rest[1:] if rest != b"{}" else b"}") + b"\n"
+            return b"".join((record.head, b"," + rest[1:] if rest != b"{}" else b"}", b"\n"))
         whole = record.full()
         record.clear()
         record.update(whole)
@@ -353,16 +353,17 @@ class RolloutSummary:
             example_id=rec.get("example_id"),
             rollout_index=_int(rec.get("rollout_index")),
             reward=_finite(rec.get("reward")),
-            metrics={str(k): _finite(v) for k, v in metrics.items()} if isinstance(metrics, dict) else {},
+            metrics={str(k): _finite(v) for k, v in metrics.items()} if metrics and isinstance(metrics, dict) else {},
             error_source=(err.get("source") or "unknown") if isinstance(err, dict) else (None if err is None else "unknown"),
             error_kind=error_kind(err),
             prompt_tokens=_tokens(usage.get("prompt_tokens")),
             completion_tokens=_tokens(usage.get("completion_tokens")),
             is_truncated=bool(rec.get("is_truncated")),
             stop_condition=str(stop) if stop else None,
-            warnings=tuple(
-                str(w.get("type") or "warning") if isinstance(w, dict) else "warning"
-                for w in (warnings if isinstance(warnings, list) else ())
+            warnings=(
+                tuple(str(w.get("type") or "warning") if isinstance(w, dict) else "warning" for w in warnings)
+                if warnings and isinstance(warnings, list)
+                else ()
             ),
         )
 
@@ -397,6 +398,9 @@ class ResultsWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / (name or RESULTS_FILE)
         self._fh = open(self.path, "ab")
+        # where the next line starts: the file's end, then moved by each line written (the run
+        # folder's lock keeps every other writer out), instead of asking the file each time
+        self._end = self._fh.seek(0, os.SEEK_END)
 
     def write(self, record: dict[str, Any]) -> int:
         """Append one record; returns its byte offset in the file.
@@ -406,9 +410,10 @@ class ResultsWriter:
         updated in place), so one bad value never stops the run.
         """
         line = encode_record(record)
-        offset = self._fh.tell()
+        offset = self._end
         self._fh.write(line)
         self._fh.flush()
+        self._end = offset + len(line)
         return offset
 
     def close(self) -> None:

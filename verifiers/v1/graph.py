@@ -12,16 +12,33 @@ one into an array when a trainer wants it.
 
 from __future__ import annotations
 
+import contextlib
+import operator
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, FieldSerializationInfo, field_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
 from verifiers.v1.types import Message, Tool
 
 _EDGE_TYPE = r"^[A-Za-z][A-Za-z0-9._:-]{0,127}$"
 RECORD_FLOAT_DECIMALS = 4
 """Digits kept for per-token float streams in JSON records (the msgpack wire keeps all)."""
+FLOAT_DECIMALS: ContextVar[int | None] = ContextVar("float_decimals", default=RECORD_FLOAT_DECIMALS)
+"""The digits a JSON dump of nodes keeps (None: all): set around one dump by ``to_record`` /
+``to_json(float_decimals=...)`` (:func:`float_decimals`) and reset right after it."""
+
+
+@contextlib.contextmanager
+def float_decimals(decimals: int | None) -> Iterator[None]:
+    """JSON dumps inside keep ``decimals`` digits of the per-token float streams (None: all)."""
+    token = FLOAT_DECIMALS.set(decimals)
+    try:
+        yield
+    finally:
+        FLOAT_DECIMALS.reset(token)
 
 
 class ParentLink(BaseModel):
@@ -74,7 +91,7 @@ class SemanticEdgeSet(BaseModel):
 
 class MessageNode(BaseModel):
     parent: int | None = None
-    tools: list[Tool] = Field(default_factory=list, exclude_if=lambda tools: not tools)
+    tools: list[Tool] = Field(default_factory=list, exclude_if=operator.not_)  # a builtin: no Python frame per node
     """The tools rendered into the prompt; on root nodes only."""
     semantic_parents: list[ParentLink] = Field(default_factory=list)
     message: Message
@@ -101,13 +118,15 @@ class MessageNode(BaseModel):
     def logical_ids(self) -> list[int]:
         return self.token_ids if self.renderer_token_ids is None else self.renderer_token_ids
 
-    # json-unless-none: the optional lists are mostly None, and a None needs no call into Python
+    # json-unless-none: the optional lists are mostly None, and a None needs no call into Python;
+    # the digits come from FLOAT_DECIMALS, not the serializer's info (building that object for each
+    # node cost more than the rest of the node's serialization), and an empty list returns at once
     @field_serializer("logprobs", "advantages", "reference_logprobs", "trainer_logprobs", "entropies", when_used="json-unless-none")
-    def _round(self, values: list[float] | None, info: FieldSerializationInfo) -> list[float] | None:
-        decimals = (info.context or {}).get("float_decimals", RECORD_FLOAT_DECIMALS)
-        if values is None or decimals is None:
+    def _round(self, values: list[float] | None) -> list[float] | None:
+        if not values:
             return values
-        return [round(v, decimals) for v in values]
+        decimals = FLOAT_DECIMALS.get()
+        return values if decimals is None else [round(v, decimals) for v in values]
 
 
 def encode_ndarray(array: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verifiers.engine import GroupPlan, RolloutPlan, RunConfig, run_groups
+from verifiers.utils.results import HeadedRecord
 from verifiers.v1.agents import RunContext, overrides
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
@@ -131,28 +132,50 @@ async def stop_runtimes(finished: list[Any]) -> None:
 def fill_state(state: State, episode: Episode, env: Env) -> None:
     """The engine's view of an episode: the mean reward and metrics over its trainable traces
     (all of them when none is), the first error, the summed usage."""
-    scored = [t for t in episode.traces if t.agent.trainable] or list(episode.traces)
-    state["reward"] = sum(t.reward for t in scored) / len(scored) if scored else 0.0
-    keys = sorted({k for t in scored for k, v in t.metrics.items() if v is not None})
-    state["metrics"] = {k: sum(t.metrics.get(k) or 0.0 for t in scored) / len(scored) for k in keys}
-    # episode.usage's two sums, without building the aggregate models (read twice per episode)
-    usages = [c.usage for t in episode.traces for c in t.calls if c.usage is not None]
-    state["usage"] = (
-        {"prompt_tokens": sum(u.input_tokens for u in usages), "completion_tokens": sum(u.completion_tokens for u in usages)}
-        if usages else {}
-    )  # fmt: skip
-    stops = [t.stop_condition for t in scored if t.stop_condition]
-    state["stop_condition"] = stops[0] if stops else None
-    state["is_truncated"] = any(t.is_truncated for t in scored)
+    # one pass over the traces (read twice per episode: after the play and after scoring)
+    traces = episode.traces
+    scored = [t for t in traces if t.agent.trainable] or traces
+    rewards: list[float] = []
+    stop = None
+    truncated = has_metrics = False
+    for t in scored:
+        rewards.append(t.reward)
+        if stop is None and t.stop_condition:
+            stop = t.stop_condition
+        if not truncated:
+            truncated = t.is_truncated
+        if t.metrics:
+            has_metrics = True
+    n = len(scored)
+    state["reward"] = sum(rewards) / n if n else 0.0
+    if has_metrics:
+        keys = sorted({k for t in scored for k, v in t.metrics.items() if v is not None})
+        state["metrics"] = {k: sum(t.metrics.get(k) or 0.0 for t in scored) / n for k in keys}
+    else:
+        state["metrics"] = {}
+    # episode.usage's two sums, without building the aggregate models
+    prompt = completion = 0
+    counted = False
+    bad = None
+    for t in traces:
+        for c in t.calls:
+            u = c.usage
+            if u is not None:
+                counted = True
+                prompt += u.input_tokens
+                completion += u.completion_tokens
+        if bad is None and t.errors:
+            bad = t
+    state["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion} if counted else {}
+    state["stop_condition"] = stop
+    state["is_truncated"] = bool(truncated)
     if not state.get("error"):
         if episode.errors:
             e = episode.errors[0]
             state["error"] = {"type": e.type, "message": e.message, "source": "env"}
-        else:
-            bad = next((t for t in episode.traces if t.errors), None)
-            if bad is not None:
-                e = bad.errors[0]
-                state["error"] = {"type": e.type, "message": e.message, "source": f"trace:{bad.agent.name}"}
+        elif bad is not None:
+            e = bad.errors[0]
+            state["error"] = {"type": e.type, "message": e.message, "source": f"trace:{bad.agent.name}"}
     state["complete"] = bool(env.complete(episode)) and not state.get("error")
 
 
@@ -172,8 +195,6 @@ def episode_line(state: State, run: Any = None) -> dict[str, Any]:
     its own serializer, never built as a dict), the engine's keys after it (a
     :class:`~verifiers.utils.results.HeadedRecord`; ``full()`` is :func:`episode_record`'s dict).
     An episode its serializer cannot write (a lone surrogate) is the plain record."""
-    from verifiers.utils.results import HeadedRecord
-
     episode, keys = _episode_and_keys(state, run)
     try:
         head = episode.to_json()

@@ -45,6 +45,14 @@ TOKEN_PREFIX_KEY = "token_prefix"
 """``info[TOKEN_PREFIX_KEY]``: ``{"extended": n, "split": n}``, the turns that continued a conversation
 with prompt ids made to extend its tokens (``verifiers.v1.prefix``), and those whose tokens broke it."""
 
+WRITING_COUNTS: dict[int, tuple[int, int, int]] = {}
+"""(input, output, total) tokens of the traces and episodes whose record is being written, by
+``id``: their computed ``num_*_tokens`` fields read them here instead of counting again (a record
+reads each trace's three, and the episode's sums, from inside the serializer). Filled just before
+one synchronous serializer call and emptied right after it (``Episode.to_json`` / ``to_record``),
+so an entry never outlives the write (nor the object: its ``id`` cannot be reused meanwhile), and
+nothing can change the trace in between."""
+
 TRUNCATING_STOPS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "compaction_failed")
 
 
@@ -159,6 +167,38 @@ def _new_input(calls: Iterable[ModelCall]) -> Iterable[tuple[ModelCall, int]]:
             continue
         yield call, max(0, call.usage.input_tokens - prev)
         prev = call.usage.total_tokens
+
+
+def _count_tokens(nodes: list[MessageNode], calls: list[ModelCall]) -> tuple[int, int, int]:
+    """(input, output, total) tokens of a graph's branches (what :attr:`Trace.branches` would
+    give, without building them). Input: each branch's :func:`_new_input`, a call on several
+    branches (a shared prefix) counted once; output: the completion tokens of each branch's calls
+    (``Branch.num_output_tokens``, summed); total: the input plus every call's completion tokens."""
+    completion = 0
+    by_node: dict[int, ModelCall] = {}  # a node's last call
+    for c in calls:
+        if c.usage is not None:
+            completion += c.usage.completion_tokens
+        if c.node is not None:
+            by_node[c.node] = c
+    new_input = output = 0
+    if by_node:
+        parents = {n.parent for n in nodes if n.parent is not None}
+        seen: set[int] = set()
+        for leaf in range(len(nodes)):  # graph.leaves, in order
+            if leaf in parents:
+                continue
+            prev = 0
+            for i in graph.path_to(nodes, leaf):
+                call = by_node.get(i)
+                if call is None or (usage := call.usage) is None:
+                    continue
+                output += usage.completion_tokens
+                if id(call) not in seen:
+                    seen.add(id(call))
+                    new_input += max(0, usage.input_tokens - prev)
+                prev = usage.total_tokens
+    return new_input, output, new_input + completion
 
 
 class Branch(BaseModel):
@@ -344,7 +384,6 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     _pending: dict[int, list[Message]] = PrivateAttr(default_factory=dict)
     _last_path: list[int] = PrivateAttr(default_factory=list)
     _reused_prefix_ids: list[int] = PrivateAttr(default_factory=list)
-    _branch_calls_of: tuple[Any, Any, tuple[int, int], list[list[ModelCall]]] | None = PrivateAttr(default=None)
     _token_counts_of: tuple[Any, Any, int, tuple[Any, ...], tuple[int, int, int]] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
@@ -374,7 +413,7 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     @field_serializer("mm_token_type_id_map")
     def _str_keys(self, mapping: dict[int, int]) -> dict[str, int]:
         # msgpack readers refuse int map keys by default; validation turns them back into ints
-        return {str(k): v for k, v in mapping.items()}
+        return {str(k): v for k, v in mapping.items()} if mapping else {}
 
     # --- watching (the delta streamer) ------------------------------------------------------
 
@@ -556,8 +595,10 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     def is_truncated(self) -> bool:
         if self.stop_condition in TRUNCATING_STOPS:
             return True
-        last = next((c for c in reversed(self.calls) if c.error is None), None)
-        return bool(last and last.finish_reason == "length")
+        for call in reversed(self.calls):  # the last call that did not fail
+            if call.error is None:
+                return call.finish_reason == "length"
+        return False
 
     @property
     def transcript(self) -> str:
@@ -676,64 +717,35 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     def usage(self) -> Usage | None:
         return Usage.aggregate(c.usage for c in self.calls if c.usage is not None)
 
-    def _branch_calls(self) -> list[list[ModelCall]]:
-        """Each branch's model calls in order (what :attr:`branches` holds, without building
-        the branches: the token counts below are read on every record)."""
-        nodes, calls = self.nodes, self.calls
-        if not calls:
-            return []
-        # the graph only grows: the answer holds while the node and call lists stay as they are
-        cached = self._branch_calls_of
-        if cached is not None and cached[0] is nodes and cached[1] is calls and cached[2] == (len(nodes), len(calls)):
-            return cached[3]
-        by_node = {c.node: c for c in calls if c.node is not None}
-        out = [[by_node[n] for n in graph.path_to(nodes, leaf) if n in by_node] for leaf in graph.leaves(nodes)]
-        self._branch_calls_of = (nodes, calls, (len(nodes), len(calls)), out)
-        return out
-
-    def _input_tokens(self, branch_calls: list[list[ModelCall]]) -> int:
-        seen: set[int] = set()
-        total = 0
-        for calls in branch_calls:
-            for call, n in _new_input(calls):
-                if id(call) not in seen:
-                    seen.add(id(call))
-                    total += n
-        return total
-
     def _token_counts(self) -> tuple[int, int, int]:
-        """(input, output, total) tokens: each record reads all three, an episode's record
-        twice, so they are counted once per state of the graph and of the calls' usages (a usage is
-        replaced, never edited in place: an edited one is not seen)."""
+        """(input, output, total) tokens, counted once per state of the graph and of the calls'
+        usages (a usage is replaced, never edited in place: an edited one is not seen)."""
         nodes, calls = self.nodes, self.calls
         usages = tuple([c.usage for c in calls])  # compared by identity, then by value
-        private = self.__pydantic_private__  # read directly: a private attribute's getattr is slow
+        private = self.__pydantic_private__  # read and written directly: a private getattr is slow
         cached = private["_token_counts_of"] if private is not None else None
         if cached is not None and cached[0] is nodes and cached[1] is calls and cached[2] == len(nodes) and cached[3] == usages:
             return cached[4]
-        branch_calls = self._branch_calls()
-        new_input = self._input_tokens(branch_calls)
-        # a branch's output: the completion tokens of its calls (Branch.num_output_tokens)
-        output = sum(c.usage.completion_tokens for bc in branch_calls for c in bc if c.usage is not None)
-        completion = sum(c.usage.completion_tokens for c in calls if c.usage is not None)
-        counts = (new_input, output, new_input + completion)
-        self._token_counts_of = (nodes, calls, len(nodes), usages, counts)
+        counts = _count_tokens(nodes, calls)
+        if private is not None:
+            private["_token_counts_of"] = (nodes, calls, len(nodes), usages, counts)
         return counts
 
+    # a record being written reads its counts from WRITING_COUNTS (set around that one call)
     @computed_field
     @property
     def num_input_tokens(self) -> int:
-        return self._token_counts()[0]
+        return (WRITING_COUNTS.get(id(self)) or self._token_counts())[0]
 
     @computed_field
     @property
     def num_output_tokens(self) -> int:
-        return self._token_counts()[1]
+        return (WRITING_COUNTS.get(id(self)) or self._token_counts())[1]
 
     @computed_field
     @property
     def num_total_tokens(self) -> int:
-        return self._token_counts()[2]
+        return (WRITING_COUNTS.get(id(self)) or self._token_counts())[2]
 
     def split_agent_time(self) -> None:
         span = self.timing.agent
@@ -745,7 +757,8 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
 
     def to_record(self, float_decimals: int | None = RECORD_FLOAT_DECIMALS) -> dict[str, Any]:
         """The JSON record (``traces.jsonl``): no raw tensors, per-token floats rounded."""
-        return self.model_dump(mode="json", exclude=EXCLUDE_FIELDS, serialize_as_any=True, context={"float_decimals": float_decimals})
+        with graph.float_decimals(float_decimals):
+            return self.model_dump(mode="json", exclude=EXCLUDE_FIELDS, serialize_as_any=True)
 
 
 def _same(a: BaseModel, b: BaseModel) -> bool:
