@@ -31,6 +31,7 @@ lint: venv
 
 bench: venv
 	$(BIN)/python benchmarks/rollouts.py
+	$(BIN)/python benchmarks/hot_path.py --instructions
 	$(BIN)/python benchmarks/import_time.py
 	$(BIN)/python benchmarks/memory.py --with-original
 	$(BIN)/python benchmarks/sandbox.py

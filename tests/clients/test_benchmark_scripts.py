@@ -74,6 +74,13 @@ def test_import_time_benchmark_harness(tmp_path):
     assert v1["heavy_modules"] == [] and v1["import_build_s"] > 0
 
 
+def test_hot_path_benchmark_harness(tmp_path):
+    figures = run("hot_path.py", "--rollouts", "40", "--repeats", "1", tmp_path=tmp_path)
+    # each kind ran its rollouts in process, every one rewarded (the child exits non-zero otherwise)
+    assert figures["v1"]["cpu_us"] > 0 and figures["classic"]["cpu_us"] > 0
+    assert figures["v1_over_classic_cpu"] > 0
+
+
 def test_make_bench_and_the_readme_list_every_benchmark_script():
     """`make bench` runs every script in benchmarks/ (the original's memory figure needs
     --with-original), and the README's layout names each one."""
