@@ -12,7 +12,7 @@ from verifiers.v1.fields import new_id
 from verifiers.v1.graph import FLOAT_DECIMALS, RECORD_FLOAT_DECIMALS
 from verifiers.v1.state import State, StateT
 from verifiers.v1.task import DataT, WireTaskData
-from verifiers.v1.trace import EXCLUDE_FIELDS, WRITING_COUNTS, AgentConfigT, Error, Trace, TraceTask
+from verifiers.v1.trace import EXCLUDE_FIELDS, AgentConfigT, Error, Trace, TraceTask
 from verifiers.v1.types import Usage
 
 
@@ -97,24 +97,20 @@ class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
     def usage(self) -> Usage | None:
         return Usage.aggregate(u for t in self.traces if (u := t.usage) is not None)
 
-    # a record being written reads its sums from WRITING_COUNTS (see _write)
     @computed_field
     @property
     def num_input_tokens(self) -> int:
-        counts = WRITING_COUNTS.get(id(self))
-        return counts[0] if counts is not None else sum(t.num_input_tokens for t in self.traces)
+        return sum(t._token_counts()[0] for t in self.traces)
 
     @computed_field
     @property
     def num_output_tokens(self) -> int:
-        counts = WRITING_COUNTS.get(id(self))
-        return counts[1] if counts is not None else sum(t.num_output_tokens for t in self.traces)
+        return sum(t._token_counts()[1] for t in self.traces)
 
     @computed_field
     @property
     def num_total_tokens(self) -> int:
-        counts = WRITING_COUNTS.get(id(self))
-        return counts[2] if counts is not None else sum(t.num_total_tokens for t in self.traces)
+        return sum(t._token_counts()[2] for t in self.traces)
 
     @property
     def num_turns(self) -> int:
@@ -135,31 +131,16 @@ class Episode(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         return self._write(type(self).__pydantic_serializer__.to_json, float_decimals, self)
 
     def _write(self, dump: Callable[..., Any], float_decimals: int | None, *args: Any, **kw: Any) -> Any:
-        """``dump(*args, **options)`` of the record, each trace's token counts (and the episode's sums)
-        counted once beforehand for the computed fields to read (``WRITING_COUNTS``)."""
-        # one pass over the traces: their counts, and whether some node carries a raw tensor (None
-        # on most nodes, which exclude_none drops anyway: the nested exclude, a slower dump, only then)
-        pinned = [id(self)]
-        tensors = False
-        total_in = total_out = total = 0
+        """``dump(*args, **options)`` of the record, the nodes' float streams kept to
+        ``float_decimals`` digits."""
+        # a raw tensor is None on most nodes, which exclude_none drops anyway: the nested exclude
+        # (a slower dump) only when some node carries one
+        tensors = any(n.routed_experts is not None or n.sampling_mask is not None for t in self.traces for n in t.nodes)
         digits = FLOAT_DECIMALS.set(float_decimals)  # what the nodes' float streams keep (graph.float_decimals)
         try:
-            for t in self.traces:
-                counts = WRITING_COUNTS.get(id(t)) or t._token_counts()
-                WRITING_COUNTS[id(t)] = counts
-                pinned.append(id(t))
-                total_in += counts[0]
-                total_out += counts[1]
-                total += counts[2]
-                if not tensors:
-                    tensors = any(n.routed_experts is not None or n.sampling_mask is not None for n in t.nodes)
-            WRITING_COUNTS[id(self)] = (total_in, total_out, total)
             return dump(*args, exclude={"traces": {"__all__": EXCLUDE_FIELDS}} if tensors else None, exclude_none=True,
                         serialize_as_any=True, **kw)  # fmt: skip
         finally:
             FLOAT_DECIMALS.reset(digits)
-            for key in pinned:
-                WRITING_COUNTS.pop(key, None)
-
 
 WireEpisode = Episode[WireTaskData, State, WireAgentConfig]

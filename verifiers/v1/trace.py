@@ -45,14 +45,6 @@ TOKEN_PREFIX_KEY = "token_prefix"
 """``info[TOKEN_PREFIX_KEY]``: ``{"extended": n, "split": n}``, the turns that continued a conversation
 with prompt ids made to extend its tokens (``verifiers.v1.prefix``), and those whose tokens broke it."""
 
-WRITING_COUNTS: dict[int, tuple[int, int, int]] = {}
-"""(input, output, total) tokens of the traces and episodes whose record is being written, by
-``id``: their computed ``num_*_tokens`` fields read them here instead of counting again (a record
-reads each trace's three, and the episode's sums, from inside the serializer). Filled just before
-one synchronous serializer call and emptied right after it (``Episode.to_json`` / ``to_record``),
-so an entry never outlives the write (nor the object: its ``id`` cannot be reused meanwhile), and
-nothing can change the trace in between."""
-
 TRUNCATING_STOPS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "compaction_failed")
 
 
@@ -731,21 +723,20 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
             private["_token_counts_of"] = (nodes, calls, len(nodes), usages, counts)
         return counts
 
-    # a record being written reads its counts from WRITING_COUNTS (set around that one call)
     @computed_field
     @property
     def num_input_tokens(self) -> int:
-        return (WRITING_COUNTS.get(id(self)) or self._token_counts())[0]
+        return self._token_counts()[0]
 
     @computed_field
     @property
     def num_output_tokens(self) -> int:
-        return (WRITING_COUNTS.get(id(self)) or self._token_counts())[1]
+        return self._token_counts()[1]
 
     @computed_field
     @property
     def num_total_tokens(self) -> int:
-        return (WRITING_COUNTS.get(id(self)) or self._token_counts())[2]
+        return self._token_counts()[2]
 
     def split_agent_time(self) -> None:
         span = self.timing.agent
