@@ -10,6 +10,9 @@ The ``GUARD`` bounds below only matter when the bug is back (the test then fails
 from __future__ import annotations
 
 import asyncio
+import inspect
+import os
+import signal
 import threading
 import time
 from typing import Any
@@ -51,19 +54,131 @@ async def test_a_reward_function_returning_none_is_a_reward_error() -> None:
 
 
 async def test_a_blocking_sync_reward_does_not_stall_the_other_rollouts() -> None:
-    """Every rollout's sync reward waits until all of them are running at once: on the event loop
-    the first one blocks the rest, and none can ever finish."""
-    started = threading.Barrier(len(ROWS) * 2, timeout=GUARD)
-
-    def together(completion, **kw) -> float:
-        started.wait()  # BrokenBarrierError (a reward error) if the others cannot start
-        return 1.0
-
-    env = vf.SingleTurnEnv(dataset=ROWS * 2, rubric=vf.Rubric(funcs=[together]), timeout_seconds=GUARD * 4)
+    """The first sync reward blocks until every other rollout has had its model reply: on the event
+    loop it would block their requests too, and wait forever. The rewards queued behind it (the lane
+    runs one at a time) are not charged for the wait: none times out, though the rewards together take
+    longer than a rollout may."""
+    n = len(ROWS) * 2
     with FaultServer(chat_body("ok")) as srv:
+        first = threading.Lock()
+        lead = {"taken": False}
+
+        def slow(completion, **kw) -> float:
+            with first:
+                leader = not lead["taken"]
+                lead["taken"] = True
+            if leader:
+                deadline = time.monotonic() + GUARD
+                while len(srv.requests) < n:  # every other rollout's request went through meanwhile
+                    assert time.monotonic() < deadline, "the other rollouts' requests stalled"
+                    time.sleep(0.005)
+            time.sleep(0.15)
+            return 1.0
+
+        env = vf.SingleTurnEnv(dataset=ROWS * 2, rubric=vf.Rubric(funcs=[slow]), timeout_seconds=0.6)
+        out = await env.evaluate(client_for(srv), "m", max_concurrent=-1)
+    assert [st["error"] for st in out.state] == [None] * n  # 8 x 0.15 s queued, yet no timeout
+    assert [st["reward"] for st in out.state] == [1.0] * n
+
+
+class _Lazy:
+    """A module global filled on first use, in two steps with a pause between them (as a
+    pronouncing dictionary is): code that runs side by side sees it half built."""
+
+    def __init__(self) -> None:
+        self.words: list[str] | None = None
+        self.lookup: dict[str, int] | None = None
+
+    def get(self, word: str) -> int:
+        if self.words is None:
+            self.words = ["ok", "no"]
+            time.sleep(0.05)  # the window another thread falls into
+            self.lookup = {w: i for i, w in enumerate(self.words)}
+        return self.lookup.get(word, -1)  # AttributeError on None when the race is lost
+
+
+async def test_sync_environment_code_runs_one_call_at_a_time_as_the_original_runs_it() -> None:
+    """The original calls sync rewards and sync tools on its event-loop thread, so environments
+    written for it may share unguarded state between them. Ours run them off the loop, but never two
+    at once: every rollout here scores right, and at most one sync call was ever running."""
+    lazy = _Lazy()
+    live = {"now": 0, "most": 0}
+    guard = threading.Lock()
+
+    def counted(fn):
+        def wrapper(*args, **kwargs):
+            with guard:
+                live["now"] += 1
+                live["most"] = max(live["most"], live["now"])
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with guard:
+                    live["now"] -= 1
+        wrapper.__name__ = fn.__name__
+        wrapper.__doc__ = fn.__doc__
+        wrapper.__signature__ = inspect.signature(fn)
+        return wrapper
+
+    @counted
+    def t() -> str:
+        """A sync tool reading the shared table."""
+        time.sleep(0.01)
+        return str(lazy.get("ok"))
+
+    @counted
+    def known(completion, **kw) -> float:
+        return 1.0 if lazy.get(completion[-1]["content"]) >= 0 else 0.0
+
+    @counted
+    def first_word(completion, **kw) -> float:
+        return float(lazy.get("ok") == 0)
+
+    env = vf.ToolEnv(tools=[t], dataset=ROWS * 2, rubric=vf.Rubric(funcs=[known, first_word]), tool_timeout=GUARD)
+    with FaultServer(tool_then_answer) as srv:
         out = await env.evaluate(client_for(srv), "m", max_concurrent=-1)
     assert [st["error"] for st in out.state] == [None] * 8
-    assert [st["reward"] for st in out.state] == [1.0] * 8
+    assert [st["reward"] for st in out.state] == [2.0] * 8
+    assert all(m["content"] == "0" for st in out.state for m in st["completion"] if m["role"] == "tool")
+    assert live["most"] == 1
+
+
+async def test_vf_sync_workers_lets_thread_safe_sync_code_run_side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An operator whose environment's sync code is thread-safe can widen the lane: every
+    rollout's sync reward then waits until all of them run at once (with one at a time, the
+    first would wait for the others forever)."""
+    from verifiers.engine.threads import reset_sync_pool
+
+    monkeypatch.setenv("VF_SYNC_WORKERS", "8")
+    reset_sync_pool()
+    try:
+        started = threading.Barrier(len(ROWS) * 2, timeout=GUARD)
+
+        def together(completion, **kw) -> float:
+            started.wait()  # BrokenBarrierError (a reward error) if the others cannot start
+            return 1.0
+
+        env = vf.SingleTurnEnv(dataset=ROWS * 2, rubric=vf.Rubric(funcs=[together]), timeout_seconds=GUARD * 4)
+        with FaultServer(chat_body("ok")) as srv:
+            out = await env.evaluate(client_for(srv), "m", max_concurrent=-1)
+        assert [st["error"] for st in out.state] == [None] * 8
+        assert [st["reward"] for st in out.state] == [1.0] * 8
+    finally:
+        monkeypatch.delenv("VF_SYNC_WORKERS")
+        reset_sync_pool()
+
+
+def test_vf_sync_workers_must_be_a_positive_whole_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verifiers.engine.threads import lane_width
+
+    for bad, message in (("0", "at least 1"), ("two", "whole number")):
+        monkeypatch.setenv("VF_SYNC_WORKERS", bad)
+        with pytest.raises(ValueError, match=message):
+            lane_width()
+    monkeypatch.setenv("VF_SYNC_WORKERS", " 3 ")
+    assert lane_width() == 3
+    monkeypatch.delenv("VF_SYNC_WORKERS")
+    assert lane_width() == 1
 
 
 async def test_an_async_tool_that_blocks_past_tool_timeout_is_a_recorded_error() -> None:
@@ -298,3 +413,106 @@ async def test_a_single_turn_rollout_that_answered_stops_as_answered(tmp_path) -
         out = await env.evaluate(client_for(srv), "m", results_path=tmp_path / "run")
     assert {st["stop_condition"] for st in out.state} == {"answered"}
     assert out["metadata"]["stop_conditions"] == {"answered": 4} and out["metadata"]["num_truncated"] == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# sync code where the original runs it: on the main thread
+# ----------------------------------------------------------------------------------------------
+
+
+def test_evaluate_sync_runs_sync_code_on_the_main_thread_without_stalling_the_loop() -> None:
+    """From the main thread, ``evaluate_sync`` runs the loop in a helper thread and the sync code on
+    the main thread, where the original runs it: a sync tool and a reward that arm a signal handler
+    (math-verify's default timeouts do) work. The first reward holds the main thread until every
+    rollout has had both of its model replies: the loop went on meanwhile."""
+    n = len(ROWS) * 2
+    seen: set[str] = set()
+    lead = {"taken": False}
+
+    def armed() -> None:
+        previous = signal.signal(signal.SIGALRM, signal.SIG_IGN)  # ValueError off the main thread
+        signal.signal(signal.SIGALRM, previous)
+        seen.add(threading.current_thread().name)
+
+    def t() -> str:
+        """A sync tool that arms a signal handler."""
+        armed()
+        return "ok"
+
+    with FaultServer(tool_then_answer) as srv:
+
+        def scored(completion, **kw) -> float:
+            armed()
+            if not lead["taken"]:
+                lead["taken"] = True  # one call at a time: no lock needed
+                deadline = time.monotonic() + GUARD
+                while len(srv.requests) < 2 * n:
+                    assert time.monotonic() < deadline, "the other rollouts stalled"
+                    time.sleep(0.005)
+            return 1.0
+
+        env = vf.ToolEnv(tools=[t], dataset=ROWS * 2, rubric=vf.Rubric(funcs=[scored]), tool_timeout=GUARD)
+        out = env.evaluate_sync(client_for(srv), "m", max_concurrent=-1)
+    assert [st["error"] for st in out.state] == [None] * n
+    assert [st["reward"] for st in out.state] == [1.0] * n
+    assert seen == {threading.main_thread().name}
+
+
+def test_ctrl_c_during_evaluate_sync_cancels_the_run_and_raises_afterwards() -> None:
+    """The first Ctrl-C lands in whatever sync function holds the main thread; it must not become
+    that rollout's error: the run is cancelled and ``KeyboardInterrupt`` raised once it unwound."""
+    calls = {"n": 0}
+
+    def interrupts(completion, **kw) -> float:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+        return 1.0
+
+    def on_main(completion, **kw) -> float:
+        return float(threading.current_thread() is threading.main_thread())
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with FaultServer(chat_body("ok")) as srv:
+        env = vf.SingleTurnEnv(dataset=ROWS, rubric=vf.Rubric(funcs=[interrupts]))
+        with pytest.raises(KeyboardInterrupt):
+            env.evaluate_sync(client_for(srv), "m", max_concurrent=1)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        # the lane is whole afterwards: the next run scores, on the main thread again
+        again = vf.SingleTurnEnv(dataset=ROWS, rubric=vf.Rubric(funcs=[on_main])).evaluate_sync(client_for(srv), "m")
+    assert calls["n"] < len(ROWS)  # cancelled: not every rollout was scored
+    assert [st["error"] for st in again.state] == [None] * 4 and [st["reward"] for st in again.state] == [1.0] * 4
+
+
+def test_an_abandoned_sync_call_on_the_main_thread_is_interrupted_and_the_main_thread_goes_on() -> None:
+    """A sync tool that never returns holds the main thread; past its ``tool_timeout`` it is
+    interrupted there (``AbandonedCall``), and the main thread goes on running the lane: the later
+    sync code, which needs the main thread, still runs there."""
+    interrupted: list[str] = []
+    seen: set[str] = set()
+
+    def t() -> str:
+        """Blocks forever the first time."""
+        seen.add(threading.current_thread().name)
+        if not interrupted:
+            try:
+                threading.Event().wait()
+            except BaseException as exc:
+                interrupted.append(type(exc).__name__)
+                raise
+        return "ok"
+
+    def armed(completion, **kw) -> float:
+        previous = signal.signal(signal.SIGALRM, signal.SIG_IGN)  # ValueError off the main thread
+        signal.signal(signal.SIGALRM, previous)
+        seen.add(threading.current_thread().name)
+        return 1.0
+
+    env = vf.ToolEnv(tools=[t], dataset=ROWS, rubric=vf.Rubric(funcs=[armed]), tool_timeout=0.3)
+    with FaultServer(tool_then_answer) as srv:
+        out = env.evaluate_sync(client_for(srv), "m", max_concurrent=1)
+    assert interrupted == ["AbandonedCall"]
+    errors = [st["error"] and st["error"]["type"] for st in out.state]
+    assert errors.count("ToolTimeoutError") == 1 and errors.count(None) == 3
+    assert seen == {threading.main_thread().name}
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # put back

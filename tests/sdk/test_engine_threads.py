@@ -162,3 +162,69 @@ async def test_shutdown_cancels_queued_calls() -> None:
     await asyncio.wait_for(first, GUARD)
     with pytest.raises(RuntimeError, match="after shutdown"):
         await pool.run(lambda: None)
+
+
+async def test_a_saturated_pool_keeps_count_and_a_replacement_takes_the_waiting_calls(pool: DaemonThreadPool) -> None:
+    """Calls queued behind a busy thread are owed that thread, not counted as idle threads: after
+    a burst, the one thread is the one idle thread, and when a stuck call is abandoned with calls
+    waiting behind it, a replacement thread runs them."""
+    assert await asyncio.gather(*(pool.run(lambda i=i: i) for i in range(6))) == list(range(6))
+    assert pool.busy_threads == 0 and pool._idle == len(pool._threads) == 1
+
+    started, release = threading.Event(), threading.Event()
+
+    def block() -> str:
+        started.set()
+        release.wait(GUARD)
+        return "late"
+
+    try:
+        stuck = asyncio.ensure_future(pool.run(block))
+        assert await asyncio.to_thread(started.wait, GUARD)
+        waiting = [asyncio.ensure_future(pool.run(lambda i=i: i)) for i in range(3)]
+        await asyncio.sleep(0.05)
+        assert not any(w.done() for w in waiting)  # one thread, and it is stuck
+        stuck.cancel()
+        assert await asyncio.wait_for(asyncio.gather(*waiting), 10) == [0, 1, 2]
+    finally:
+        release.set()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def pause(self) -> None:
+        self.events.append("pause")
+
+    def resume(self) -> None:
+        self.events.append("resume")
+
+
+async def test_run_call_stops_the_callers_clock_while_it_waits_and_times_the_call_from_its_start(pool: DaemonThreadPool) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> str:
+        started.set()
+        release.wait(GUARD)
+        return "held"
+
+    first = asyncio.ensure_future(pool.run(hold))
+    assert await asyncio.to_thread(started.wait, GUARD)
+    clock = _Clock()
+    # queued behind ``hold`` far longer than its own 0.2 s: not charged for the wait
+    second = asyncio.ensure_future(pool.run_call(lambda: "ran", timeout=0.2, clock=clock))
+    await asyncio.sleep(0.4)
+    assert clock.events == ["pause"] and not second.done()
+    release.set()
+    assert await first == "held" and await asyncio.wait_for(second, GUARD) == "ran"
+    assert clock.events == ["pause", "resume"]
+
+    # once started, the call has its 0.2 s: past them it is abandoned and the caller gets TimeoutError
+    gone = threading.Event()
+    clock = _Clock()
+    with pytest.raises(TimeoutError):
+        await pool.run_call(gone.wait, (GUARD,), timeout=0.2, clock=clock)
+    assert clock.events == [] and pool.abandoned_threads == 1  # it started at once: no pause
+    gone.set()
+    assert await asyncio.wait_for(pool.run(lambda: "after"), GUARD) == "after"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -280,41 +281,49 @@ def test_intercepts_rewrite_requests_and_responses_and_are_recorded() -> None:
     assert trace.errors[-1].type == "InvalidScore"
 
 
-def test_a_queued_sync_hook_is_timed_from_its_start_and_its_wait_is_bounded(monkeypatch) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from verifiers.v1 import scoring
-
-    pool = ThreadPoolExecutor(max_workers=1)
-    monkeypatch.setattr(scoring, "_pool", pool)
+def test_sync_hooks_run_one_at_a_time_each_timed_from_its_start_and_an_overrun_leaves_the_lane() -> None:
+    """Sync hooks share the lane of sync environment code: one at a time, as the original runs them
+    on its loop. A hook queued behind another is not charged for the wait; one that overruns its
+    limit is abandoned (its thread finishes outside the lane) and the next one starts at once."""
     hold, release = threading.Event(), threading.Event()
+    live = {"now": 0, "most": 0}
+    guard = threading.Lock()
 
     def holder():
+        with guard:
+            live["now"] += 1
+            live["most"] = max(live["most"], live["now"])
         hold.set()
-        release.wait(30)
+        release.wait(30)  # past its limit: abandoned
+        with guard:
+            live["now"] -= 1
         return 1.0
 
     def queued():
+        with guard:
+            live["now"] += 1
+            live["most"] = max(live["most"], live["now"])
+        time.sleep(0.3)  # the three of them take longer than the 0.5 s each may
+        with guard:
+            live["now"] -= 1
         return 2.0
 
     async def go() -> tuple:
-        first = asyncio.ensure_future(call_hook(holder, {}, kind="reward", timeout=30))
+        first = asyncio.ensure_future(call_hook(holder, {}, kind="reward", timeout=0.5))
         while not hold.is_set():
             await asyncio.sleep(0.01)
-        # the one thread is busy: waiting for it longer than the limit is one clear error
-        with pytest.raises(scoring.HookTimeout, match=r"waited 0\.2 s for a free hook thread"):
-            await call_hook(queued, {}, kind="reward", timeout=0.2)
-        # a hook queued behind a short one is not charged for the wait
-        second = asyncio.ensure_future(call_hook(queued, {}, kind="reward", timeout=30))
-        release.set()
-        return await first, await second
+        rest = [asyncio.ensure_future(call_hook(queued, {}, kind="reward", timeout=0.5)) for _ in range(3)]
+        with pytest.raises(scoring.HookTimeout, match=r"did not finish within 0\.5 s"):
+            await first
+        return tuple([await r for r in rest])
+
+    from verifiers.v1 import scoring
 
     try:
-        assert asyncio.run(go()) == (1.0, 2.0)
+        assert asyncio.run(go()) == (2.0, 2.0, 2.0)
     finally:
         release.set()
-        pool.shutdown(wait=True)
-
+    assert live["most"] == 2  # the abandoned holder, still running, beside one queued hook at a time
 
 
 def test_an_async_hook_that_suspends_gets_its_values_and_its_cancellation_as_awaited() -> None:

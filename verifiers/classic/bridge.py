@@ -19,13 +19,17 @@ __all__ = ["SyncOrAsync", "run_sync"]
 def run_sync(factory: Callable[[], Any]) -> Any:
     """Run the coroutine built by ``factory()`` to completion from synchronous code.
 
-    In a thread without a running event loop this is ``asyncio.run``; inside a running loop (a
-    notebook) it runs in a helper thread with its own loop, so it never deadlocks.
+    In a thread without a running event loop this is ``asyncio.run`` (from the main thread, with the
+    environment's sync code run on the main thread, as the original runs it:
+    ``engine.threads.run_on_main_thread``); inside a running loop (a notebook) it runs in a helper
+    thread with its own loop, so it never deadlocks.
     """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(factory())
+        from verifiers.engine.threads import run_on_main_thread
+
+        return run_on_main_thread(factory)  # from the main thread, sync env code runs there
     box: dict[str, Any] = {}
 
     def target() -> None:

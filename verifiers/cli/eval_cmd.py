@@ -528,6 +528,8 @@ def run_eval(opts: EvalOptions) -> int:
             errors=int(event.get("errors") or 0),
         )
 
+    from verifiers.engine.threads import run_on_main_thread
+
     started = time.monotonic()
     stop = _StopOnSignal(plan)
     try:
@@ -538,7 +540,8 @@ def run_eval(opts: EvalOptions) -> int:
                 write_plan(plan.results_path, plan.saved_plan())
             stack.enter_context(stop)
             with progress:
-                result = asyncio.run(_evaluate(env, plan, on_progress, stop))
+                # the loop in a helper thread; the environment's sync code on this, the main thread
+                result = run_on_main_thread(lambda: _evaluate(env, plan, on_progress, stop))
     except (KeyboardInterrupt, asyncio.CancelledError):
         stop.report()
         return stop.exit_code

@@ -14,7 +14,6 @@ line), ``metadata.json`` and ``configs/eval.json``; ``--resume`` (with the same 
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import tomllib
@@ -231,7 +230,10 @@ def run(argv: list[str]) -> int:
     if folder is not None and not cfg.resume and (folder / "traces.jsonl").exists():
         raise UserError(f"{folder} already holds a run", hint=f"resume it: vf eval --resume {folder}")
     err = Console(stderr=True)
-    return asyncio.run(_run(cfg, env, tasks, folder, err, summary_table, version))
+    from verifiers.engine.threads import run_on_main_thread
+
+    # the loop in a helper thread; the taskset's sync hooks and tools on this, the main thread
+    return run_on_main_thread(lambda: _run(cfg, env, tasks, folder, err, summary_table, version))
 
 
 async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | None, err: Any, summary_table: Any,

@@ -1,20 +1,37 @@
-"""Where synchronous code of an environment runs: a thread pool whose threads never keep the
-process alive, the shared pool sync reward functions run in, and a watchdog for the event loop.
+"""Where synchronous code of an environment runs: one lane, off the event loop, one call at a time;
+the thread pool behind it, whose threads never keep the process alive; and a watchdog for the loop.
 
-Synchronous code on the event loop stalls every rollout of the run (their timeouts keep counting),
-so the engine runs sync reward functions with :func:`run_sync` in one bounded pool (``VF_SYNC_WORKERS``
-threads, default 32) and sync tools in the environment's pool. Code that still blocks the loop (an
-``async`` function doing blocking I/O, a sync hook) is reported by :class:`StallWatchdog`: a thread
-that notices when the loop has not run for ``threshold`` seconds and logs, and counts, what was
-running then (the function named with :func:`running`).
+The lane (:func:`call_sync`, :func:`run_sync`, :func:`sync_pool`):
+
+Every sync function an environment gives us (classic reward functions and tools, v1 hooks and
+tools) runs in one process-wide lane. The original library calls them on its event-loop thread, so
+no two of them ever run at once, and environments written for it rely on that without saying so: a
+lazily built module global (a pronouncing dictionary filled on first use), a tokenizer or a
+database connection shared by every call. Run side by side in threads, such code races (one call
+sees the half-built global of another) and fails or, worse, scores wrongly. So the lane runs one
+call at a time, as the original does, but in a thread of its own: a slow or blocking call holds
+up only the sync calls queued behind it, never the event loop (model calls, async tools and
+timeouts go on). ``VF_SYNC_WORKERS=N`` lets N calls run at once, for environments whose sync code
+is known to be thread-safe.
+
+Waiting in the lane's queue is not running: the rollout's clock (:data:`verifiers.clients.slots.SLOT_WAIT`)
+stops while a call waits, and a call's own ``timeout`` (a tool's, a hook's) starts when the call
+starts. A call whose caller gives up (its timeout, a cancelled rollout) is abandoned: its thread
+finishes it outside the lane, and the next call starts at once, so a call that never returns
+cannot hold the lane.
+
+Code that still blocks the loop (an ``async`` function doing blocking I/O, a sync hook of a
+classic environment) is reported by :class:`StallWatchdog`: a thread that notices when the loop
+has not run for ``threshold`` seconds and logs, and counts, what was running then (the function
+named with :func:`running`).
 
 The pool:
 
 ``concurrent.futures.ThreadPoolExecutor`` joins its worker threads when the interpreter exits, so a
 sync tool that never returns (a model-written infinite loop, a blocking socket) keeps ``vf eval``
-running after the run has ended, even though the rollout that called it timed out long ago. The
-environment's pool runs sync tools in daemon threads instead: a tool abandoned by its timeout keeps
-its thread busy until it returns, but exiting the process does not wait for it.
+running after the run has ended, even though the rollout that called it timed out long ago.
+:class:`DaemonThreadPool` runs calls in daemon threads instead: a call abandoned by its timeout
+keeps its thread busy until it returns, but exiting the process does not wait for it.
 
 It is a drop-in ``Executor`` (``loop.run_in_executor`` accepts it): at most ``max_workers`` threads,
 started on demand and reused. A caller that gives up on a running call (a tool timeout) hands it to
@@ -32,13 +49,19 @@ import contextvars
 import logging
 import os
 import queue
+import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any
 
-__all__ = ["DaemonThreadPool", "PoolExhaustedError", "StallWatchdog", "run_sync", "running", "sync_pool"]
+from verifiers.clients.slots import SLOT_WAIT
+
+__all__ = [
+    "AbandonedCall", "DaemonThreadPool", "PoolExhaustedError", "StallWatchdog", "call_sync", "lane_width", "reset_sync_pool", "run_on_main_thread", "run_sync",
+    "running", "sync_pool",
+]
 
 logger = logging.getLogger("verifiers.engine")
 
@@ -46,7 +69,19 @@ logger = logging.getLogger("verifiers.engine")
 class PoolExhaustedError(RuntimeError):
     """Too many abandoned calls are still running to start another one."""
 
+
+class AbandonedCall(BaseException):
+    """Raised into a sync call on the main thread whose caller gave up on it (its timeout), so
+    the main thread can go on running the lane. A ``BaseException``: ``except Exception`` in the
+    abandoned code does not swallow it."""
+
+
+#: Seconds an abandoned call on the main thread has to give way to its interrupt before the lane
+#: moves on without the main thread (code blocked in C that never checks for signals).
+INTERRUPT_GRACE_S = 1.0
+
 _STOP = object()
+_WAKE = object()
 
 
 def _call(call: tuple[Any, ...]) -> tuple[bool, Any]:
@@ -63,7 +98,7 @@ _QUEUED, _RUNNING, _DONE, _CANCELLED = range(4)
 class _LoopCall:
     """A call queued by :meth:`DaemonThreadPool.run`: its result goes to ``future`` on ``loop``."""
 
-    __slots__ = ("args", "fn", "future", "kwargs", "loop", "state", "thread")
+    __slots__ = ("args", "fn", "future", "kwargs", "loop", "on_start", "state", "thread")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], fn: Any, args: Any, kwargs: Any) -> None:
         self.loop = loop
@@ -73,6 +108,8 @@ class _LoopCall:
         self.kwargs = kwargs
         self.state = _QUEUED
         self.thread: threading.Thread | None = None
+        #: called on ``loop`` when a thread starts the call (None: nobody is waiting for the start)
+        self.on_start: Callable[[], None] | None = None
 
 
 def _deliver(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -103,7 +140,17 @@ class DaemonThreadPool(Executor):
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        # Every queued item is owed a thread: an idle one (``_idle`` counts those not yet owed an
+        # item), a new one, or, when all are busy, the first to finish (``_backlog`` counts the
+        # items waiting for that). A finished thread takes the backlog before it counts as idle.
         self._idle = 0
+        self._backlog = 0
+        # a thread serving with serve_here (the main thread) cannot be replaced like a pool thread:
+        # a call of its that is abandoned is interrupted instead (``interrupt``, a signal to it)
+        self._serving: threading.Thread | None = None
+        self._interrupt: Callable[[], None] | None = None
+        self._serving_call: Any = None  # the call it is running now
+        self.interrupt_target: Any = None  # the abandoned call it is to be interrupted in
         self._shutdown = False
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
@@ -130,7 +177,54 @@ class DaemonThreadPool(Executor):
                 self._abandon_call(call)
             raise
 
-    def _put(self, item: Any) -> None:
+    async def run_call(
+        self, fn: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None, *,
+        timeout: float | None = None, clock: Any = None,
+    ) -> Any:
+        """:meth:`run` for a call that may wait in this pool's queue: ``timeout`` counts from when a
+        thread starts the call (past it, ``TimeoutError`` and the call is abandoned), and ``clock``
+        (an object with ``pause()`` and ``resume()``: a rollout's clock) is paused while it waits."""
+        if timeout is None and clock is None:
+            return await self.run(fn, *args, **(kwargs or {}))
+        loop = asyncio.get_running_loop()
+        call = _LoopCall(loop, loop.create_future(), fn, args, kwargs or {})
+        paused = False
+        begun = False
+
+        async with asyncio.timeout(None) as scope:
+
+            def started() -> None:  # on the loop, once
+                nonlocal paused, begun
+                if begun:
+                    return
+                begun = True
+                if paused:
+                    paused = False
+                    clock.resume()
+                if timeout is not None:
+                    scope.reschedule(loop.time() + timeout)
+
+            try:
+                call.on_start = started
+                if self._put(call):  # a thread is free for it: no wait to leave off the clocks
+                    started()
+                elif clock is not None:
+                    clock.pause()
+                    paused = True
+                return await call.future
+            except BaseException:
+                if call.future.cancelled():  # the caller gave up (a timeout, a cancellation)
+                    self._abandon_call(call)
+                raise
+            finally:
+                begun = True  # a late start signal finds nothing to do
+                if paused:
+                    paused = False
+                    clock.resume()
+
+    def _put(self, item: Any) -> bool:
+        """Queue ``item``; True when a thread is free for it now (an idle one or a new one: the
+        backlog is empty then), in which case a :class:`_LoopCall`'s ``on_start`` is dropped."""
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new calls after shutdown")
@@ -144,6 +238,12 @@ class DaemonThreadPool(Executor):
                 self._idle -= 1  # that idle thread takes this item
             elif len(self._threads) < self.max_workers:
                 self._start_thread()
+            else:
+                self._backlog += 1  # the first thread to finish takes it
+                return False
+            if type(item) is _LoopCall:
+                item.on_start = None
+            return True
 
     def _start_thread(self) -> None:
         thread = threading.Thread(target=self._work, name=f"{self._prefix}-{len(self._threads)}", daemon=True)
@@ -165,6 +265,18 @@ class DaemonThreadPool(Executor):
             if call.state == _QUEUED:
                 call.state = _CANCELLED  # never starts: the thread that takes it skips it
             elif call.state == _RUNNING and call.thread is not None:
+                if call.thread is self._serving and self._interrupt is not None:
+                    self.interrupt_target = call
+                    self._interrupt()  # under the lock: never after serve_here has returned
+                    with contextlib.suppress(RuntimeError):  # the caller's loop is closing
+                        call.loop.call_later(INTERRUPT_GRACE_S, self._abandon_if_running, call)
+                else:
+                    self._abandon_thread(call.thread)
+
+    def _abandon_if_running(self, call: _LoopCall) -> None:
+        """The serving thread was not back from an interrupted call: abandon it after all."""
+        with self._lock:
+            if call.state == _RUNNING and call.thread is not None:
                 self._abandon_thread(call.thread)
 
     def _abandon_thread(self, thread: threading.Thread) -> None:  # with self._lock held
@@ -172,7 +284,8 @@ class DaemonThreadPool(Executor):
             return
         self._abandoned.add(thread)
         self._threads.remove(thread)
-        if not self._shutdown and self._idle == 0 and not self._queue.empty():
+        if not self._shutdown and self._backlog > 0:
+            self._backlog -= 1  # the replacement takes a waiting item
             self._start_thread()
 
     def _work(self) -> None:
@@ -181,36 +294,111 @@ class DaemonThreadPool(Executor):
             item = self._queue.get()
             if item is _STOP:
                 return
-            if type(item) is _LoopCall:
-                if not self._run_loop_call(item, me):
-                    return
-                del item
+            if item is _WAKE:  # meant for a thread serving with serve_here: owed nothing
                 continue
-            future, call = item[0], item[1:]
+            if not self._run_item(item, me):
+                return
             del item
-            if future.set_running_or_notify_cancel():
-                with self._lock:
-                    self._running[future] = me
-                ok, value = _call(call)
-                # drop the call (and the rollout state its arguments hold) before the caller
-                # resumes: a finished rollout must not stay alive in this thread
-                del call
-                with self._lock:
-                    self._running.pop(future, None)
-                if ok:
-                    future.set_result(value)
-                else:  # a tool's SystemExit must reach its caller, not end the thread
-                    future.set_exception(value)
-                del value
-                with self._lock:
-                    if me in self._abandoned:  # replaced already: leave the pool
-                        self._abandoned.discard(me)
-                        return
-            del future
+
+    def serve_here(self, done: threading.Event, interrupt: Callable[[], None] | None = None) -> bool:
+        """Run this pool's calls in the calling thread, as one of its ``max_workers``, until ``done``
+        is set (it then leaves once no queued call is owed to it). False, at once, when the pool has
+        no room for it.
+
+        A call of this thread that its caller abandons is interrupted with ``interrupt()`` (which
+        must make :meth:`interrupted` raise :class:`AbandonedCall` in this thread: a signal
+        handler), so the thread goes on serving; one that is not back within
+        :data:`INTERRUPT_GRACE_S` is abandoned as a pool thread's would be (a replacement thread
+        takes over, and this thread leaves when the call returns)."""
+        me = threading.current_thread()
+        with self._lock:
+            if self._shutdown or len(self._threads) >= self.max_workers or self._serving is not None:
+                return False
+            self._threads.append(me)
+            self._serving, self._interrupt = me, interrupt
+            self._finished()
+        try:
+            return self._serve(me, done)
+        finally:
+            with self._lock:  # no interrupt is sent once this returns
+                self._serving = self._interrupt = self.interrupt_target = None
+
+    def interrupted(self) -> None:
+        """Raise :class:`AbandonedCall` when the serving thread is still in the call it is to be
+        interrupted in (called by the handler of ``interrupt``'s signal, in that thread)."""
+        target = self.interrupt_target
+        if target is not None and self._serving_call is target:
+            self.interrupt_target = None
+            raise AbandonedCall("the call was abandoned by its caller (it ran past its timeout)")
+
+    def _serve(self, me: threading.Thread, done: threading.Event) -> bool:
+        while True:
+            try:
+                item = self._queue.get(timeout=0.25)
+            except queue.Empty:
+                item = _WAKE
+            if item is _STOP:
+                return True
+            if item is _WAKE:
+                if done.is_set():
+                    with self._lock:
+                        if me not in self._threads:
+                            return True
+                        if self._idle > 0:  # owed nothing: leave (another idle thread counts for us)
+                            self._idle -= 1
+                            self._threads.remove(me)
+                            return True
+                continue
+            if not self._run_item(item, me):
+                return True
+            del item
+
+    def leave(self, thread: threading.Thread) -> None:
+        """``thread`` stops serving (it left :meth:`serve_here` early): what it was owed goes to a
+        new thread."""
+        with self._lock:
+            if thread not in self._threads:
+                return
+            self._threads.remove(thread)
+            if self._idle > 0:
+                self._idle -= 1
+            elif not self._shutdown:
+                self._start_thread()  # it takes the call that was owed to ``thread``
+
+    def wake(self) -> None:
+        """Have a thread in :meth:`serve_here` look at its ``done`` event now."""
+        self._queue.put(_WAKE)
+
+    def _run_item(self, item: Any, me: threading.Thread) -> bool:
+        """Run one queued item; False when this thread must leave the pool afterwards."""
+        if type(item) is _LoopCall:
+            return self._run_loop_call(item, me)
+        future, call = item[0], item[1:]
+        del item
+        if future.set_running_or_notify_cancel():
             with self._lock:
-                if self._shutdown:
-                    return
-                self._idle += 1
+                self._running[future] = me
+            ok, value = _call(call)
+            # drop the call (and the rollout state its arguments hold) before the caller
+            # resumes: a finished rollout must not stay alive in this thread
+            del call
+            with self._lock:
+                self._running.pop(future, None)
+            if ok:
+                future.set_result(value)
+            else:  # a tool's SystemExit must reach its caller, not end the thread
+                future.set_exception(value)
+            del value
+            with self._lock:
+                if me in self._abandoned:  # replaced already: leave the pool
+                    self._abandoned.discard(me)
+                    return False
+        del future
+        with self._lock:
+            if self._shutdown:
+                return False
+            self._finished()
+        return True
 
     def _run_loop_call(self, call: _LoopCall, me: threading.Thread) -> bool:
         """Run one :meth:`run` call; False when this thread must leave the pool afterwards."""
@@ -219,12 +407,21 @@ class DaemonThreadPool(Executor):
             if started:
                 call.state = _RUNNING
                 call.thread = me
+            on_start, call.on_start = call.on_start, None
         if started:
+            if on_start is not None:  # it waited in the queue: its caller starts its clocks now
+                try:
+                    call.loop.call_soon_threadsafe(on_start)
+                except RuntimeError:  # the caller's event loop has closed
+                    pass
             fn, args, kwargs = call.fn, call.args, call.kwargs
             # drop the call (and the rollout state its arguments hold) before the caller resumes:
             # a finished rollout must not stay alive in this thread
             call.fn = call.args = call.kwargs = None
-            ok, value = _call((fn, args, kwargs))
+            if me is self._serving:
+                ok, value = self._call_serving(call, fn, args, kwargs)
+            else:
+                ok, value = _call((fn, args, kwargs))
             del fn, args, kwargs
             try:
                 call.loop.call_soon_threadsafe(_deliver, call.future, ok, value)
@@ -239,8 +436,27 @@ class DaemonThreadPool(Executor):
                 return False
             if self._shutdown:
                 return False
-            self._idle += 1
+            self._finished()
         return True
+
+    def _call_serving(self, call: _LoopCall, fn: Any, args: Any, kwargs: Any) -> tuple[bool, Any]:
+        """:func:`_call` in the serving thread, marking the call it is in for :meth:`interrupted`
+        (an interrupt that lands anywhere in here is this call's outcome, never the pool's)."""
+        try:
+            self._serving_call = call
+            try:
+                value = fn(*args, **kwargs)
+            finally:
+                self._serving_call = None
+            return True, value
+        except BaseException as exc:
+            return False, exc
+
+    def _finished(self) -> None:  # with self._lock held: a thread is done with its item
+        if self._backlog > 0:
+            self._backlog -= 1  # it takes the next waiting item
+        else:
+            self._idle += 1
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
@@ -282,23 +498,177 @@ _SYNC_POOL: DaemonThreadPool | None = None
 _SYNC_POOL_LOCK = threading.Lock()
 
 
+def _forget_the_lane_after_fork() -> None:
+    """A forked child has none of its parent's threads: its lane starts empty."""
+    global _SYNC_POOL, _SYNC_POOL_LOCK
+    _SYNC_POOL = None
+    _SYNC_POOL_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_the_lane_after_fork)
+
+
+def lane_width() -> int:
+    """How many sync calls of environments may run at once: 1 (the original's semantics), unless
+    ``VF_SYNC_WORKERS`` says more (for environments whose sync code is thread-safe)."""
+    raw = os.environ.get("VF_SYNC_WORKERS", "").strip()
+    if not raw:
+        return 1
+    try:
+        width = int(raw)
+    except ValueError:
+        raise ValueError(f"VF_SYNC_WORKERS must be a whole number of threads, not {raw!r}") from None
+    if width < 1:
+        raise ValueError(f"VF_SYNC_WORKERS must be at least 1, not {width}")
+    return width
+
+
 def sync_pool() -> DaemonThreadPool:
-    """The process's pool for sync reward functions (created on first use)."""
+    """The lane: the process's pool for the sync code of environments (created on first use,
+    :func:`lane_width` threads)."""
     global _SYNC_POOL
     pool = _SYNC_POOL
-    if pool is not None:  # every sync reward call asks: no lock once it exists
+    if pool is not None:  # every sync call asks: no lock once it exists
         return pool
     with _SYNC_POOL_LOCK:
         if _SYNC_POOL is None:
-            workers = int(os.environ.get("VF_SYNC_WORKERS", "32") or 32)
-            _SYNC_POOL = DaemonThreadPool(max(1, workers), thread_name_prefix="vf-sync")
+            _SYNC_POOL = DaemonThreadPool(lane_width(), thread_name_prefix="vf-sync")
         return _SYNC_POOL
 
 
+def reset_sync_pool() -> None:
+    """Let the lane's idle threads end; the next sync call makes a new lane (reading
+    ``VF_SYNC_WORKERS`` again). Calls already abandoned finish on their own."""
+    global _SYNC_POOL
+    with _SYNC_POOL_LOCK:
+        pool, _SYNC_POOL = _SYNC_POOL, None
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _lane_for_the_main_thread() -> DaemonThreadPool | None:
+    """The lane, with room for the main thread to serve in it: a lane whose threads are all idle
+    is replaced by a fresh one (its idle threads end). None while another run's calls hold it."""
+    global _SYNC_POOL
+    with _SYNC_POOL_LOCK:
+        pool = _SYNC_POOL
+        if pool is not None:
+            with pool._lock:
+                room = len(pool._threads) < pool.max_workers and not pool._shutdown
+                quiet = pool._idle == len(pool._threads) and pool._backlog == 0
+            if room:
+                return pool
+            if not quiet:
+                return None
+        old, _SYNC_POOL = pool, DaemonThreadPool(lane_width(), thread_name_prefix="vf-sync")
+        fresh = _SYNC_POOL
+    if old is not None:
+        old.shutdown(wait=False)
+    return fresh
+
+
+def run_on_main_thread(factory: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """``asyncio.run(factory())``, with the sync code of environments run where the original runs
+    it: on the main thread.
+
+    Called from the main thread, the event loop runs in a helper thread while the main thread
+    serves the lane (one call at a time; with ``VF_SYNC_WORKERS=N``, as one of N). Sync code that
+    only works there (``signal.alarm``: math-verify's default timeouts; ``signal.signal``) works, and
+    the loop is never stalled by it. A call abandoned by its caller (its timeout) is interrupted
+    with SIGUSR1 (when no handler of the program's owns that signal): :class:`AbandonedCall` is
+    raised in it and the main thread goes on; one blocked where no signal reaches it is left
+    behind after :data:`INTERRUPT_GRACE_S`, and the lane goes on in a daemon thread. The first Ctrl-C (with Python's own SIGINT handler in place)
+    cancels the run and raises ``KeyboardInterrupt`` here once it has unwound, instead of landing in
+    whatever sync function was running; a second one raises at once. From any other thread this is
+    ``asyncio.run``.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return asyncio.run(factory())
+    pool = _lane_for_the_main_thread()
+    if pool is None:
+        return asyncio.run(factory())
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    async def main() -> Any:
+        box["loop"], box["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        if box.get("interrupted"):
+            raise KeyboardInterrupt
+        return await factory()
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(main())
+        except BaseException as exc:  # handed to the main thread
+            box["error"] = exc
+        finally:
+            done.set()
+            pool.wake()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C raises at once
+        box["interrupted"] = True
+        loop, task = box.get("loop"), box.get("task")
+        if loop is not None and task is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
+                loop.call_soon_threadsafe(task.cancel)
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        pool.interrupted()  # raises AbandonedCall when the main thread is in an abandoned call
+
+    previous = signal.getsignal(signal.SIGINT)
+    ours = previous is signal.default_int_handler
+    if ours:
+        signal.signal(signal.SIGINT, on_sigint)
+    # an abandoned call on the main thread is interrupted with SIGUSR1 (when nobody else uses it)
+    interrupt = None
+    usr1 = signal.getsignal(signal.SIGUSR1)
+    if usr1 in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGUSR1, on_interrupt)
+        main_id = threading.get_ident()
+
+        def interrupt() -> None:
+            signal.pthread_kill(main_id, signal.SIGUSR1)
+
+    try:
+        # not a daemon: threads the environment starts from the loop are what they would be if
+        # started from the main thread (daemon threads are not waited for at exit)
+        thread = threading.Thread(target=target, name="vf-loop", daemon=False)
+        thread.start()
+        try:
+            pool.serve_here(done, interrupt)
+        finally:
+            pool.leave(threading.current_thread())  # a KeyboardInterrupt in there included
+        while not done.wait(0.25):  # abandoned in a call, or no room: wait for the run
+            pass
+        thread.join()
+    finally:
+        if ours and signal.getsignal(signal.SIGINT) in (on_sigint, signal.default_int_handler):
+            signal.signal(signal.SIGINT, previous)
+        if interrupt is not None and signal.getsignal(signal.SIGUSR1) is on_interrupt:
+            signal.signal(signal.SIGUSR1, usr1)
+    if box.get("interrupted"):
+        raise KeyboardInterrupt
+    if "error" in box:
+        raise box.pop("error")
+    return box.get("value")
+
+
+async def call_sync(
+    func: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None, *,
+    timeout: float | None = None,
+) -> Any:
+    """``func(*args, **kwargs)`` in the lane (:func:`sync_pool`), off the event loop, with the
+    caller's context variables. While it waits for the lane, the current rollout's clock is
+    stopped; ``timeout`` counts from its start (past it: ``TimeoutError``, and the call is
+    abandoned). A caller that is cancelled abandons the call too."""
+    ctx = contextvars.copy_context()
+    return await sync_pool().run_call(ctx.run, (func, *args), kwargs, timeout=timeout, clock=SLOT_WAIT.get())
+
+
 async def run_sync(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """``func(*args, **kwargs)`` in :func:`sync_pool`, off the event loop (context variables
-    carried over). A caller that is cancelled abandons the call (its thread leaves the pool's count)."""
-    return await sync_pool().run(contextvars.copy_context().run, func, *args, **kwargs)
+    """:func:`call_sync` with no timeout of its own (a reward function: the rollout's bounds it)."""
+    return await sync_pool().run_call(contextvars.copy_context().run, (func, *args), kwargs, clock=SLOT_WAIT.get())
 
 
 # ----- the event-loop watchdog ---------------------------------------------------------------------

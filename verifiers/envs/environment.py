@@ -317,8 +317,10 @@ class Environment:
 
     @property
     def executor(self) -> Executor:
-        """Thread pool for sync tools and other blocking work (``max_workers`` daemon threads: a
-        tool that never returns does not keep the process alive after the run)."""
+        """A thread pool for an environment's own blocking work (``max_workers`` daemon threads: a
+        call that never returns does not keep the process alive after the run). Sync tools and
+        reward functions do not run here but in the lane of sync environment code
+        (``engine/threads.py``), one call at a time as the original runs them."""
         if self._executor is None:
             self._executor = DaemonThreadPool(max(1, int(self.max_workers)), thread_name_prefix="vf-env")
         return self._executor

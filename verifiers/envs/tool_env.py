@@ -1,14 +1,16 @@
 """``ToolEnv``: the model calls Python functions as tools until it answers without a tool call.
 
-Every tool call of one model turn runs concurrently (``asyncio.gather``); sync tools run in the
-environment's thread pool (``max_workers``), async tools on the event loop. Bad calls never crash a
+Every tool call of one model turn runs concurrently (``asyncio.gather``): async tools on the event
+loop, sync tools in the lane of sync environment code (``engine/threads.py``: off the loop, one call
+at a time as the original runs them, unless ``VF_SYNC_WORKERS`` says more). Bad calls never crash a
 rollout: malformed JSON arguments, an unknown tool, wrong arguments and exceptions raised by the tool
 come back to the model as tool messages (``error_formatter``), unless the exception type is listed
 in ``stop_errors``, which ends the rollout with ``error`` source ``tool:<name>``.
 
-Hostile or broken tools cannot hang or sink a run: ``tool_timeout`` bounds each call (a sync tool
-left running keeps only its daemon thread busy, outside the pool's ``max_workers``, so abandoned calls
-never starve new ones; the process still exits at the end of the run). A call that overruns
+Hostile or broken tools cannot hang or sink a run: ``tool_timeout`` bounds each call, counted from its
+start (a sync tool's wait for the lane is not counted; one left running keeps only its daemon thread
+busy, outside the lane, so abandoned calls never starve new ones; the process still exits at the end
+of the run). A call that overruns
 ``tool_timeout`` is a recorded error (``ToolTimeoutError``, source ``tool:<name>``), the model is told
 it did not finish, and the rollout ends. An ``async`` tool that blocks the event loop cannot be
 interrupted; when it returns past ``tool_timeout`` it is the same recorded error, naming the blocking. A
@@ -22,14 +24,12 @@ cancellation of the run still cancels).
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
 import inspect
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from verifiers.engine.threads import DaemonThreadPool
+from verifiers.engine.threads import call_sync
 from verifiers.envs.multiturn_env import MultiTurnEnv
 from verifiers.errors import ToolError, error_record, is_user_raised
 from verifiers.types import State, ToolCall, ToolMessage
@@ -152,7 +152,15 @@ class ToolEnv(MultiTurnEnv):
         if isinstance(tool_args, str):
             tool_args = self._parse_args(tool_name, tool_args)
         try:
-            if self.tool_timeout is not None:
+            if self.tool_timeout is not None and not _is_async_tool(tool):
+                # the lane runs it: its timeout counts from when it starts, not while it waits
+                try:
+                    result = await self._invoke(tool, tool_args, self.tool_timeout)
+                except TimeoutError:
+                    raise _ToolAborted(ToolTimeoutError(
+                        f"tool {tool_name!r} did not finish within {self.tool_timeout:g} s and was abandoned"
+                    )) from None
+            elif self.tool_timeout is not None:
                 loop = asyncio.get_running_loop()
                 started = loop.time()
                 try:
@@ -163,7 +171,7 @@ class ToolEnv(MultiTurnEnv):
                         f"tool {tool_name!r} did not finish within {self.tool_timeout:g} s and was abandoned"
                     )) from None
                 took = loop.time() - started
-                if took > self.tool_timeout and _is_async_tool(tool):
+                if took > self.tool_timeout:
                     # an async tool that never yields cannot be cancelled: it "returned", but blocked
                     # every other rollout meanwhile; its result is not used
                     raise _ToolAborted(ToolTimeoutError(
@@ -183,26 +191,12 @@ class ToolEnv(MultiTurnEnv):
             return ToolMessage(self.error_formatter(exc), tool_call_id=tool_call_id)
         return ToolMessage(_truncate(text, self.max_tool_output_chars), tool_call_id=tool_call_id)
 
-    async def _invoke(self, tool: Callable[..., Any], tool_args: dict[str, Any]) -> Any:
+    async def _invoke(self, tool: Callable[..., Any], tool_args: dict[str, Any], timeout: float | None = None) -> Any:
         if _is_async_tool(tool):
             return await tool(**tool_args)
-        executor = self.executor
-        if isinstance(executor, DaemonThreadPool):  # the lean hop (abandons the call when cancelled)
-            result = await executor.run(contextvars.copy_context().run, functools.partial(tool, **tool_args))
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-        future = executor.submit(contextvars.copy_context().run, functools.partial(tool, **tool_args))
-        try:
-            result = await asyncio.wrap_future(future)
-        except BaseException:
-            if not future.done():  # the caller gave up (tool_timeout, cancellation): free the slot
-                abandon = getattr(executor, "abandon", None)
-                if abandon is not None:
-                    abandon(future)
-                else:
-                    future.cancel()
-            raise
+        # a sync tool runs in the lane of sync environment code (engine/threads.py): off the event
+        # loop, one call at a time as the original runs it, abandoned when its caller gives up
+        result = await call_sync(tool, (), tool_args, timeout=timeout)
         if inspect.isawaitable(result):
             result = await result
         return result

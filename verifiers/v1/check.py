@@ -154,7 +154,9 @@ def _run(coro: Any) -> Any:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        from verifiers.engine.threads import run_on_main_thread
+
+        return run_on_main_thread(lambda: coro)  # the taskset's sync code on the main thread, as under vf eval
     with ThreadPoolExecutor(1, thread_name_prefix="vf-check") as pool:
         return pool.submit(asyncio.run, coro).result()
 

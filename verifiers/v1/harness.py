@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, get_type_hints
 from pydantic import ConfigDict, Field, FiniteFloat
 from typing_extensions import TypeVar
 
+from verifiers.engine.threads import call_sync
 from verifiers.v1.configs import BaseConfig
 from verifiers.v1.decorators import discover_decorated
 from verifiers.v1.errors import HarnessError, ToolsetError
@@ -184,7 +185,8 @@ async def call_tool(fn: Callable[..., Any], arguments: str, available: dict[str,
             async with asyncio.timeout(timeout):  # in this task: no task per tool call
                 result = await fn(**args)
         else:
-            result = await asyncio.wait_for(asyncio.to_thread(fn, **args), timeout)
+            # the lane of sync environment code: one call at a time, timed from its start
+            result = await call_sync(fn, (), args, timeout=timeout)
     except TimeoutError:
         raise ToolsetError(f"tool {name or fn.__name__!r} did not finish within {timeout:g} s") from None
     except TypeError as exc:

@@ -3,8 +3,9 @@
 A hook names what it needs: ``trace``, ``task`` (the task's data), ``runtime``, ``state``,
 ``config``, ``request``, ``response`` (also matched by annotation: a parameter annotated
 ``Request`` gets the request whatever its name). Async hooks run on the loop; sync hooks run in
-a bounded thread pool, so one slow hook stalls neither the loop nor the other hooks. Each call
-has its own time limit.
+the lane of sync environment code (``engine/threads.py``): off the loop, so a slow one does not
+stall it, and one at a time, as the original runs them. Each call has its own time limit, counted
+from its start.
 
 Scoring never turns a failure into a score: a hook that raises, times out or returns something
 that is not a finite number leaves its key unscored (None), and the trace carries an error
@@ -16,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
-import os
-import threading
 import weakref
 from collections.abc import Callable, Mapping
 from numbers import Real
@@ -34,31 +33,21 @@ DEFAULT_HOOK_TIMEOUT = 300.0
 # the names a hook may ask for (0.4.0's, plus state/config which tasks reach through self)
 INJECTABLE = ("trace", "task", "runtime", "state", "config", "request", "response")
 
-_pool: DaemonThreadPool | None = None
-_pool_lock = threading.Lock()
-
-
 def hook_pool() -> DaemonThreadPool:
-    """The one bounded pool sync hooks run in (created on first use). Its threads are daemons: a
-    hook that never returns (its timeout recorded) does not keep the process from exiting, and
-    idle hook threads are no threads left running after a run (``vf check``'s leftovers)."""
-    from verifiers.engine.threads import DaemonThreadPool
+    """Where sync hooks run: the lane of sync environment code (``engine/threads.py``), off the
+    event loop and one call at a time, as the original runs them. Its threads are daemons: a hook
+    that never returns (its timeout recorded) does not keep the process from exiting."""
+    from verifiers.engine.threads import sync_pool
 
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = DaemonThreadPool(max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="vf-hook")
-        return _pool
+    return sync_pool()
 
 
 def shutdown_hook_pool() -> None:
-    """Let the hook pool's idle threads end (a command calls it when its runs are over, so the
-    interpreter does not wait on them at exit); the next hook makes a new pool."""
-    global _pool
-    with _pool_lock:
-        pool, _pool = _pool, None
-    if pool is not None:
-        pool.shutdown(wait=False, cancel_futures=True)
+    """Let the lane's idle threads end (a command calls it when its runs are over, so the
+    interpreter does not wait on them at exit); the next sync call makes a new lane."""
+    from verifiers.engine.threads import reset_sync_pool
+
+    reset_sync_pool()
 
 
 class HookError(Exception):
@@ -198,31 +187,16 @@ async def call_hook(
         except Exception as exc:
             raise HookError(kind, name, f"raised {type(exc).__name__}: {exc}", cause_type=type(exc).__name__) from exc
 
-    # A sync hook's clock starts when a pool thread picks it up, so waiting behind other hooks in
-    # a busy run is not counted against it; the wait itself is bounded too (hung hooks can hold
-    # every thread: a sync hook's thread cannot be stopped, it finishes and its result is dropped).
-    loop = asyncio.get_running_loop()
-    started = asyncio.Event()
+    # A sync hook runs in the lane: its clock starts when the lane starts it (waiting behind other
+    # sync calls is not counted against it), and one that overruns is abandoned (its thread cannot
+    # be stopped; it finishes outside the lane and its result is dropped), so the next one starts.
+    from verifiers.engine.threads import call_sync
 
-    def in_thread() -> Any:
-        try:
-            loop.call_soon_threadsafe(started.set)
-        except RuntimeError:  # the loop is gone (the run ended while this waited): skip the hook
-            return None
-        return fn(**kwargs)
-
-    future = loop.run_in_executor(hook_pool(), in_thread)
     try:
-        try:
-            await asyncio.wait_for(started.wait(), timeout)
-        except TimeoutError as exc:
-            future.cancel()  # still queued: it never runs
-            raise HookTimeout(kind, name, f"waited {timeout:g} s for a free hook thread (all busy)", cause_type="TimeoutError") from exc
-        try:
-            result = await asyncio.wait_for(asyncio.shield(future), timeout)
-        except TimeoutError as exc:
-            raise HookTimeout(kind, name, f"did not finish within {timeout:g} s", cause_type="TimeoutError") from exc
+        result = await call_sync(fn, (), kwargs, timeout=timeout)
         return await _settle(result)
+    except TimeoutError as exc:
+        raise HookTimeout(kind, name, f"did not finish within {timeout:g} s", cause_type="TimeoutError") from exc
     except (HookError, asyncio.CancelledError):
         raise
     except Exception as exc:

@@ -139,14 +139,17 @@ class Toolset(Generic[ConfigT, StateT]):
 
 
 def _threaded(fn: Any) -> Any:
-    """A sync tool runs in a thread: one slow call does not stall the other rollouts' calls on
-    a shared server. The context (the calling rollout's state) goes with it."""
+    """A sync tool runs in the lane of sync environment code (``engine/threads.py``): off the event
+    loop, so one slow call does not stall the other rollouts' calls on a shared server, and one at a
+    time, as the original runs it. The context (the calling rollout's state) goes with it."""
     if inspect.iscoroutinefunction(fn):
         return fn
 
     @functools.wraps(fn)
     async def call(*args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        from verifiers.engine.threads import call_sync
+
+        return await call_sync(fn, args, kwargs)
 
     # FastMCP reads the parameters off the signature; evaluate the tool's own annotations here
     call.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]

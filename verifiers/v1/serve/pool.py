@@ -77,14 +77,30 @@ def _freeze_heap() -> None:
 def run_server(config: dict[str, Any], address: str, max_concurrent: int | None = None,
                max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, pipe: Any = None) -> None:  # fmt: skip
     """A worker process (or a lone server): serve until SIGTERM/SIGINT or the parent's pipe closes."""
+    from verifiers.engine.threads import run_on_main_thread
     from verifiers.v1.serve.server import EnvServer
+
+    # The env's sync code (hooks, tools, classic reward functions) runs on this process's main
+    # thread, where the original runs it (run_on_main_thread); the loop runs in a helper thread,
+    # so a signal reaches it through a handler set here.
+    box: dict[str, Any] = {}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        box["signalled"] = True
+        loop, stop = box.get("loop"), box.get("stop")
+        if loop is not None and stop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the server is done
+                loop.call_soon_threadsafe(stop.set)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
 
     async def main() -> None:
         server = EnvServer(config, address, max_concurrent=max_concurrent, max_message_bytes=max_message_bytes)
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        box["loop"], box["stop"] = asyncio.get_running_loop(), stop
+        if box.get("signalled"):  # a signal that came before the loop did
+            stop.set()
         serving = asyncio.ensure_future(server.serve(stop))
         await asyncio.sleep(0)
         _freeze_heap()
@@ -94,7 +110,7 @@ def run_server(config: dict[str, Any], address: str, max_concurrent: int | None 
             _watch_parent(pipe)
         await serving
 
-    asyncio.run(main())
+    run_on_main_thread(main)
 
 
 @dataclass
