@@ -516,3 +516,28 @@ def test_an_abandoned_sync_call_on_the_main_thread_is_interrupted_and_the_main_t
     assert errors.count("ToolTimeoutError") == 1 and errors.count(None) == 3
     assert seen == {threading.main_thread().name}
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # put back
+
+
+@pytest.mark.parametrize("entry", ["evaluate_sync", "await evaluate"])
+def test_a_sync_reward_that_runs_an_evaluation_of_its_own_does_not_wait_for_itself(entry: str) -> None:
+    """The lane runs one call at a time; a sync reward that runs a nested evaluation (whose own sync
+    rewards need the lane) already holds it, so they run in its thread instead of queueing
+    behind it forever."""
+
+    def inner(completion, **kw) -> float:
+        return 1.0
+
+    with FaultServer(chat_body("ok")) as srv:
+
+        def outer(completion, **kw) -> float:
+            nested = vf.SingleTurnEnv(dataset=ROWS[:2], rubric=vf.Rubric(funcs=[inner]))
+            out = nested.evaluate_sync(client_for(srv), "m")
+            return sum(st["reward"] for st in out.state) / 2
+
+        env = vf.SingleTurnEnv(dataset=ROWS[:2], rubric=vf.Rubric(funcs=[outer]), timeout_seconds=GUARD)
+        if entry == "evaluate_sync":
+            out = env.evaluate_sync(client_for(srv), "m")
+        else:
+            out = asyncio.run(env.evaluate(client_for(srv), "m"))
+    assert [st["error"] for st in out.state] == [None, None]
+    assert [st["reward"] for st in out.state] == [1.0, 1.0]

@@ -14,7 +14,7 @@ up only the sync calls queued behind it, never the event loop (model calls, asyn
 timeouts go on). ``VF_SYNC_WORKERS=N`` lets N calls run at once, for environments whose sync code
 is known to be thread-safe.
 
-Waiting in the lane's queue is not running: the rollout's clock (:data:`verifiers.clients.slots.SLOT_WAIT`)
+Waiting in the lane's queue is not running: the rollout's clock (``verifiers.clients.slots.SLOT_WAIT``)
 stops while a call waits, and a call's own ``timeout`` (a tool's, a hook's) starts when the call
 starts. A call whose caller gives up (its timeout, a cancelled rollout) is abandoned: its thread
 finishes it outside the lane, and the next call starts at once, so a call that never returns
@@ -50,13 +50,12 @@ import logging
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any
-
-from verifiers.clients.slots import SLOT_WAIT
 
 __all__ = [
     "AbandonedCall", "DaemonThreadPool", "PoolExhaustedError", "StallWatchdog", "call_sync", "lane_width", "reset_sync_pool", "run_on_main_thread", "run_sync",
@@ -577,10 +576,10 @@ def run_on_main_thread(factory: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
     the loop is never stalled by it. A call abandoned by its caller (its timeout) is interrupted
     with SIGUSR1 (when no handler of the program's owns that signal): :class:`AbandonedCall` is
     raised in it and the main thread goes on; one blocked where no signal reaches it is left
-    behind after :data:`INTERRUPT_GRACE_S`, and the lane goes on in a daemon thread. The first Ctrl-C (with Python's own SIGINT handler in place)
-    cancels the run and raises ``KeyboardInterrupt`` here once it has unwound, instead of landing in
-    whatever sync function was running; a second one raises at once. From any other thread this is
-    ``asyncio.run``.
+    behind after :data:`INTERRUPT_GRACE_S`, and the lane goes on in a daemon thread. The first
+    Ctrl-C (with Python's own SIGINT handler in place) cancels the run and raises
+    ``KeyboardInterrupt`` here once it has unwound, instead of landing in whatever sync function
+    was running; a second one raises at once. From any other thread this is ``asyncio.run``.
     """
     if threading.current_thread() is not threading.main_thread():
         return asyncio.run(factory())
@@ -654,6 +653,25 @@ def run_on_main_thread(factory: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
     return box.get("value")
 
 
+_IN_LANE = threading.local()
+
+
+def _rollout_clock() -> Any:
+    """The running rollout's clock (``verifiers.clients.slots.SLOT_WAIT``), None when there is
+    none: read without importing the clients package (a clock is set only where it is loaded)."""
+    slots = sys.modules.get("verifiers.clients.slots")
+    return None if slots is None else slots.SLOT_WAIT.get()
+
+
+def _in_lane(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)``, marked as holding the lane in this thread."""
+    _IN_LANE.depth = getattr(_IN_LANE, "depth", 0) + 1
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _IN_LANE.depth -= 1
+
+
 async def call_sync(
     func: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None, *,
     timeout: float | None = None,
@@ -661,14 +679,20 @@ async def call_sync(
     """``func(*args, **kwargs)`` in the lane (:func:`sync_pool`), off the event loop, with the
     caller's context variables. While it waits for the lane, the current rollout's clock is
     stopped; ``timeout`` counts from its start (past it: ``TimeoutError``, and the call is
-    abandoned). A caller that is cancelled abandons the call too."""
+    abandoned). A caller that is cancelled abandons the call too.
+
+    Called from code that itself runs in the lane (a sync reward function that runs a nested
+    evaluation), it runs ``func`` at once in this thread, which holds the lane already: queued
+    behind its own caller, it would wait forever."""
+    if getattr(_IN_LANE, "depth", 0):
+        return func(*args, **(kwargs or {}))
     ctx = contextvars.copy_context()
-    return await sync_pool().run_call(ctx.run, (func, *args), kwargs, timeout=timeout, clock=SLOT_WAIT.get())
+    return await sync_pool().run_call(ctx.run, (_in_lane, func, *args), kwargs, timeout=timeout, clock=_rollout_clock())
 
 
 async def run_sync(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """:func:`call_sync` with no timeout of its own (a reward function: the rollout's bounds it)."""
-    return await sync_pool().run_call(contextvars.copy_context().run, (func, *args), kwargs, clock=SLOT_WAIT.get())
+    return await call_sync(func, args, kwargs)
 
 
 # ----- the event-loop watchdog ---------------------------------------------------------------------
