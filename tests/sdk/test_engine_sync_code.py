@@ -72,12 +72,12 @@ async def test_a_blocking_sync_reward_does_not_stall_the_other_rollouts() -> Non
                 while len(srv.requests) < n:  # every other rollout's request went through meanwhile
                     assert time.monotonic() < deadline, "the other rollouts' requests stalled"
                     time.sleep(0.005)
-            time.sleep(0.15)
+            time.sleep(0.4)
             return 1.0
 
-        env = vf.SingleTurnEnv(dataset=ROWS * 2, rubric=vf.Rubric(funcs=[slow]), timeout_seconds=0.6)
+        env = vf.SingleTurnEnv(dataset=ROWS * 2, rubric=vf.Rubric(funcs=[slow]), timeout_seconds=2.0)
         out = await env.evaluate(client_for(srv), "m", max_concurrent=-1)
-    assert [st["error"] for st in out.state] == [None] * n  # 8 x 0.15 s queued, yet no timeout
+    assert [st["error"] for st in out.state] == [None] * n  # 8 x 0.4 s queued, yet no timeout
     assert [st["reward"] for st in out.state] == [1.0] * n
 
 
@@ -422,11 +422,14 @@ async def test_a_single_turn_rollout_that_answered_stops_as_answered(tmp_path) -
 
 def test_evaluate_sync_runs_sync_code_on_the_main_thread_without_stalling_the_loop() -> None:
     """From the main thread, ``evaluate_sync`` runs the loop in a helper thread and the sync code on
-    the main thread, where the original runs it: a sync tool and a reward that arm a signal handler
-    (math-verify's default timeouts do) work. The first reward holds the main thread until every
-    rollout has had both of its model replies: the loop went on meanwhile."""
+    the main thread, where the original runs it: a reward that arms a signal handler (math-verify's
+    default timeouts do) works. The first reward holds the main thread until every rollout has had
+    its first model reply: the loop went on meanwhile (the second replies need the lane for
+    their tool calls first). Sync tools, which get model-written
+    arguments, run in a daemon thread while the main thread holds the lane for them."""
     n = len(ROWS) * 2
     seen: set[str] = set()
+    tools: set[tuple[str, bool]] = set()
     lead = {"taken": False}
 
     def armed() -> None:
@@ -435,8 +438,8 @@ def test_evaluate_sync_runs_sync_code_on_the_main_thread_without_stalling_the_lo
         seen.add(threading.current_thread().name)
 
     def t() -> str:
-        """A sync tool that arms a signal handler."""
-        armed()
+        """A sync tool."""
+        tools.add((threading.current_thread().name, threading.current_thread().daemon))
         return "ok"
 
     with FaultServer(tool_then_answer) as srv:
@@ -446,7 +449,7 @@ def test_evaluate_sync_runs_sync_code_on_the_main_thread_without_stalling_the_lo
             if not lead["taken"]:
                 lead["taken"] = True  # one call at a time: no lock needed
                 deadline = time.monotonic() + GUARD
-                while len(srv.requests) < 2 * n:
+                while len(srv.requests) < n + 1:  # its own two, every other one's first
                     assert time.monotonic() < deadline, "the other rollouts stalled"
                     time.sleep(0.005)
             return 1.0
@@ -456,6 +459,7 @@ def test_evaluate_sync_runs_sync_code_on_the_main_thread_without_stalling_the_lo
     assert [st["error"] for st in out.state] == [None] * n
     assert [st["reward"] for st in out.state] == [1.0] * n
     assert seen == {threading.main_thread().name}
+    assert tools and all(daemon and name != threading.main_thread().name for name, daemon in tools)
 
 
 def test_ctrl_c_during_evaluate_sync_cancels_the_run_and_raises_afterwards() -> None:
@@ -484,15 +488,16 @@ def test_ctrl_c_during_evaluate_sync_cancels_the_run_and_raises_afterwards() -> 
     assert [st["error"] for st in again.state] == [None] * 4 and [st["reward"] for st in again.state] == [1.0] * 4
 
 
-def test_an_abandoned_sync_call_on_the_main_thread_is_interrupted_and_the_main_thread_goes_on() -> None:
-    """A sync tool that never returns holds the main thread; past its ``tool_timeout`` it is
+def test_an_abandoned_sync_reward_on_the_main_thread_is_interrupted_and_the_main_thread_goes_on() -> None:
+    """A sync reward that never returns holds the main thread; when its rollout times out it is
     interrupted there (``AbandonedCall``), and the main thread goes on running the lane: the later
     sync code, which needs the main thread, still runs there."""
     interrupted: list[str] = []
     seen: set[str] = set()
 
-    def t() -> str:
-        """Blocks forever the first time."""
+    def scored(completion, **kw) -> float:
+        previous = signal.signal(signal.SIGALRM, signal.SIG_IGN)  # ValueError off the main thread
+        signal.signal(signal.SIGALRM, previous)
         seen.add(threading.current_thread().name)
         if not interrupted:
             try:
@@ -500,22 +505,45 @@ def test_an_abandoned_sync_call_on_the_main_thread_is_interrupted_and_the_main_t
             except BaseException as exc:
                 interrupted.append(type(exc).__name__)
                 raise
-        return "ok"
-
-    def armed(completion, **kw) -> float:
-        previous = signal.signal(signal.SIGALRM, signal.SIG_IGN)  # ValueError off the main thread
-        signal.signal(signal.SIGALRM, previous)
-        seen.add(threading.current_thread().name)
         return 1.0
 
-    env = vf.ToolEnv(tools=[t], dataset=ROWS, rubric=vf.Rubric(funcs=[armed]), tool_timeout=0.3)
-    with FaultServer(tool_then_answer) as srv:
+    env = vf.SingleTurnEnv(dataset=ROWS, rubric=vf.Rubric(funcs=[scored]), timeout_seconds=0.5)
+    with FaultServer(chat_body("ok")) as srv:
         out = env.evaluate_sync(client_for(srv), "m", max_concurrent=1)
     assert interrupted == ["AbandonedCall"]
     errors = [st["error"] and st["error"]["type"] for st in out.state]
-    assert errors.count("ToolTimeoutError") == 1 and errors.count(None) == 3
+    assert errors.count("TimeoutError") == 1 and errors.count(None) == 3
     assert seen == {threading.main_thread().name}
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # put back
+
+
+def test_a_sync_tool_never_holds_the_main_thread() -> None:
+    """Tools get model-written arguments: under ``evaluate_sync`` a sync tool runs in a daemon
+    thread while the main thread holds the lane for it, so one that never returns (even one that
+    swallows every exception) is left behind at its ``tool_timeout`` and the run returns."""
+    release = threading.Event()
+    where: list[tuple[str, bool]] = []
+
+    def t() -> str:
+        """Blocks until the test ends the first time, swallowing anything raised into it."""
+        where.append((threading.current_thread().name, threading.current_thread().daemon))
+        if len(where) == 1:
+            while not release.is_set():
+                try:
+                    release.wait(0.05)
+                except BaseException:
+                    pass
+        return "ok"
+
+    env = vf.ToolEnv(tools=[t], dataset=ROWS, rubric=vf.Rubric(funcs=[exact]), tool_timeout=0.3)
+    try:
+        with FaultServer(tool_then_answer) as srv:
+            out = env.evaluate_sync(client_for(srv), "m", max_concurrent=1)
+    finally:
+        release.set()
+    errors = [st["error"] and st["error"]["type"] for st in out.state]
+    assert errors.count("ToolTimeoutError") == 1 and errors.count(None) == 3
+    assert all(daemon and name != threading.main_thread().name for name, daemon in where)
 
 
 @pytest.mark.parametrize("entry", ["evaluate_sync", "await evaluate"])

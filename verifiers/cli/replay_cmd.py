@@ -417,10 +417,12 @@ def run_replay(path: Path, *, taskset: str | None = None, output: Path | None = 
     (out / REPLAY_CONFIG).write_text(json.dumps({"env": env_table, "source": str(source.traces)}, indent=2, default=str))
     summary = Summary(source=str(source.traces), output=str(out / TRACES_FILE), taskset=str(env.config.taskset.id), env=env.env_id)
     part = out / f".{TRACES_FILE}.part"
+    from verifiers.engine.threads import run_on_main_thread
     from verifiers.v1.scoring import shutdown_hook_pool
 
     try:
-        asyncio.run(replay_file(Replayer(env), source.traces, part, summary, limit=limit, max_concurrent=max_concurrent))
+        # the taskset's sync hooks on this, the main thread, as under vf eval
+        run_on_main_thread(lambda: replay_file(Replayer(env), source.traces, part, summary, limit=limit, max_concurrent=max_concurrent))
         os.replace(part, out / TRACES_FILE)
     finally:
         part.unlink(missing_ok=True)

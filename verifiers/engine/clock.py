@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 from verifiers.clients.slots import SLOT_WAIT
 from verifiers.types import State
@@ -18,10 +19,11 @@ CLOCK = SLOT_WAIT
 class RolloutClock:
     """The timeout of one rollout, which can be stopped while the rollout waits in a queue."""
 
-    __slots__ = ("paused", "remaining", "scope")
+    __slots__ = ("lane", "paused", "remaining", "scope")
 
     def __init__(self, scope: asyncio.Timeout) -> None:
         self.scope = scope
+        self.lane: Any = None  # its calls in the lane of sync environment code (engine/threads.py)
         self.paused = 0
         self.remaining: float | None = None
 

@@ -125,6 +125,52 @@ def _deliver(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         future.set_exception(value)
 
 
+class _ClockInLane:
+    """A rollout's clock as its calls wait in and run in a pool: it is paused while one of them
+    waits and none runs. While one runs, the rollout is doing its own work (a slow sync tool whose
+    sibling waits behind it), so its timeout counts and can end it."""
+
+    __slots__ = ("clock", "paused", "running", "waiting")
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self.waiting = self.running = 0
+        self.paused = False
+
+    @staticmethod
+    def of(clock: Any) -> _ClockInLane:
+        lane = getattr(clock, "lane", None)
+        if lane is None:
+            lane = _ClockInLane(clock)
+            clock.lane = lane
+        return lane
+
+    def waits(self) -> None:
+        self.waiting += 1
+        self._update()
+
+    def starts(self, waited: bool) -> None:
+        self.waiting -= waited
+        self.running += 1
+        self._update()
+
+    def ends(self, begun: bool, waited: bool) -> None:
+        if begun:
+            self.running -= 1
+        else:
+            self.waiting -= waited
+        self._update()
+
+    def _update(self) -> None:
+        pause = self.waiting > 0 and self.running == 0
+        if pause and not self.paused:
+            self.paused = True
+            self.clock.pause()
+        elif self.paused and not pause:
+            self.paused = False
+            self.clock.resume()
+
+
 class DaemonThreadPool(Executor):
     """At most ``max_workers`` daemon threads running submitted calls in order of submission."""
 
@@ -187,19 +233,18 @@ class DaemonThreadPool(Executor):
             return await self.run(fn, *args, **(kwargs or {}))
         loop = asyncio.get_running_loop()
         call = _LoopCall(loop, loop.create_future(), fn, args, kwargs or {})
-        paused = False
-        begun = False
+        lane = _ClockInLane.of(clock) if clock is not None else None
+        begun = waited = ended = False
 
         async with asyncio.timeout(None) as scope:
 
             def started() -> None:  # on the loop, once
-                nonlocal paused, begun
-                if begun:
+                nonlocal begun
+                if begun or ended:
                     return
                 begun = True
-                if paused:
-                    paused = False
-                    clock.resume()
+                if lane is not None:
+                    lane.starts(waited)
                 if timeout is not None:
                     scope.reschedule(loop.time() + timeout)
 
@@ -207,19 +252,18 @@ class DaemonThreadPool(Executor):
                 call.on_start = started
                 if self._put(call):  # a thread is free for it: no wait to leave off the clocks
                     started()
-                elif clock is not None:
-                    clock.pause()
-                    paused = True
+                elif lane is not None:
+                    waited = True
+                    lane.waits()
                 return await call.future
             except BaseException:
                 if call.future.cancelled():  # the caller gave up (a timeout, a cancellation)
                     self._abandon_call(call)
                 raise
             finally:
-                begun = True  # a late start signal finds nothing to do
-                if paused:
-                    paused = False
-                    clock.resume()
+                ended = True  # a late start signal finds nothing to do
+                if lane is not None:
+                    lane.ends(begun, waited)
 
     def _put(self, item: Any) -> bool:
         """Queue ``item``; True when a thread is free for it now (an idle one or a new one: the
@@ -273,10 +317,19 @@ class DaemonThreadPool(Executor):
                     self._abandon_thread(call.thread)
 
     def _abandon_if_running(self, call: _LoopCall) -> None:
-        """The serving thread was not back from an interrupted call: abandon it after all."""
+        """The serving thread was not back from an interrupted call: abandon it after all (the lane
+        goes on in another thread), and interrupt it again every grace period until it is back
+        (code that swallowed one ``AbandonedCall`` must not hold the main thread for good)."""
         with self._lock:
-            if call.state == _RUNNING and call.thread is not None:
-                self._abandon_thread(call.thread)
+            if call.state != _RUNNING or call.thread is None:
+                return
+            self._abandon_thread(call.thread)
+            if call.thread is self._serving and self._interrupt is not None:
+                logger.warning("a sync call abandoned by its caller is still running on the main thread; interrupting it again")
+                self.interrupt_target = call
+                self._interrupt()
+                with contextlib.suppress(RuntimeError):  # the caller's loop has closed
+                    call.loop.call_later(INTERRUPT_GRACE_S, self._abandon_if_running, call)
 
     def _abandon_thread(self, thread: threading.Thread) -> None:  # with self._lock held
         if thread in self._abandoned or thread not in self._threads:
@@ -338,19 +391,13 @@ class DaemonThreadPool(Executor):
                 item = _WAKE
             if item is _STOP:
                 return True
-            if item is _WAKE:
-                if done.is_set():
-                    with self._lock:
-                        if me not in self._threads:
-                            return True
-                        if self._idle > 0:  # owed nothing: leave (another idle thread counts for us)
-                            self._idle -= 1
-                            self._threads.remove(me)
-                            return True
-                continue
-            if not self._run_item(item, me):
+            if item is not _WAKE:
+                if not self._run_item(item, me):
+                    return True
+                del item
+            if done.is_set():  # the run is over: leave, whatever other loops still send (a new thread takes it)
+                self.leave(me)
                 return True
-            del item
 
     def leave(self, thread: threading.Thread) -> None:
         """``thread`` stops serving (it left :meth:`serve_here` early): what it was owed goes to a
@@ -467,6 +514,8 @@ class DaemonThreadPool(Executor):
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
+                if item is _WAKE:
+                    continue
                 if type(item) is _LoopCall:
                     item.state = _CANCELLED
                     with contextlib.suppress(RuntimeError):  # its event loop has closed
@@ -499,8 +548,8 @@ _SYNC_POOL_LOCK = threading.Lock()
 
 def _forget_the_lane_after_fork() -> None:
     """A forked child has none of its parent's threads: its lane starts empty."""
-    global _SYNC_POOL, _SYNC_POOL_LOCK
-    _SYNC_POOL = None
+    global _SYNC_POOL, _SYNC_POOL_LOCK, _OFF_MAIN
+    _SYNC_POOL = _OFF_MAIN = None
     _SYNC_POOL_LOCK = threading.Lock()
 
 
@@ -672,14 +721,43 @@ def _in_lane(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         _IN_LANE.depth -= 1
 
 
+_OFF_MAIN: DaemonThreadPool | None = None
+
+
+def _off_main_pool() -> DaemonThreadPool:
+    global _OFF_MAIN
+    with _SYNC_POOL_LOCK:
+        if _OFF_MAIN is None:
+            _OFF_MAIN = DaemonThreadPool(64, thread_name_prefix="vf-sync-tool")
+        return _OFF_MAIN
+
+
+def _in_lane_off_main(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """:func:`_in_lane`, but never on the main thread: there, the call runs in a daemon thread while
+    the main thread holds the lane and waits for it. A tool is called with model-written
+    arguments: one that never returns, even one that swallows every ``AbandonedCall``, must not
+    hold the main thread (and keep the process from exiting) once its caller has given up."""
+    if threading.current_thread() is not threading.main_thread():
+        return _in_lane(func, *args, **kwargs)
+    pool = _off_main_pool()
+    future = pool.submit(contextvars.copy_context().run, _in_lane, func, *args, **kwargs)
+    try:
+        return future.result()
+    except AbandonedCall:  # the caller gave up: the call goes on in its daemon thread, unwaited
+        pool.abandon(future)
+        raise
+
+
 async def call_sync(
     func: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None, *,
-    timeout: float | None = None,
+    timeout: float | None = None, off_main: bool = False,
 ) -> Any:
     """``func(*args, **kwargs)`` in the lane (:func:`sync_pool`), off the event loop, with the
     caller's context variables. While it waits for the lane, the current rollout's clock is
     stopped; ``timeout`` counts from its start (past it: ``TimeoutError``, and the call is
-    abandoned). A caller that is cancelled abandons the call too.
+    abandoned). A caller that is cancelled abandons the call too. ``off_main`` (tools): where the
+    main thread serves the lane, the call runs in a daemon thread instead (see
+    :func:`_in_lane_off_main`), still one at a time.
 
     Called from code that itself runs in the lane (a sync reward function that runs a nested
     evaluation), it runs ``func`` at once in this thread, which holds the lane already: queued
@@ -687,7 +765,8 @@ async def call_sync(
     if getattr(_IN_LANE, "depth", 0):
         return func(*args, **(kwargs or {}))
     ctx = contextvars.copy_context()
-    return await sync_pool().run_call(ctx.run, (_in_lane, func, *args), kwargs, timeout=timeout, clock=_rollout_clock())
+    runner = _in_lane_off_main if off_main else _in_lane
+    return await sync_pool().run_call(ctx.run, (runner, func, *args), kwargs, timeout=timeout, clock=_rollout_clock())
 
 
 async def run_sync(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

@@ -196,7 +196,7 @@ class ToolEnv(MultiTurnEnv):
             return await tool(**tool_args)
         # a sync tool runs in the lane of sync environment code (engine/threads.py): off the event
         # loop, one call at a time as the original runs it, abandoned when its caller gives up
-        result = await call_sync(tool, (), tool_args, timeout=timeout)
+        result = await call_sync(tool, (), tool_args, timeout=timeout, off_main=True)
         if inspect.isawaitable(result):
             result = await result
         return result

@@ -186,7 +186,7 @@ async def call_tool(fn: Callable[..., Any], arguments: str, available: dict[str,
                 result = await fn(**args)
         else:
             # the lane of sync environment code: one call at a time, timed from its start
-            result = await call_sync(fn, (), args, timeout=timeout)
+            result = await call_sync(fn, (), args, timeout=timeout, off_main=True)
     except TimeoutError:
         raise ToolsetError(f"tool {name or fn.__name__!r} did not finish within {timeout:g} s") from None
     except TypeError as exc:

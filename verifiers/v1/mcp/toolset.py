@@ -16,7 +16,6 @@ its own) is not sent.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import functools
 import importlib
@@ -149,7 +148,7 @@ def _threaded(fn: Any) -> Any:
     async def call(*args: Any, **kwargs: Any) -> Any:
         from verifiers.engine.threads import call_sync
 
-        return await call_sync(fn, args, kwargs)
+        return await call_sync(fn, args, kwargs, off_main=True)
 
     # FastMCP reads the parameters off the signature; evaluate the tool's own annotations here
     call.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
@@ -197,7 +196,10 @@ def serve(cls: type[Toolset]) -> None:
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    asyncio.run(_serve(cls(config), protocol_out))
+    from verifiers.engine.threads import run_on_main_thread
+
+    toolset = cls(config)
+    run_on_main_thread(lambda: _serve(toolset, protocol_out))  # its sync tools on the main thread
 
 
 async def _serve(toolset: Toolset, protocol_out: Any) -> None:

@@ -55,6 +55,9 @@ logger = logging.getLogger(__name__)
 
 HEARTBEAT = b"__heartbeat__"
 
+#: Seconds a worker whose pool is gone has to stop in order before it exits anyway.
+PARENT_GONE_GRACE_S = 30.0
+
 
 def _watch_parent(pipe: Any) -> None:
     def watch() -> None:
@@ -62,6 +65,10 @@ def _watch_parent(pipe: Any) -> None:
             while True:
                 pipe.recv()
         os.kill(os.getpid(), signal.SIGTERM)
+        # a worker whose main thread is held by sync code that swallows every interrupt must not
+        # outlive its pool: past a grace period it goes without the orderly stop
+        time.sleep(PARENT_GONE_GRACE_S)
+        os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="vf-serve-parent").start()
 
