@@ -569,3 +569,44 @@ def test_a_sync_reward_that_runs_an_evaluation_of_its_own_does_not_wait_for_itse
             out = asyncio.run(env.evaluate(client_for(srv), "m"))
     assert [st["error"] for st in out.state] == [None, None]
     assert [st["reward"] for st in out.state] == [1.0, 1.0]
+
+
+def test_a_rollout_whose_own_sync_tool_holds_the_lane_still_times_out() -> None:
+    """Two sync tools of one turn, no ``tool_timeout``: the first never returns, the second waits
+    behind it in the lane. The wait does not stop the rollout's clock (its own call holds the
+    lane), so the rollout timeout ends it."""
+    release = threading.Event()
+
+    def slow(x: int) -> int:
+        """Blocks.
+
+        Args:
+            x: x.
+        """
+        release.wait(GUARD)
+        return x
+
+    def quick(x: int) -> int:
+        """Returns.
+
+        Args:
+            x: x.
+        """
+        return x
+
+    def handler(request) -> Any:
+        if request.body["messages"][-1]["role"] == "tool":
+            return chat_body("ok")
+        calls = [{"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": '{"x": 1}'}}
+                 for i, name in enumerate(("slow", "quick"))]  # fmt: skip
+        return chat_body(None, tool_calls=calls, finish_reason="tool_calls")
+
+    env = vf.ToolEnv(tools=[slow, quick], dataset=ROWS[:1], rubric=vf.Rubric(funcs=[exact]), timeout_seconds=0.5)
+    started = time.monotonic()
+    try:
+        with FaultServer(handler) as srv:
+            out = env.evaluate_sync(client_for(srv), "m")
+    finally:
+        release.set()
+    assert out.state[0]["error"]["type"] == "TimeoutError"
+    assert time.monotonic() - started < GUARD / 2
