@@ -14,9 +14,15 @@ up only the sync calls queued behind it, never the event loop (model calls, asyn
 timeouts go on). ``VF_SYNC_WORKERS=N`` lets N calls run at once, for environments whose sync code
 is known to be thread-safe.
 
-Waiting in the lane's queue is not running: the rollout's clock (``verifiers.clients.slots.SLOT_WAIT``)
-stops while a call waits, and a call's own ``timeout`` (a tool's, a hook's) starts when the call
-starts. A call whose caller gives up (its timeout, a cancelled rollout) is abandoned: its thread
+Where we own the main thread (``evaluate_sync``, ``vf eval``, env-server workers), the main thread
+serves the lane (:func:`run_on_main_thread`) and the loop runs in a helper thread, so sync code that
+only works on the main thread (``signal.alarm``: math-verify's default timeouts) works as it does
+with the original. Sync tools, which get model-written arguments, still run in a daemon thread
+there (the main thread holds the lane for them): one that never returns is left behind.
+
+Waiting in the lane's queue is not running: the rollout's clock
+(``verifiers.clients.slots.SLOT_WAIT``) stops while a call waits and none of that rollout's own
+calls runs, and a call's own ``timeout`` (a tool's, a hook's) starts when the call starts. A call whose caller gives up (its timeout, a cancelled rollout) is abandoned: its thread
 finishes it outside the lane, and the next call starts at once, so a call that never returns
 cannot hold the lane.
 
