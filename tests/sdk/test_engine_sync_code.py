@@ -546,11 +546,18 @@ def test_a_sync_tool_never_holds_the_main_thread() -> None:
     assert all(daemon and name != threading.main_thread().name for name, daemon in where)
 
 
+@pytest.mark.parametrize("width", ["1", "2"])
 @pytest.mark.parametrize("entry", ["evaluate_sync", "await evaluate"])
-def test_a_sync_reward_that_runs_an_evaluation_of_its_own_does_not_wait_for_itself(entry: str) -> None:
+def test_a_sync_reward_that_runs_an_evaluation_of_its_own_does_not_wait_for_itself(
+    entry: str, width: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The lane runs one call at a time; a sync reward that runs a nested evaluation (whose own sync
     rewards need the lane) already holds it, so they run in its thread instead of queueing
-    behind it forever."""
+    behind it forever. With a wider lane the nested run leaves the outer one's lane whole."""
+    from verifiers.engine.threads import reset_sync_pool, sync_pool
+
+    monkeypatch.setenv("VF_SYNC_WORKERS", width)
+    reset_sync_pool()
 
     def inner(completion, **kw) -> float:
         return 1.0
@@ -563,10 +570,16 @@ def test_a_sync_reward_that_runs_an_evaluation_of_its_own_does_not_wait_for_itse
             return sum(st["reward"] for st in out.state) / 2
 
         env = vf.SingleTurnEnv(dataset=ROWS[:2], rubric=vf.Rubric(funcs=[outer]), timeout_seconds=GUARD)
-        if entry == "evaluate_sync":
-            out = env.evaluate_sync(client_for(srv), "m")
-        else:
-            out = asyncio.run(env.evaluate(client_for(srv), "m"))
+        try:
+            if entry == "evaluate_sync":
+                out = env.evaluate_sync(client_for(srv), "m")
+            else:
+                out = asyncio.run(env.evaluate(client_for(srv), "m"))
+            lane = sync_pool()
+            assert lane.busy_threads == 0 and len(lane._threads) <= lane.max_workers
+        finally:
+            monkeypatch.delenv("VF_SYNC_WORKERS")
+            reset_sync_pool()
     assert [st["error"] for st in out.state] == [None, None]
     assert [st["reward"] for st in out.state] == [1.0, 1.0]
 

@@ -690,9 +690,10 @@ def run_on_main_thread(factory: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         thread = threading.Thread(target=target, name="vf-loop", daemon=False)
         thread.start()
         try:
-            pool.serve_here(done, interrupt)
-        finally:
-            pool.leave(threading.current_thread())  # a KeyboardInterrupt in there included
+            pool.serve_here(done, interrupt)  # leaves the lane itself when it returns
+        except BaseException:  # a second Ctrl-C in there: what this thread was owed goes to another
+            pool.leave(threading.current_thread())
+            raise
         while not done.wait(0.25):  # abandoned in a call, or no room: wait for the run
             pass
         thread.join()
