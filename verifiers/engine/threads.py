@@ -22,9 +22,10 @@ there (the main thread holds the lane for them): one that never returns is left 
 
 Waiting in the lane's queue is not running: the rollout's clock
 (``verifiers.clients.slots.SLOT_WAIT``) stops while a call waits and none of that rollout's own
-calls runs, and a call's own ``timeout`` (a tool's, a hook's) starts when the call starts. A call whose caller gives up (its timeout, a cancelled rollout) is abandoned: its thread
-finishes it outside the lane, and the next call starts at once, so a call that never returns
-cannot hold the lane.
+calls runs, and a call's own ``timeout`` (a tool's, a hook's) starts when the call starts. A call
+whose caller gives up (its timeout, a cancelled rollout) is abandoned: its thread finishes it
+outside the lane, and the next call starts at once, so a call that never returns cannot hold the
+lane.
 
 Code that still blocks the loop (an ``async`` function doing blocking I/O, a sync hook of a
 classic environment) is reported by :class:`StallWatchdog`: a thread that notices when the loop
@@ -64,8 +65,8 @@ from concurrent.futures import Executor, Future
 from typing import Any
 
 __all__ = [
-    "AbandonedCall", "DaemonThreadPool", "PoolExhaustedError", "StallWatchdog", "call_sync", "lane_width", "reset_sync_pool", "run_on_main_thread", "run_sync",
-    "running", "sync_pool",
+    "AbandonedCall", "DaemonThreadPool", "PoolExhaustedError", "StallWatchdog", "call_sync", "lane_width",
+    "reset_sync_pool", "run_on_main_thread", "run_sync", "running", "sync_pool",
 ]
 
 logger = logging.getLogger("verifiers.engine")
@@ -314,13 +315,19 @@ class DaemonThreadPool(Executor):
             if call.state == _QUEUED:
                 call.state = _CANCELLED  # never starts: the thread that takes it skips it
             elif call.state == _RUNNING and call.thread is not None:
-                if call.thread is self._serving and self._interrupt is not None:
-                    self.interrupt_target = call
-                    self._interrupt()  # under the lock: never after serve_here has returned
-                    with contextlib.suppress(RuntimeError):  # the caller's loop is closing
-                        call.loop.call_later(INTERRUPT_GRACE_S, self._abandon_if_running, call)
-                else:
+                if not self._interrupt_serving(call):
                     self._abandon_thread(call.thread)
+
+    def _interrupt_serving(self, call: _LoopCall) -> bool:  # with self._lock held
+        """Interrupt ``call`` when it runs in the serving thread, and look again after a grace
+        period; False when it runs elsewhere. Under the lock: never after serve_here has returned."""
+        if call.thread is not self._serving or self._interrupt is None:
+            return False
+        self.interrupt_target = call
+        self._interrupt()
+        with contextlib.suppress(RuntimeError):  # the caller's loop has closed
+            call.loop.call_later(INTERRUPT_GRACE_S, self._abandon_if_running, call)
+        return True
 
     def _abandon_if_running(self, call: _LoopCall) -> None:
         """The serving thread was not back from an interrupted call: abandon it after all (the lane
@@ -330,12 +337,8 @@ class DaemonThreadPool(Executor):
             if call.state != _RUNNING or call.thread is None:
                 return
             self._abandon_thread(call.thread)
-            if call.thread is self._serving and self._interrupt is not None:
-                logger.warning("a sync call abandoned by its caller is still running on the main thread; interrupting it again")
-                self.interrupt_target = call
-                self._interrupt()
-                with contextlib.suppress(RuntimeError):  # the caller's loop has closed
-                    call.loop.call_later(INTERRUPT_GRACE_S, self._abandon_if_running, call)
+            if self._interrupt_serving(call):
+                logger.warning("a sync call abandoned by its caller is still running on the main thread; interrupted it again")
 
     def _abandon_thread(self, thread: threading.Thread) -> None:  # with self._lock held
         if thread in self._abandoned or thread not in self._threads:
