@@ -615,11 +615,10 @@ def test_a_rollout_whose_own_sync_tool_holds_the_lane_still_times_out() -> None:
         return chat_body(None, tool_calls=calls, finish_reason="tool_calls")
 
     env = vf.ToolEnv(tools=[slow, quick], dataset=ROWS[:1], rubric=vf.Rubric(funcs=[exact]), timeout_seconds=0.5)
-    started = time.monotonic()
     try:
         with FaultServer(handler) as srv:
             out = env.evaluate_sync(client_for(srv), "m")
     finally:
         release.set()
+    # with the clock paused the rollout would end well once ``slow`` gave up waiting: no error
     assert out.state[0]["error"]["type"] == "TimeoutError"
-    assert time.monotonic() - started < GUARD / 2
