@@ -417,8 +417,7 @@ def run_replay(path: Path, *, taskset: str | None = None, output: Path | None = 
     (out / REPLAY_CONFIG).write_text(json.dumps({"env": env_table, "source": str(source.traces)}, indent=2, default=str))
     summary = Summary(source=str(source.traces), output=str(out / TRACES_FILE), taskset=str(env.config.taskset.id), env=env.env_id)
     part = out / f".{TRACES_FILE}.part"
-    from verifiers.engine.threads import run_on_main_thread
-    from verifiers.v1.scoring import shutdown_hook_pool
+    from verifiers.engine.threads import reset_sync_pool, run_on_main_thread
 
     try:
         # the taskset's sync hooks on this, the main thread, as under vf eval
@@ -426,7 +425,7 @@ def run_replay(path: Path, *, taskset: str | None = None, output: Path | None = 
         os.replace(part, out / TRACES_FILE)
     finally:
         part.unlink(missing_ok=True)
-        shutdown_hook_pool()
+        reset_sync_pool()  # the lane's idle threads end: the interpreter does not wait on them
     (out / "replay.json").write_text(json.dumps(summary.as_json(), indent=2))
     print_summary(Console(), summary)
     return 1 if summary.scoring_errors or summary.unreadable else 0

@@ -276,9 +276,9 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
             )  # fmt: skip
     finally:
         await client.aclose()
-        from verifiers.v1.scoring import shutdown_hook_pool
+        from verifiers.engine.threads import reset_sync_pool
 
-        shutdown_hook_pool()
+        reset_sync_pool()  # the lane's idle threads end: the interpreter does not wait on them
     from rich.console import Console
 
     console = Console()

@@ -23,7 +23,6 @@ from numbers import Real
 from typing import TYPE_CHECKING, Any, get_origin, get_type_hints
 
 if TYPE_CHECKING:
-    from verifiers.engine.threads import DaemonThreadPool
     from verifiers.v1.task import Task
     from verifiers.v1.trace import Trace
 
@@ -32,22 +31,6 @@ DEFAULT_HOOK_TIMEOUT = 300.0
 
 # the names a hook may ask for (0.4.0's, plus state/config which tasks reach through self)
 INJECTABLE = ("trace", "task", "runtime", "state", "config", "request", "response")
-
-def hook_pool() -> DaemonThreadPool:
-    """Where sync hooks run: the lane of sync environment code (``engine/threads.py``), off the
-    event loop and one call at a time, as the original runs them. Its threads are daemons: a hook
-    that never returns (its timeout recorded) does not keep the process from exiting."""
-    from verifiers.engine.threads import sync_pool
-
-    return sync_pool()
-
-
-def shutdown_hook_pool() -> None:
-    """Let the lane's idle threads end (a command calls it when its runs are over, so the
-    interpreter does not wait on them at exit); the next sync call makes a new lane."""
-    from verifiers.engine.threads import reset_sync_pool
-
-    reset_sync_pool()
 
 
 class HookError(Exception):

@@ -199,7 +199,7 @@ def serve(cls: type[Toolset]) -> None:
     from verifiers.engine.threads import run_on_main_thread
 
     toolset = cls(config)
-    run_on_main_thread(lambda: _serve(toolset, protocol_out))  # its sync tools on the main thread
+    run_on_main_thread(lambda: _serve(toolset, protocol_out))  # as every server of ours: the lane on the main thread
 
 
 async def _serve(toolset: Toolset, protocol_out: Any) -> None:
