@@ -296,3 +296,25 @@ async def test_a_role_without_a_harness_runs_the_taskset_packages_own() -> None:
     pinned = load_environment({"taskset": {"id": "vf-own-harness"}, "agent": {"harness": {"id": "null"}}})
     assert type(pinned._harnesses["agent"]).__name__ == "NullHarness"
     assert type(load_environment({"taskset": {"id": "vf-sums"}})._harnesses["agent"]).__name__ == "NullHarness"
+
+
+async def test_a_roles_config_record_is_made_once_per_run_and_again_when_the_config_changes() -> None:
+    from verifiers.v1.agents import AgentConfig, RunContext
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 3}, "agent": {"max_turns": 3}})
+    async with ScriptedServer(_sum_answer) as srv:
+        out = await _run(env, srv)
+    configs = [st["_episode"].traces[0].agent.config for st in out.state]
+    assert len(configs) == 3 and all(c is configs[0] for c in configs)  # one record for the run's role
+    assert configs[0].model_dump(exclude_none=True) == env.config.agent.wire().model_dump(exclude_none=True)
+    assert configs[0].max_turns == 3
+
+    # a field assigned between episodes (an env that sets the role's limit per task) is recorded
+    ctx = RunContext(client=None, model="m")
+    config = AgentConfig(max_turns=2)
+    first = ctx.wire_of(config)
+    assert ctx.wire_of(config) is first
+    config.max_turns = 5
+    again = ctx.wire_of(config)
+    assert again is not first and again.max_turns == 5 and first.max_turns == 2
+    assert ctx.wire_of(AgentConfig(max_turns=2)).max_turns == 2  # another config object: its own record

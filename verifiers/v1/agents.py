@@ -132,6 +132,19 @@ class RunContext:
     task_record: tuple[Any, Any, TraceTask] | None = None
     """(task, its data, the episode's record of it): a trace of that same task copies the record
     instead of hashing the task's data again."""
+    wires: dict[int, tuple[AgentConfig, tuple[Any, ...], WireAgentConfig]] = field(default_factory=dict)
+    """Each role config's record (``AgentConfig.wire``), made once per run: a run shares one dict
+    between its episodes."""
+
+    def wire_of(self, config: AgentConfig) -> WireAgentConfig:
+        """``config.wire()``, made again only when a field of ``config`` was assigned since (an
+        env that sets ``max_turns`` per episode); the traces of one role share it (a record,
+        read only)."""
+        values = tuple(config.__dict__.values())
+        made = self.wires.get(id(config))
+        if made is None or made[0] is not config or len(made[1]) != len(values) or any(a is not b for a, b in zip(made[1], values, strict=True)):
+            made = self.wires[id(config)] = (config, values, config.wire())
+        return made[2]
 
     def record_of(self, task: Task) -> TraceTask | None:
         rec = self.task_record
@@ -247,7 +260,7 @@ class Agent:
 
         servers = ToolServers()
         try:
-            trace = Trace.for_task(task, record=self.run_ctx.record_of(task), agent=AgentInfo(config=self.config.wire(), name=self.name, trainable=self.trainable))
+            trace = Trace.for_task(task, record=self.run_ctx.record_of(task), agent=AgentInfo(config=self.run_ctx.wire_of(self.config), name=self.name, trainable=self.trainable))
             # the run's own writes to its trace's plain fields (no validator, no watcher on them) go
             # straight to the model's dict: pydantic's __setattr__ is a cost per write
             put_field(trace, "ok", True)

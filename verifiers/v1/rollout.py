@@ -241,6 +241,7 @@ def group_plan(
     """``clients``: the run's per-role model clients (a role's own ``client``), shared by every
     episode and closed by the caller; ``toolsets``: the taskset's shared toolsets, likewise."""
     role_clients = clients if clients is not None else {}
+    wires: dict[int, Any] = {}  # the roles' config records, made once for the run (RunContext.wire_of)
 
     def init_state(row: Mapping[str, Any], client: Any, model: str, sampling_args: Mapping[str, Any]) -> State:
         return {
@@ -253,7 +254,7 @@ def group_plan(
         limit = max_concurrent_agents if max_concurrent_agents is not None else getattr(env.config, "max_concurrent_agents", None)
         run_ctx = RunContext(client=client, model=model, sampling=dict(sampling_args), proxy=proxy,
                              gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients, toolsets=toolsets,
-                             on_open=state.get("_on_open"))  # fmt: skip
+                             on_open=state.get("_on_open"), wires=wires)  # fmt: skip
         episode, finished = await env.run_episode(state["_task"], run_ctx)
         state["_episode"], state["_finished"], state["_run_ctx"] = episode, finished, run_ctx
         state["is_completed"] = True
