@@ -318,3 +318,10 @@ async def test_a_roles_config_record_is_made_once_per_run_and_again_when_the_con
     again = ctx.wire_of(config)
     assert again is not first and again.max_turns == 5 and first.max_turns == 2
     assert ctx.wire_of(AgentConfig(max_turns=2)).max_turns == 2  # another config object: its own record
+
+    # an env that makes a fresh config for every episode does not grow the run's cache without bound
+    from verifiers.v1.agents import MAX_WIRES
+
+    for turns in range(1, 3 * MAX_WIRES):
+        assert ctx.wire_of(AgentConfig(max_turns=turns)).max_turns == turns
+    assert len(ctx.wires) <= MAX_WIRES

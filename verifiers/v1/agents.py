@@ -114,6 +114,11 @@ class Segment:
         return last_reply(self.messages)
 
 
+MAX_WIRES = 64
+"""Role config records a run keeps (``RunContext.wire_of``); more configs than this (an env that
+makes one per episode) start the cache afresh."""
+
+
 @dataclass
 class RunContext:
     """What every agent of one episode shares: the run's client, model and sampling, the proxy,
@@ -143,6 +148,8 @@ class RunContext:
         values = tuple(config.__dict__.values())
         made = self.wires.get(id(config))
         if made is None or made[0] is not config or len(made[1]) != len(values) or any(a is not b for a, b in zip(made[1], values, strict=True)):
+            if made is None and len(self.wires) >= MAX_WIRES:
+                self.wires.clear()  # an env that builds a fresh config per episode: the run's cache stays small
             made = self.wires[id(config)] = (config, values, config.wire())
         return made[2]
 
