@@ -146,8 +146,9 @@ class RunContext:
         env that sets ``max_turns`` per episode); the traces of one role share it (a record,
         read only)."""
         values = tuple(config.__dict__.values())
+        # an entry holds its config, so no other object has that id while the entry is kept
         made = self.wires.get(id(config))
-        if made is None or made[0] is not config or len(made[1]) != len(values) or any(a is not b for a, b in zip(made[1], values, strict=True)):
+        if made is None or any(a is not b for a, b in zip(made[1], values, strict=True)):
             if made is None and len(self.wires) >= MAX_WIRES:
                 self.wires.clear()  # an env that builds a fresh config per episode: the run's cache stays small
             made = self.wires[id(config)] = (config, values, config.wire())
