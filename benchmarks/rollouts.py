@@ -34,6 +34,14 @@ our MCP tool server). Both v1 sides write each episode to ``traces.jsonl`` as th
 does (the original's record shape on ours); the classic rows and the bare loop write nothing, so
 the v1 rows' ``ours/raw`` includes building and writing that record (about 60 us a rollout here).
 
+The ``v1-floor`` row (ours only) is what bounds the ``v1`` row: the same rollout on the same engine,
+client, server and taskset with no v1 API layer at all (``benchmarks/_v1_floor.py``): its play
+builds, straight-line, only the original 0.4.0's pydantic records a v1 rollout leaves behind (the
+task record and hash, the trace, its three message nodes, the model call, usage, the reward, the
+episode) and the engine writes the episode line. A v1 layer that hands user code those records and
+writes them cannot pass that row's ``ours/raw``; the gap between the two rows is what our env,
+agent, harness, hook and scoring code costs.
+
 A second table divides by the CPU time of the driver process instead of wall time. Against an
 instant server every client is CPU-bound, so this rate is what the library costs, and it stays
 meaningful when other work on a shared machine steals cycles (wall-clock figures then drop for all
@@ -70,18 +78,20 @@ from _common import (
 
 DRIVER = str(BENCH_DIR / "_rollout_driver.py")
 V1_DRIVER = str(BENCH_DIR / "_v1_driver.py")
-REQUESTS_PER_ROLLOUT = {"single": 1, "tool": 2, "v1": 1, "v1-mcp": 2}
-V1_KINDS = {"v1": "single", "v1-mcp": "mcp"}
-V1_LABELS = {"v1": "v1 single-turn", "v1-mcp": "v1 MCP toolset (2 turns)"}
+V1_FLOOR_DRIVER = str(BENCH_DIR / "_v1_floor.py")
+REQUESTS_PER_ROLLOUT = {"single": 1, "tool": 2, "v1": 1, "v1-mcp": 2, "v1-floor": 1}
+V1_KINDS = {"v1": "single", "v1-mcp": "mcp", "v1-floor": "floor"}
+V1_LABELS = {"v1": "v1 single-turn", "v1-mcp": "v1 MCP toolset (2 turns)", "v1-floor": "v1 records only (floor)"}
+FLOOR_NO_PEER = "the floor is our engine building the v1 records with no API layer; the original has no counterpart"
 MCP_TOOL = "calc_add"  # the toolset's tool as the model sees it (TOOL_PREFIX "calc" + "add")
 
 
 def measure_v1(python: str, kind: str, srv, rollouts: int, concurrency: int) -> dict:
     """One v1 run; ``{"unavailable": why}`` when the library lacks what the kind needs."""
     before = srv.requests()
+    driver = [V1_FLOOR_DRIVER] if kind == "v1-floor" else [V1_DRIVER, "--kind", V1_KINDS[kind]]
     result = run_json(
-        [python, V1_DRIVER, "--kind", V1_KINDS[kind], "--base-url", srv.base_url,
-         "--rollouts", str(rollouts), "--concurrency", str(concurrency)]
+        [python, *driver, "--base-url", srv.base_url, "--rollouts", str(rollouts), "--concurrency", str(concurrency)]
     )  # fmt: skip
     if "unavailable" in result:
         return result
@@ -174,7 +184,9 @@ def main() -> None:
         help="rollouts of the bare MCP loop (the v1 MCP row's ceiling) per round",
     )
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--kinds", default="single,tool,v1,v1-mcp", help="of single, tool, v1, v1-mcp")
+    parser.add_argument(
+        "--kinds", default="single,tool,v1,v1-floor,v1-mcp", help="of single, tool, v1, v1-floor, v1-mcp"
+    )
     parser.add_argument("--libraries", default="ours,original", help="which of ours,original to run")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     add_priority_argument(parser)
@@ -189,7 +201,9 @@ def main() -> None:
 
     libraries = {x for x in args.libraries.split(",") if x}
     peer_python = str(ensure_peer_venv()) if "original" in libraries and kinds else None
-    v1_peer_python = str(ensure_peer_venv(V1_PEER_VERSION)) if "original" in libraries and v1_kinds else None
+    v1_peer_python = (
+        str(ensure_peer_venv(V1_PEER_VERSION)) if "original" in libraries and set(v1_kinds) - {"v1-floor"} else None
+    )
     ours_python = str(OUR_PYTHON) if "ours" in libraries else None
     runs: dict[str, list[dict]] = {}
     unavailable: dict[str, str] = {}
@@ -204,6 +218,9 @@ def main() -> None:
                     ("original", v1_peer_python, args.v1_peer_rollouts),
                 ):
                     if python is None or f"{lib}/{kind}" in unavailable:
+                        continue
+                    if kind == "v1-floor" and lib == "original":
+                        unavailable[f"{lib}/{kind}"] = FLOOR_NO_PEER
                         continue
                     r = measure_v1(python, kind, server, n, args.concurrency)
                     if "unavailable" in r:

@@ -49,6 +49,10 @@ def test_rollouts_benchmark_harness(tmp_path):
     # rollout's reward and the server's request count); the MCP row runs or says why it cannot
     v1 = figures["v1"]["per_cpu_second"]
     assert v1["ours"] > 0 and v1["original"] is None and v1["ours_over_raw"] > 0
+    # the floor: the v1 records alone on our engine (no API layer; the driver checked every reward
+    # and the server's request count), the bound of the v1 row
+    floor = figures["v1-floor"]["per_cpu_second"]
+    assert floor["ours"] > 0 and floor["original"] is None and floor["ours_over_raw"] > 0
     mcp = figures["v1-mcp"]
     if mcp["per_cpu_second"]["ours"] is None:
         assert mcp["unavailable"]["ours"]  # no figures, and the reason why
