@@ -73,7 +73,7 @@ def main() -> None:
         "agent": {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}, "max_turns": 4},
     })  # fmt: skip
     tasks = list(env.taskset.select(vf.SelectConfig(limit=args.rollouts)))
-    wire = env.config.agent.wire()
+    wires = []  # the role's record, made once the run's client exists (as ours makes it once per run)
     env_id, env_name = env.episode_env_id, type(env).__name__
     tmp_root = tempfile.gettempdir()
 
@@ -86,8 +86,8 @@ def main() -> None:
         data = task.data
         digest = task_key(data.model_dump(mode="json", exclude_none=True))
         record = TraceTask(type=type(task).__name__, data=data, key=digest, hash=digest)
-        runtime = {"type": "subprocess", "workdir": f"{tmp_root}/vf-rollout-{uuid.uuid4().hex}"}  # its description only: no box
-        trace = Trace(task=record.model_copy(), agent=AgentInfo(config=wire, runtime=runtime, name="agent"), state=task.state_type()())
+        runtime = {"type": "subprocess", "workdir": f"{tmp_root}/vf-rollout-{uuid.uuid4().hex}", "borrowed": False}  # no box
+        trace = Trace(task=record.model_copy(), agent=AgentInfo(config=wires[0], runtime=runtime, name="agent"), state=task.state_type()())
         timing = trace.timing
         timing.boot.start = timing.boot.end = timing.setup.start = timing.setup.end = timing.agent.start = time.time()
         system, user = SystemMessage(content=data.system_prompt), UserMessage(content=data.prompt)
@@ -99,7 +99,7 @@ def main() -> None:
         trace.nodes.extend([
             MessageNode(message=system), MessageNode(parent=0, message=user), MessageNode(parent=1, message=reply, sampled=True),
         ])  # fmt: skip
-        call = ModelCall(node=2, model=model, sampling=Sampling.model_validate(sampling), endpoint="chat_completions",
+        call = ModelCall(node=2, model=model, sampling=Sampling.model_validate(sampling), endpoint="/chat/completions",
                          finish_reason=raw.finish_reason, usage=usage)  # fmt: skip
         call.time.start, call.time.end = started, time.time()
         trace.calls.append(call)
@@ -140,6 +140,7 @@ def main() -> None:
 
         async def run() -> None:
             client = ModelClient.from_any({"base_url": args.base_url, "api_key_var": "BENCH_API_KEY"})
+            wires.append(env.config.agent.wire(model="fast-model", sampling={"max_tokens": 32}, client=client))
             try:
                 config = RunConfig(model="fast-model", sampling_args={"max_tokens": 32}, max_concurrent=args.concurrency,
                                    folder=folder, on_progress=lambda *a, **k: None, record=line, results_file="traces.jsonl")  # fmt: skip

@@ -298,16 +298,32 @@ async def test_a_role_without_a_harness_runs_the_taskset_packages_own() -> None:
     assert type(load_environment({"taskset": {"id": "vf-sums"}})._harnesses["agent"]).__name__ == "NullHarness"
 
 
-async def test_a_roles_config_record_is_made_once_per_run_and_again_when_the_config_changes() -> None:
+async def test_a_roles_config_record_is_made_once_per_run_and_again_when_the_config_changes(monkeypatch) -> None:
     from verifiers.v1.agents import AgentConfig, RunContext
 
-    env = load_environment({"taskset": {"id": "vf-sums", "n": 3}, "agent": {"max_turns": 3}})
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 3}, "agent": {"max_turns": 3, "sampling": {"temperature": 0.5}}})
     async with ScriptedServer(_sum_answer) as srv:
-        out = await _run(env, srv)
+        monkeypatch.setenv("VF_TEST_KEY_VAR", "sk-not-recorded")
+        base_url = srv.base_url
+        client = ModelClient.from_any({"base_url": base_url, "api_key_var": "VF_TEST_KEY_VAR"})
+        try:
+            out = await run_v1(env, list(env.taskset), client, model="scripted-model",
+                               sampling_args={"max_tokens": 16, "extra_headers": {"x-secret": "hidden"}})  # fmt: skip
+        finally:
+            await client.aclose()
     configs = [st["_episode"].traces[0].agent.config for st in out.state]
     assert len(configs) == 3 and all(c is configs[0] for c in configs)  # one record for the run's role
-    assert configs[0].model_dump(exclude_none=True) == env.config.agent.wire().model_dump(exclude_none=True)
     assert configs[0].max_turns == 3
+    # the role as the run resolved it, as the original records it: the run's model, the merged
+    # sampling (never its headers), the run's endpoint by URL and key variable (never the key)
+    assert configs[0].model == "scripted-model"
+    assert configs[0].sampling == {"max_tokens": 16, "temperature": 0.5}
+    assert configs[0].client == {"base_url": base_url.rstrip("/"), "api_key_var": "VF_TEST_KEY_VAR", "type": "eval"}
+    line = out.state[0]["_episode"].to_json().decode()  # the episode as traces.jsonl writes it
+    assert "sk-not-recorded" not in line and "hidden" not in line
+    trace = json.loads(line)["traces"][0]
+    assert trace["calls"][0]["endpoint"] == "/chat/completions"  # the provider path, as the original's
+    assert trace["agent"]["runtime"]["borrowed"] is False and trace["agent"]["runtime"]["type"] == "subprocess"
 
     # a field assigned between episodes (an env that sets the role's limit per task) is recorded
     ctx = RunContext(client=None, model="m")
@@ -318,6 +334,14 @@ async def test_a_roles_config_record_is_made_once_per_run_and_again_when_the_con
     again = ctx.wire_of(config)
     assert again is not first and again.max_turns == 5 and first.max_turns == 2
     assert ctx.wire_of(AgentConfig(max_turns=2)).max_turns == 2  # another config object: its own record
+    # an env server's requests name their own model and sampling: each is recorded as it was
+    other = ctx.wire_of(config, model="other-model", sampling={"temperature": 1.0})
+    assert other.model == "other-model" and other.sampling == {"temperature": 1.0}
+    assert ctx.wire_of(config, model="other-model", sampling={"temperature": 1.0}) is other
+    assert ctx.wire_of(config, model="other-model", sampling={"temperature": 0.0}).sampling == {"temperature": 0.0}
+    # a role's own endpoint in the original's client shape (its records' client is a union on type)
+    own = AgentConfig(client={"base_url": "http://judge.local/v1", "timeout": 12})
+    assert ctx.wire_of(own, model="m").client == {"base_url": "http://judge.local/v1", "headers": {}, "timeout": {"read": 12.0}, "type": "eval"}
 
     # an env that makes a fresh config for every episode does not grow the run's cache without bound
     from verifiers.v1.agents import MAX_WIRES

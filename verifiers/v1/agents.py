@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Generic
 
@@ -36,7 +36,7 @@ from verifiers.v1.runtimes import (
     task_runtime_config,
 )
 from verifiers.v1.task import Task
-from verifiers.v1.trace import AgentInfo, Trace, TraceTask
+from verifiers.v1.trace import CHAT_ENDPOINT, AgentInfo, Trace, TraceTask
 from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMessage
 
 if TYPE_CHECKING:
@@ -95,9 +95,32 @@ class AgentConfig(BaseConfig):
     def _runtime(cls, value: Any) -> Any:
         return resolve_runtime_config(value)
 
-    def wire(self) -> WireAgentConfig:
-        """The config as a trace records it."""
-        return WireAgentConfig.model_validate(self.model_dump(mode="json", exclude_none=True, serialize_as_any=True))
+    def wire(self, *, model: str | None = None, sampling: Mapping[str, Any] | None = None, client: Any = None) -> WireAgentConfig:
+        """The config as a trace records it: with ``model``, ``sampling`` and ``client``, the role's
+        settings as the run resolved them (the run's model, the merged sampling, the run's endpoint
+        where the role names none), as the original records them."""
+        data = self.model_dump(mode="json", exclude_none=True, serialize_as_any=True)
+        if model is not None:
+            data["model"] = model
+        if sampling:
+            data["sampling"] = {k: v for k, v in sampling.items() if k != "extra_headers"}  # headers may hold secrets
+        if "client" not in data and client is not None and isinstance(getattr(client, "base_url", None), str):
+            # the run's endpoint: where the calls went, never its key (only the variable's name)
+            data["client"] = {"base_url": client.base_url, "api_key_var": getattr(getattr(client, "config", None), "api_key_var", None)}
+        if isinstance(data.get("client"), dict):
+            data["client"] = _client_record(data["client"])
+        return WireAgentConfig.model_validate(data)
+
+
+def _client_record(client: dict[str, Any]) -> dict[str, Any]:
+    """A role's endpoint in the original's client-config shape (its records are read by the
+    original, whose ``client`` is a union on ``type``): an eval endpoint, the key variable only
+    when one is named, a whole-request timeout as the time between received bytes."""
+    out = {k: v for k, v in client.items() if v is not None}
+    if isinstance(out.get("timeout"), (int, float)):
+        out["timeout"] = {"read": float(out["timeout"])}
+    out.setdefault("type", "eval")
+    return out
 
 
 @dataclass
@@ -137,22 +160,27 @@ class RunContext:
     task_record: tuple[Any, Any, TraceTask] | None = None
     """(task, its data, the episode's record of it): a trace of that same task copies the record
     instead of hashing the task's data again."""
-    wires: dict[int, tuple[AgentConfig, tuple[Any, ...], WireAgentConfig]] = field(default_factory=dict)
+    wires: dict[int, tuple[AgentConfig, tuple[Any, ...], tuple[Any, ...], WireAgentConfig]] = field(default_factory=dict)
     """Each role config's record (``AgentConfig.wire``), made once per run: a run shares one dict
     between its episodes."""
 
-    def wire_of(self, config: AgentConfig) -> WireAgentConfig:
-        """``config.wire()``, made again only when a field of ``config`` was assigned since (an
-        env that sets ``max_turns`` per episode); the traces of one role share it (a record,
-        read only)."""
+    def wire_of(self, config: AgentConfig, *, model: str | None = None, sampling: Mapping[str, Any] | None = None, client: Any = None) -> WireAgentConfig:
+        """``config.wire(model=, sampling=, client=)``, made again only when a field of ``config``
+        was assigned since (an env that sets ``max_turns`` per episode) or the resolved settings
+        differ (an env server's requests each name their model and sampling); the traces of one
+        role share it (a record, read only)."""
         values = tuple(config.__dict__.values())
-        # an entry holds its config, so no other object has that id while the entry is kept
+        # an entry holds its config and client, so no other object has their ids while it is kept
         made = self.wires.get(id(config))
-        if made is None or any(a is not b for a, b in zip(made[1], values, strict=True)):
+        if (
+            made is None or any(a is not b for a, b in zip(made[1], values, strict=True))
+            or made[2][0] != model or made[2][2] is not client or made[2][1] != sampling
+        ):  # fmt: skip
             if made is None and len(self.wires) >= MAX_WIRES:
                 self.wires.clear()  # an env that builds a fresh config per episode: the run's cache stays small
-            made = self.wires[id(config)] = (config, values, config.wire())
-        return made[2]
+            wire = config.wire(model=model, sampling=sampling, client=client)
+            made = self.wires[id(config)] = (config, values, (model, None if sampling is None else dict(sampling), client), wire)
+        return made[3]
 
     def record_of(self, task: Task) -> TraceTask | None:
         rec = self.task_record
@@ -268,7 +296,9 @@ class Agent:
 
         servers = ToolServers()
         try:
-            trace = Trace.for_task(task, record=self.run_ctx.record_of(task), agent=AgentInfo(config=self.run_ctx.wire_of(self.config), name=self.name, trainable=self.trainable))
+            client, sampling, model = self._client(), self._sampling(), self.model
+            wire = self.run_ctx.wire_of(self.config, model=model, sampling=sampling, client=client)
+            trace = Trace.for_task(task, record=self.run_ctx.record_of(task), agent=AgentInfo(config=wire, name=self.name, trainable=self.trainable))
             # the run's own writes to its trace's plain fields (no validator, no watcher on them) go
             # straight to the model's dict: pydantic's __setattr__ is a cost per write
             put_field(trace, "ok", True)
@@ -278,25 +308,26 @@ class Agent:
             timing = trace.timing
             agent_info = trace.agent
             put_field(timing.boot, "start", time.time())
+            # the box's description, and whether the run borrowed it (the original's ``borrowed``)
             if borrowed:
-                put_field(agent_info, "runtime", runtime.info)  # type: ignore[union-attr]
+                put_field(agent_info, "runtime", {**runtime.info, "borrowed": True})  # type: ignore[union-attr]
             else:
                 try:
                     runtime = make_runtime(task_runtime_config(self.config.runtime, getattr(task.data, "resources", None)))
-                    put_field(agent_info, "runtime", runtime.info)
+                    put_field(agent_info, "runtime", {**runtime.info, "borrowed": False})
                     refused = runtime.refuse_task(task.data)
                     if refused is not None:
                         raise SandboxError(refused)
                     await runtime.start()
-                    put_field(agent_info, "runtime", runtime.info)
+                    put_field(agent_info, "runtime", {**runtime.info, "borrowed": False})
                 except (asyncio.CancelledError, KeyboardInterrupt):
                     raise
                 except Exception as exc:
                     runtime = None
                     trace.record_error(exc if isinstance(exc, SandboxError) else SandboxError(str(exc)))
             ctx = CallContext.for_task(
-                task, client=self._client(), model=self.model, trace=trace, runtime=runtime,
-                sampling=self._sampling(), max_turns=self.config.max_turns, endpoint="chat_completions",
+                task, client=client, model=model, trace=trace, runtime=runtime,
+                sampling=sampling, max_turns=self.config.max_turns, endpoint=CHAT_ENDPOINT,
             )  # fmt: skip
             it = Interaction(self, task, trace, runtime, ctx)  # type: ignore[arg-type]
             now = time.time()

@@ -30,6 +30,7 @@ from pydantic import TypeAdapter, ValidationError
 from verifiers.v1 import prefix
 from verifiers.v1.errors import InterceptionError, ProviderError
 from verifiers.v1.scoring import apply_intercepts, first_stop
+from verifiers.v1.trace import CHAT_ENDPOINT
 from verifiers.v1.types import (
     AssistantMessage,
     Message,
@@ -299,7 +300,7 @@ class InterceptionServer:
         key = secrets.token_urlsafe(12)
         ctx.secret = ctx.secret or secrets.token_urlsafe(24)
         self._routes[key] = ctx
-        ctx.endpoint = ctx.endpoint or "chat_completions"
+        ctx.endpoint = ctx.endpoint or CHAT_ENDPOINT
         return f"http://{self.host}:{self.port}/r/{key}/v1"
 
     def _route(self, request: Any) -> CallContext | None:

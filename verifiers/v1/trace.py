@@ -151,6 +151,11 @@ class ModelCall(BaseModel):
     acp: ACPInfo | None = None
 
 
+CHAT_ENDPOINT = "/chat/completions"
+"""``ModelCall.endpoint`` of a chat-completions call: the provider path it went to, as the original
+records it."""
+
+
 def _new_input(calls: Iterable[ModelCall]) -> Iterable[tuple[ModelCall, int]]:
     # each call's prompt beyond the previous call's whole sequence (a lower bound once history is cut)
     prev = 0
