@@ -107,6 +107,45 @@ async def test_bad_and_unknown_requests_get_one_clear_error(upstream) -> None:
     assert not trace.calls
 
 
+async def test_a_program_cannot_steer_the_upstream_call_past_the_proxy(upstream) -> None:
+    """What an agent program sends that would reach the model unrecorded or unchecked is refused
+    before any upstream call: our client's own body, header, query and deadline layers, several
+    replies, a knob that does not validate, values a record cannot hold, a message list too long to
+    validate on the event loop; a non-UTF-8 secret is a wrong secret, not a server error."""
+    srv, _client = upstream
+    ctx, trace = await _proxied(upstream)
+    user = [{"role": "user", "content": "hi"}]
+    async with InterceptionServer() as proxy:
+        base = proxy.register(ctx)
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}, timeout=60) as http:
+            refused = {
+                name: await http.post(f"{base}/chat/completions", json={"messages": user, **extra})
+                for name, extra in {
+                    "extra_body": {"extra_body": {"model": "other", "temperature": 1.9}},
+                    "extra_headers": {"extra_headers": {"Authorization": "Bearer theirs"}},
+                    "extra_query": {"extra_query": {"x": "1"}}, "timeout": {"timeout": 0.001},
+                    "n": {"n": 8}, "top_p": {"top_p": "hot"}, "max_tokens": {"max_tokens": 1.5},
+                    "deep": {"vendor_knob": json.loads("[" * 40 + "]" * 40)},
+                }.items()
+            }  # fmt: skip
+            infinite = await http.post(f"{base}/chat/completions", content=b'{"messages": [{"role": "user", "content": "hi"}], "temperature": Infinity}')
+            empty = await http.post(f"{base}/chat/completions", json={"messages": []})
+            many = await http.post(f"{base}/chat/completions", json={"messages": [{}] * 10_001})
+            raw_secret = f"Bearer {ctx.secret}".encode() + b"\xff"
+            odd_bytes = await http.post(f"{base}/chat/completions", headers={"Authorization": raw_secret}, json={"messages": user})
+            fine = await http.post(f"{base}/chat/completions", json={"messages": user, "top_k": 5})
+    for name, resp in refused.items():
+        assert resp.status_code == 400, (name, resp.text)
+    assert "extra_body cannot be set by an agent program" in refused["extra_body"].json()["error"]["message"]
+    assert "n must be 1" in refused["n"].json()["error"]["message"]
+    assert infinite.status_code == 400 and "not a finite number" in infinite.text
+    assert empty.status_code == 400 and many.status_code == 400 and "at most 10000" in many.text
+    assert odd_bytes.status_code == 404
+    # only the last call reached the model, with the proxy's sampling and the program's vendor key
+    assert fine.status_code == 200 and len(srv.requests) == 1 and len(trace.calls) == 1
+    assert srv.requests[0].body["temperature"] == 0.25 and srv.requests[0].body["top_k"] == 5
+
+
 async def test_in_process_calls_record_the_same_trace_as_the_proxy(upstream) -> None:
     """Why the null harness skips HTTP: model_call is the function behind the proxy, so the
     trace is the same call for call (ids and timestamps aside)."""

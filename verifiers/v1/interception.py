@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import secrets
 import time
 import uuid
@@ -51,8 +52,16 @@ if TYPE_CHECKING:
     from verifiers.v1.task import Task
     from verifiers.v1.trace import Trace
 
-_MESSAGES = TypeAdapter(list[Message])
+_MESSAGE = TypeAdapter(Message)
 MAX_BODY = 64 * 1024 * 1024
+MAX_PROGRAM_MESSAGES = 10_000
+"""Messages (and tools) one request from an agent program may carry: validating a list costs the
+proxy's event loop time in proportion to its length, which a program must not be able to stretch."""
+PROGRAM_REFUSED_KEYS = ("extra_body", "extra_headers", "extra_query", "timeout")
+"""Keys of a program's request that would steer our own client (its merged body, its headers, its
+URL, its deadline) past what the proxy enforces and records: refused. An OpenAI SDK merges its
+``extra_body`` into the body itself, so a real client never sends these keys."""
+MAX_SAMPLING_DEPTH = 32
 
 
 # --- OpenAI <-> v1 shapes ------------------------------------------------------------------------
@@ -74,8 +83,8 @@ def messages_from_openai(raw: Any) -> list[Message]:
         m = {k: v for k, v in m.items() if v is not None or k == "content"}
         if m.get("role") in ("system", "user", "tool") and m.get("content") is None:
             m["content"] = ""
-        out.append(m)
-    return _MESSAGES.validate_python(out)
+        out.append(_MESSAGE.validate_python(m))  # one at a time: the first bad message ends it
+    return out
 
 
 def _call_from_openai(c: Any) -> dict[str, Any]:
@@ -308,7 +317,8 @@ class InterceptionServer:
         if ctx is None:
             return None
         given = request.headers.get("Authorization", "")
-        if ctx.secret and not secrets.compare_digest(given.encode(), f"Bearer {ctx.secret}".encode()):
+        # a header's bytes that are not UTF-8 come as surrogates: such a header is a wrong secret
+        if ctx.secret and not secrets.compare_digest(given.encode("utf-8", "surrogateescape"), f"Bearer {ctx.secret}".encode()):
             return None  # a wrong secret looks like a wrong route: nothing to probe
         return ctx
 
@@ -334,14 +344,27 @@ class InterceptionServer:
             body = await request.json()
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
-            messages = messages_from_openai(body.get("messages"))
-            tools = tools_from_openai(body.get("tools"))
+            refused = [k for k in PROGRAM_REFUSED_KEYS if k in body]
+            if refused:
+                raise ValueError(f"{', '.join(refused)} cannot be set by an agent program (send sampling keys at the top level)")
+            raw_messages, raw_tools = body.get("messages"), body.get("tools")
+            if not raw_messages:
+                raise ValueError("messages must be a non-empty list")
+            for what, items in (("messages", raw_messages), ("tools", raw_tools)):
+                if isinstance(items, list) and len(items) > MAX_PROGRAM_MESSAGES:
+                    raise ValueError(f"{len(items)} {what} in one request; at most {MAX_PROGRAM_MESSAGES}")
+            messages = messages_from_openai(raw_messages)
+            tools = tools_from_openai(raw_tools)
+            # prompt ids are the interception layer's to forward (verifiers.v1.prefix), never a program's
+            sampling = {k: v for k, v in body.items() if k not in ("messages", "tools", "model", "stream", "stream_options", "tool_choice", "kv_transfer_params")}
+            if sampling.get("n", 1) not in (1, None):
+                raise ValueError("n must be 1: a rollout records one reply per call")
+            _check_depth(sampling, MAX_SAMPLING_DEPTH)
+            Sampling.model_validate(sampling)  # before the call: a bad knob spends no tokens
         except (ValueError, ValidationError, RecursionError, TypeError, AttributeError) as exc:
             # anything a program can send that is not a chat request: one 400, nothing recorded
             return _error(400, f"bad request: {type(exc).__name__}: {str(exc)[:500]}")
         stream = bool(body.get("stream"))
-        # prompt ids are the interception layer's to forward (verifiers.v1.prefix), never a program's
-        sampling = {k: v for k, v in body.items() if k not in ("messages", "tools", "model", "stream", "stream_options", "tool_choice", "kv_transfer_params")}
         try:
             response = await model_call(ctx, messages, tools, sampling)
         except Stopped as exc:
@@ -361,6 +384,22 @@ class InterceptionServer:
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
+
+
+def _check_depth(value: Any, limit: int) -> None:
+    """Refuse a value nested deeper than ``limit`` (a record must stay writable) or holding a
+    number JSON cannot (NaN, Infinity: a provider's parser refuses them, a record cannot hold them)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            raise ValueError(f"a sampling value is nested more than {limit} deep")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"a sampling value is {item}, not a finite number")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
 
 
 def _chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
