@@ -188,6 +188,14 @@ async def test_bad_input_gets_error_replies_and_the_pool_keeps_serving(pool: Ser
         assert not missing["success"] and "client" in missing["error"]
         huge = await ask(b"r7", b"run", pack({**run, "task_data": {**task_data("x"), "pad": "x" * (3 << 19)}}))
         assert not huge["success"] and "too large" in huge["error"] and str(1 << 20) in huge["error"]
+        # a request cannot have the server's own secrets sent to the endpoint it names: a variable
+        # that is set in the server's environment and not allowed (--allow-env) is refused
+        seen = len(model.requests)
+        leak = await ask(b"r10", b"run", pack({**run, "client": {"base_url": model.base_url, "headers_from_env": {"X-Leak": "PATH"}}}))
+        assert not leak["success"] and "--allow-env PATH" in leak["error"]
+        leak_key = await ask(b"r11", b"run", pack({**run, "client": {"base_url": model.base_url, "api_key_var": "PATH"}}))
+        assert not leak_key["success"] and "client.api_key_var names 'PATH'" in leak_key["error"]
+        assert len(model.requests) == seen  # nothing was sent anywhere
         bad_cancel = await ask(b"r8", b"cancel", pack({"nope": 1}))
         assert bad_cancel["success"] and bad_cancel["cancelled"] is False
         # past twice the cap, ZMQ refuses the frame as it arrives (zmq.MAXMSGSIZE): no reply, the

@@ -96,11 +96,15 @@ def test_serve_env_refuses_an_unknown_taskset_in_one_line() -> None:
 
 def test_settings_and_what_counts_as_exposed(tmp_path: Path) -> None:
     env, kwargs = serve_settings("vf-serve-echo", workers=3)
-    assert env == {"taskset": {"id": "vf-serve-echo"}}
+    assert env == {"taskset": {"id": "vf-serve-echo"}} and kwargs["allow_env"] == []
     assert kwargs["workers"] == 3 and kwargs["address"] == "tcp://127.0.0.1:5000"
     (tmp_path / "c.toml").write_text('[env.taskset]\nid = "x"\n[serve]\nmax_concurrent = 8\n[serve.pool]\ntype = "elastic"\nmax_workers = 5\n')
-    env, kwargs = serve_settings(f"@{tmp_path / 'c.toml'}", address="tcp://127.0.0.1:0")
+    (tmp_path / "c.toml").write_text((tmp_path / "c.toml").read_text().replace("max_concurrent = 8\n", 'max_concurrent = 8\nallow_env = ["VLLM_API_KEY"]\n'))
+    env, kwargs = serve_settings(f"@{tmp_path / 'c.toml'}", address="tcp://127.0.0.1:0", allow_env=["OPENAI_API_KEY"])
     assert env == {"taskset": {"id": "x"}} and kwargs["max_concurrent"] == 8
+    assert kwargs["allow_env"] == ["OPENAI_API_KEY", "VLLM_API_KEY"]  # the flag's and the file's
+    with pytest.raises(Exception, match="allow_env"):
+        serve_settings("vf-serve-echo", allow_env=["A,B"])
     assert (kwargs["min_workers"], kwargs["max_workers"], kwargs["workers"], kwargs["idle_timeout"]) == (1, 5, 1, 60.0)
     assert kwargs["address"] == "tcp://127.0.0.1:0"
     _, kwargs = serve_settings("vf-serve-echo", min_workers=2, max_workers=4)
@@ -175,3 +179,25 @@ async def test_serve_env_serves_a_classic_environment_by_id() -> None:
             proc.kill()
             proc.wait()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_request_cannot_have_the_servers_secrets_sent_to_the_endpoint_it_names(monkeypatch) -> None:
+    """A run request names its own endpoint, so the variables its client config names
+    (``api_key_var``, ``headers_from_env``) are read only when the server was told to hand them
+    out; an unset one holds no secret and changes nothing (the original's clients name one by
+    default)."""
+    from verifiers.v1.serve.server import ALLOW_ENV_VAR, model_client_fields
+
+    monkeypatch.setenv("VF_TEST_SERVER_SECRET", "s3cr3t")
+    monkeypatch.delenv("VF_TEST_UNSET_VAR", raising=False)
+    monkeypatch.delenv(ALLOW_ENV_VAR, raising=False)
+    evil = "http://attacker.example/v1"
+    with pytest.raises(ValueError, match="--allow-env VF_TEST_SERVER_SECRET"):
+        model_client_fields({"base_url": evil, "api_key_var": "VF_TEST_SERVER_SECRET"})
+    with pytest.raises(ValueError, match=r"headers_from_env\['X-Leak'\]"):
+        model_client_fields({"base_url": evil, "headers_from_env": {"X-Leak": "VF_TEST_SERVER_SECRET"}})
+    unset = model_client_fields({"base_url": evil, "api_key_var": "VF_TEST_UNSET_VAR", "headers_from_env": {"X": "VF_TEST_UNSET_VAR"}})
+    assert unset == {"base_url": evil, "api_key_var": "VF_TEST_UNSET_VAR"}
+    monkeypatch.setenv(ALLOW_ENV_VAR, "OTHER, VF_TEST_SERVER_SECRET")
+    allowed = model_client_fields({"base_url": "http://vllm:8000/v1", "api_key_var": "VF_TEST_SERVER_SECRET", "headers_from_env": {"X-Key": "VF_TEST_SERVER_SECRET"}})
+    assert allowed["api_key_var"] == "VF_TEST_SERVER_SECRET" and allowed["headers"] == {"X-Key": "s3cr3t"}

@@ -435,6 +435,10 @@ def serve_env_command(
     min_workers: Annotated[int | None, typer.Option("--min-workers", help="Elastic pool: workers kept up when idle (default 1).")] = None,
     max_workers: Annotated[int | None, typer.Option("--max-workers", help="Elastic pool: most workers it grows to under queued load.")] = None,
     env_args: Annotated[str | None, typer.Option("--env-args", "-a", help="JSON keywords for the environment's load_environment.")] = None,
+    allow_env: Annotated[
+        list[str] | None,
+        typer.Option("--allow-env", help="An environment variable of this server that clients' configs may name (api_key_var, headers_from_env); repeatable. Others that are set are refused."),
+    ] = None,
 ) -> None:
     """Serve an environment (v1, or classic as v1 episodes) to env-server clients (e.g. prime-rl's orchestrator) from a pool of workers."""
     from verifiers.v1.serve.cli import main as serve_env_main
@@ -442,7 +446,7 @@ def serve_env_command(
 
     raise typer.Exit(serve_env_main(target, workers=workers, address=address, max_concurrent=max_concurrent,
                                     max_queued=max_queued, reschedule=reschedule, min_workers=min_workers,
-                                    max_workers=max_workers, env_args=parse_env_args(env_args)))  # fmt: skip
+                                    max_workers=max_workers, env_args=parse_env_args(env_args), allow_env=allow_env))  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ lazy sub-apps

@@ -41,7 +41,8 @@ def is_loopback(address: str) -> bool:
 
 def serve_settings(target: str, *, workers: int | None = None, address: str | None = None, max_concurrent: int | None = None,
                    max_queued: int | None = None, reschedule: int | None = None, min_workers: int | None = None,
-                   max_workers: int | None = None, env_args: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+                   max_workers: int | None = None, env_args: dict[str, Any] | None = None,
+                   allow_env: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
     """What to serve (a v1 ``[env]`` table, or ``{"env_id", "env_args"}`` for the one loader)
     and the ``serve_env`` keywords ``vf serve-env`` was given."""
     from verifiers.cli.errors import UserError
@@ -83,6 +84,10 @@ def serve_settings(target: str, *, workers: int | None = None, address: str | No
     }
     if kwargs["workers"] < 1:
         raise UserError("--workers must be at least 1")
+    names = [*(allow_env or []), *(serve.get("allow_env") or [])]
+    if any(not isinstance(n, str) or not n or "," in n for n in names):
+        raise UserError("allow_env: environment variable names, one per --allow-env")
+    kwargs["allow_env"] = sorted(set(names))
     return env, kwargs
 
 
@@ -123,9 +128,11 @@ def main(target: str, **flags: Any) -> int:
     from verifiers.errors import EnvironmentNotFoundError
     from verifiers.v1.plugins import PluginError
     from verifiers.v1.serve.pool import serve_env
-    from verifiers.v1.serve.server import load_runs
+    from verifiers.v1.serve.server import ALLOW_ENV_VAR, load_runs
 
     env, kwargs = serve_settings(target, **flags)
+    # the variables a request's client config may name, for this process and the workers it starts
+    os.environ[ALLOW_ENV_VAR] = ",".join(kwargs.pop("allow_env"))
     try:  # refused here, in one line, before any worker starts
         runs = load_runs(env)
         runs.check()

@@ -48,21 +48,52 @@ logger = logging.getLogger(__name__)
 MAX_CLIENTS = 64
 
 
-def model_client_fields(client: dict[str, Any]) -> dict[str, Any]:
+ALLOW_ENV_VAR = "VF_SERVE_ALLOW_ENV"
+"""Comma-separated names of this server's environment variables that a request's client config
+may name (``api_key_var``, ``headers_from_env``): ``vf serve-env --allow-env NAME`` (or ``[serve]
+allow_env``) sets it for the server and its workers."""
+
+
+def allowed_env_vars() -> frozenset[str]:
+    return frozenset(n.strip() for n in os.environ.get(ALLOW_ENV_VAR, "").split(",") if n.strip())
+
+
+def _server_secret(var: str, what: str, allowed: frozenset[str]) -> str | None:
+    """The value of this server's variable ``var`` for a request that names it, or None when it is
+    unset. A set variable the server was not told to hand out is refused: a request names its own
+    ``base_url``, so anyone who can reach the socket could otherwise have any secret of the
+    server's environment sent to an address of their choosing."""
+    value = os.environ.get(var)
+    if value is None:
+        return None
+    if var not in allowed:
+        raise ValueError(
+            f"client.{what} names {var!r}, a variable this server does not hand to its clients' endpoints; "
+            f"start it with --allow-env {var} (or [serve] allow_env) if every client that can reach it may use it"
+        )
+    return value
+
+
+def model_client_fields(client: dict[str, Any], allowed: frozenset[str] | None = None) -> dict[str, Any]:
     """Our ``ClientConfig`` fields from the client config a request carries (the original's
     shape: ``base_url``, ``api_key_var``, ``headers``, ``headers_from_env``, ``timeout`` by
-    phase). Keys travel by variable name only: the server reads them from its own environment."""
+    phase). Keys travel by variable name only: the server reads them from its own environment,
+    and only those it is allowed to hand out (``allowed``, default :func:`allowed_env_vars`)."""
     if not isinstance(client, dict):
         raise ValueError("client must be a map of client config fields")
+    allowed = allowed_env_vars() if allowed is None else allowed
     fields: dict[str, Any] = {}
     if client.get("base_url"):
         fields["base_url"] = str(client["base_url"])
     if client.get("api_key_var"):
-        fields["api_key_var"] = str(client["api_key_var"])
+        var = str(client["api_key_var"])
+        _server_secret(var, "api_key_var", allowed)  # refused here unless unset or allowed
+        fields["api_key_var"] = var
     headers = {str(k): str(v) for k, v in (client.get("headers") or {}).items()}
     for name, var in (client.get("headers_from_env") or {}).items():
-        if os.environ.get(str(var)) is not None:
-            headers[str(name)] = os.environ[str(var)]
+        value = _server_secret(str(var), f"headers_from_env[{name!r}]", allowed)
+        if value is not None:
+            headers[str(name)] = value
     if headers:
         fields["headers"] = headers
     timeout = client.get("timeout")
