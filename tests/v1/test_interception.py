@@ -146,6 +146,28 @@ async def test_a_program_cannot_steer_the_upstream_call_past_the_proxy(upstream)
     assert srv.requests[0].body["temperature"] == 0.25 and srv.requests[0].body["top_k"] == 5
 
 
+async def test_a_call_the_program_hung_up_on_is_not_recorded() -> None:
+    """A program whose HTTP client gives up on a slow call and retries (the OpenAI SDK's default)
+    gets one turn on its trace, not two: the call it left is cancelled, not recorded."""
+    from verifiers.testing.scripted import reply
+
+    async with ScriptedServer(lambda req: reply("slow answer", delay=1.0)) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            ctx, trace = await _proxied((srv, client))
+            async with InterceptionServer() as proxy:
+                base = proxy.register(ctx)
+                body = {"messages": [{"role": "user", "content": "slow please"}]}
+                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
+                    with pytest.raises(httpx.TimeoutException):
+                        await http.post(f"{base}/chat/completions", json=body, timeout=0.3)
+                    retry = await http.post(f"{base}/chat/completions", json=body, timeout=30)
+        finally:
+            await client.aclose()
+    assert retry.status_code == 200 and retry.json()["choices"][0]["message"]["content"] == "slow answer"
+    assert len(trace.calls) == 1 and trace.num_branches == 1 and not trace.errors
+
+
 async def test_in_process_calls_record_the_same_trace_as_the_proxy(upstream) -> None:
     """Why the null harness skips HTTP: model_call is the function behind the proxy, so the
     trace is the same call for call (ids and timestamps aside)."""

@@ -201,3 +201,30 @@ def test_a_request_cannot_have_the_servers_secrets_sent_to_the_endpoint_it_names
     monkeypatch.setenv(ALLOW_ENV_VAR, "OTHER, VF_TEST_SERVER_SECRET")
     allowed = model_client_fields({"base_url": "http://vllm:8000/v1", "api_key_var": "VF_TEST_SERVER_SECRET", "headers_from_env": {"X-Key": "VF_TEST_SERVER_SECRET"}})
     assert allowed["api_key_var"] == "VF_TEST_SERVER_SECRET" and allowed["headers"] == {"X-Key": "s3cr3t"}
+
+
+async def test_the_servers_model_clients_make_room_for_new_endpoints(monkeypatch, tmp_path: Path) -> None:
+    """A stream of distinct endpoints never locks the server out of new ones: past MAX_CLIENTS the
+    least recently used client no run is using is closed and replaced; only when every client is
+    in use is a new endpoint refused (until one is free)."""
+    from verifiers.v1.serve import server as server_module
+
+    monkeypatch.setattr(server_module, "MAX_CLIENTS", 2)
+    server = server_module.EnvServer({"taskset": {"id": "vf-serve-echo"}}, f"ipc://{tmp_path}/s")
+    try:
+        a, _ = server._model_client({"base_url": "http://a.local/v1"})
+        b, client_b = server._model_client({"base_url": "http://b.local/v1"})
+        server._in_use[b] = 1  # a run is using b
+        c, _ = server._model_client({"base_url": "http://c.local/v1"})  # a is idle: it makes room
+        assert list(server._clients) == [b, c] and a not in server._clients
+        assert server._model_client({"base_url": "http://b.local/v1"})[1] is client_b  # kept, and now the newest
+        server._in_use[c] = 1
+        with pytest.raises(ValueError, match="all in use"):
+            server._model_client({"base_url": "http://d.local/v1"})
+        del server._in_use[c]
+        d, _ = server._model_client({"base_url": "http://d.local/v1"})  # c is free again: it goes
+        assert list(server._clients) == [b, d]
+        await asyncio.gather(*server._tasks)  # the evicted clients were closed
+    finally:
+        server.socket.close(0)
+        server.ctx.term()

@@ -62,6 +62,8 @@ PROGRAM_REFUSED_KEYS = ("extra_body", "extra_headers", "extra_query", "timeout")
 URL, its deadline) past what the proxy enforces and records: refused. An OpenAI SDK merges its
 ``extra_body`` into the body itself, so a real client never sends these keys."""
 MAX_SAMPLING_DEPTH = 32
+BODY_TIMEOUT = 60.0
+"""Seconds a program's request body may take to arrive."""
 
 
 # --- OpenAI <-> v1 shapes ------------------------------------------------------------------------
@@ -284,7 +286,8 @@ class InterceptionServer:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post("/r/{key}/v1/chat/completions", self._chat)
         app.router.add_get("/r/{key}/v1/models", self._models)
-        self._runner = web.AppRunner(app, access_log=None)
+        # a program that hangs up mid-call cancels it: its retry is not recorded as a second turn
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, 0)
         await site.start()
@@ -341,7 +344,8 @@ class InterceptionServer:
         if ctx is None:
             return _error(404, "unknown interception route or secret (or the rollout has ended)")
         try:
-            body = await request.json()
+            async with asyncio.timeout(BODY_TIMEOUT):  # a body that never finishes holds no handler
+                body = await request.json()
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
             refused = [k for k in PROGRAM_REFUSED_KEYS if k in body]
@@ -361,6 +365,8 @@ class InterceptionServer:
                 raise ValueError("n must be 1: a rollout records one reply per call")
             _check_depth(sampling, MAX_SAMPLING_DEPTH)
             Sampling.model_validate(sampling)  # before the call: a bad knob spends no tokens
+        except TimeoutError:
+            return _error(408, f"the request body did not arrive within {BODY_TIMEOUT:g} s")
         except (ValueError, ValidationError, RecursionError, TypeError, AttributeError) as exc:
             # anything a program can send that is not a chat request: one 400, nothing recorded
             return _error(400, f"bad request: {type(exc).__name__}: {str(exc)[:500]}")

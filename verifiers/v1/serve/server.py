@@ -230,6 +230,7 @@ class EnvServer:
         self._gate = asyncio.Semaphore(max_concurrent) if max_concurrent else None
         self._running: dict[bytes, asyncio.Task[None]] = {}
         self._clients: dict[str, Any] = {}
+        self._in_use: dict[str, int] = {}  # runs in flight per model client
         self.ctx = zmq.asyncio.Context()
         self.socket = self.ctx.socket(zmq.ROUTER)
         for opt, value in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0),
@@ -242,19 +243,35 @@ class EnvServer:
 
     # --- one request ------------------------------------------------------------------------
 
-    def _model_client(self, client: dict[str, Any]) -> Any:
+    def _model_client(self, client: dict[str, Any]) -> tuple[str, Any]:
         from verifiers.clients import ModelClient
 
         fields = model_client_fields(client)
         key = repr(sorted(fields.items()))
-        if key not in self._clients:
-            if len(self._clients) >= MAX_CLIENTS:  # a stream of distinct endpoints opens no unbounded sessions
-                raise ValueError(f"this server already holds {MAX_CLIENTS} model clients (one per distinct client config)")
-            self._clients[key] = ModelClient.from_any(fields)
-        return self._clients[key]
+        found = self._clients.pop(key, None)
+        if found is None:
+            if len(self._clients) >= MAX_CLIENTS:
+                # a stream of distinct endpoints opens no unbounded sessions: the least recently used
+                # client no run is using makes room (closed in the background)
+                idle = next((k for k in self._clients if not self._in_use.get(k)), None)
+                if idle is None:
+                    raise ValueError(f"this server's {MAX_CLIENTS} model clients (one per distinct client config) are all in use")
+                self._spawn(self._clients.pop(idle).aclose())
+            found = ModelClient.from_any(fields)
+        self._clients[key] = found  # the most recently used last
+        return key, found
 
     async def _run(self, request: RunRequest, send_delta: Any) -> RunResponse:
-        return await self.runs.run(request, self._model_client(request.client), send_delta, self._gate)
+        key, client = self._model_client(request.client)
+        self._in_use[key] = self._in_use.get(key, 0) + 1
+        try:
+            return await self.runs.run(request, client, send_delta, self._gate)
+        finally:
+            left = self._in_use[key] - 1
+            if left:
+                self._in_use[key] = left
+            else:
+                del self._in_use[key]
 
     async def _handle(self, client_id: bytes, request_id: bytes, method: bytes, payload: bytes) -> None:
         async def send(kind: bytes, data: bytes) -> None:
@@ -286,6 +303,17 @@ class EnvServer:
                 self._running.pop(request_id, None)
         with contextlib.suppress(Exception):
             await send(REPLY, data)
+
+    def _spawn(self, coro: Any) -> None:
+        """Run ``coro`` beside the requests (awaited, or cancelled, when the server stops)."""
+
+        async def quietly() -> None:
+            with contextlib.suppress(Exception):
+                await coro
+
+        task = asyncio.ensure_future(quietly())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # --- the loop ----------------------------------------------------------------------------
 
