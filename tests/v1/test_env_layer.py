@@ -92,6 +92,54 @@ async def test_max_turns_stops_a_tool_loop() -> None:
     assert trace.stop_condition == "max_turns" and trace.is_truncated
 
 
+async def test_a_request_stop_sees_the_proposed_tool_calls_before_they_run() -> None:
+    """As the original polices them: the request ``@vf.stop`` hooks see each tool call the model
+    proposes (the branch plus that call's still empty result) before the tool runs; one that fires
+    ends the rollout with the tool unrun (its side effects never happen)."""
+    import verifiers.v1 as vf
+    from verifiers.v1.harness import chat_loop, tool_functions
+    from verifiers.v1.interception import CallContext
+    from verifiers.v1.trace import Trace
+
+    ran: list[str] = []
+
+    class Gated(vf.Task):
+        @vf.tool
+        def delete_everything(self) -> str:
+            """Delete everything."""
+            ran.append("delete_everything")
+            return "deleted"
+
+        @vf.tool
+        def look(self) -> str:
+            """Look around."""
+            ran.append("look")
+            return "a room"
+
+        @vf.stop
+        def no_deleting(self, request: vf.Request) -> bool:
+            return any(isinstance(m, vf.ToolMessage) and m.name == "delete_everything" for m in request.messages)
+
+    def script(req):
+        if req.messages[-1]["role"] == "tool":
+            return tool_calls(tool_call("delete_everything", {}, id="c2"))
+        return tool_calls(tool_call("look", {}, id="c1"))
+
+    task = Gated(vf.TaskData(prompt="tidy up"))
+    async with ScriptedServer(script) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            trace = Trace.for_task(task)
+            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace)
+            tools = tool_functions(task)
+            await chat_loop(ctx, [vf.UserMessage(content="tidy up")], tools, tool_timeout=10, available={"trace": trace})
+        finally:
+            await client.aclose()
+        assert srv.request_count == 2
+    assert ran == ["look"]  # the first reply's tool ran; the second's was refused before it ran
+    assert trace.stop_condition == "no_deleting" and trace.is_completed
+
+
 async def test_stop_hook_on_the_response() -> None:
     env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
     async with ScriptedServer(lambda req: tool_calls(tool_call("add", {"a": 1, "b": 1}, id="c1"), content="STOP")) as srv:

@@ -236,6 +236,8 @@ async def chat_loop(
         calls = response.message.tool_calls or []
         if not calls or trace.is_completed:
             return convo
+        if ctx.stops and await _stopped_before_tools(ctx, convo, calls):
+            return convo  # a request stop refused the reply's tool calls: none of them runs
         for call in calls:
             fn = tools.get(call.name)
             try:
@@ -255,6 +257,21 @@ async def chat_loop(
                 if not isinstance(fn, RemoteTool):  # an MCP tool's error text reaches the model as the server wrote it
                     text = f"error: {text}"
             convo.append(ToolMessage(tool_call_id=call.id, content=_capped(text), name=call.name))
+
+
+async def _stopped_before_tools(ctx: CallContext, convo: list[Message], calls: list[Any]) -> bool:
+    """The request ``@vf.stop`` hooks over each tool call the model proposes, before any runs (as
+    the original polices them): the request the tool's result would make, with that result still
+    empty. One that fires ends the rollout (its name is the stop condition)."""
+    from verifiers.v1.scoring import first_stop
+    from verifiers.v1.types import Request
+
+    tools = ctx.trace.tools or None
+    for call in calls:
+        probe = ToolMessage(tool_call_id=call.id, content="", name=call.name)
+        if await first_stop(ctx.stops, ctx.trace, Request(messages=[*convo, probe], tools=tools), task=ctx.task, runtime=ctx.runtime):
+            return True
+    return False
 
 
 def last_reply(messages: list[Message]) -> str:
