@@ -228,3 +228,20 @@ async def test_the_servers_model_clients_make_room_for_new_endpoints(monkeypatch
     finally:
         server.socket.close(0)
         server.ctx.term()
+
+
+async def test_a_server_on_an_ipc_socket_leaves_no_socket_file(tmp_path: Path) -> None:
+    from verifiers.v1.serve.server import EnvServer
+
+    path = tmp_path / "s"
+    server = EnvServer({"taskset": {"id": "vf-serve-echo"}}, f"ipc://{path}")
+    stop = asyncio.Event()
+    serving = asyncio.create_task(server.serve(stop))
+    for _ in range(100):
+        if path.exists():
+            break
+        await asyncio.sleep(0.05)
+    assert path.exists()
+    stop.set()
+    await asyncio.wait_for(serving, 30)
+    assert not path.exists()

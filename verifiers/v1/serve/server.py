@@ -355,3 +355,6 @@ class EnvServer:
             await self.runs.close()
             self.socket.close(0)
             self.ctx.term()
+            if self.address.startswith("ipc://"):  # the socket file it bound goes with it
+                with contextlib.suppress(OSError):
+                    os.unlink(self.address[len("ipc://") :])
