@@ -168,6 +168,38 @@ async def test_a_call_the_program_hung_up_on_is_not_recorded() -> None:
     assert len(trace.calls) == 1 and trace.num_branches == 1 and not trace.errors
 
 
+async def test_slow_heads_and_too_many_connections_hold_nothing(upstream, monkeypatch) -> None:
+    """A program that opens connections and trickles half a request head (slow loris) is cut off
+    after HEAD_TIMEOUT, and past MAX_CONNECTIONS a new connection is closed at once; the proxy
+    keeps serving the calls of everyone else."""
+    import asyncio
+
+    from verifiers.v1 import interception
+
+    monkeypatch.setattr(interception, "HEAD_TIMEOUT", 0.5)
+    monkeypatch.setattr(interception, "MAX_CONNECTIONS", 4)
+    ctx, trace = await _proxied(upstream)
+
+    async def half_head(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /r/x/v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        await writer.drain()
+        return reader, writer
+
+    async with InterceptionServer() as proxy:
+        base = proxy.register(ctx)
+        slow = [await half_head(proxy.port) for _ in range(4)]
+        extra_reader, extra_writer = await half_head(proxy.port)  # the fifth: closed at once
+        assert await asyncio.wait_for(extra_reader.read(), 5) == b""
+        for reader, _ in slow:  # each trickling head is cut off once its time is up
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
+            fine = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+        for _, writer in [*slow, (extra_reader, extra_writer)]:
+            writer.close()
+    assert fine.status_code == 200 and len(trace.calls) == 1
+
+
 async def test_in_process_calls_record_the_same_trace_as_the_proxy(upstream) -> None:
     """Why the null harness skips HTTP: model_call is the function behind the proxy, so the
     trace is the same call for call (ids and timestamps aside)."""

@@ -279,6 +279,7 @@ class InterceptionServer:
         self.port = 0
         self._routes: dict[str, CallContext] = {}
         self._runner: Any = None
+        self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> InterceptionServer:
         from aiohttp import web
@@ -289,12 +290,16 @@ class InterceptionServer:
         # a program that hangs up mid-call cancels it: its retry is not recorded as a second turn
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        handlers = self._runner.server
+        guard = _ConnectionGuard()
+        self._server = await asyncio.get_running_loop().create_server(lambda: _Guarded(handlers(), guard), self.host, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
         return self
 
     async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -390,6 +395,73 @@ class InterceptionServer:
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
+
+
+MAX_CONNECTIONS = 1024
+"""Connections the proxy holds open at once (a program that opens more is cut off at once)."""
+HEAD_TIMEOUT = 30.0
+"""Seconds a new connection has to send its first request's head."""
+
+
+class _ConnectionGuard:
+    def __init__(self) -> None:
+        self.open = 0
+
+
+class _Guarded(asyncio.Protocol):
+    """One proxy connection, handed to aiohttp's handler unless the proxy already holds
+    ``MAX_CONNECTIONS``, and closed when its first request head has not arrived within
+    ``HEAD_TIMEOUT`` (a program that trickles half a head holds no connection for long)."""
+
+    def __init__(self, inner: Any, guard: _ConnectionGuard) -> None:
+        self.inner, self.guard = inner, guard
+        self.counted = False
+        self.head_done = False
+        self.tail = b""
+        self.timer: asyncio.TimerHandle | None = None
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        if self.guard.open >= MAX_CONNECTIONS:
+            transport.abort()
+            return
+        self.guard.open += 1
+        self.counted = True
+        self.timer = asyncio.get_running_loop().call_later(HEAD_TIMEOUT, self._too_slow)
+        self.inner.connection_made(transport)
+
+    def _too_slow(self) -> None:
+        if not self.head_done and self.transport is not None:
+            self.transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        if not self.head_done:
+            seen = self.tail + data
+            if b"\r\n\r\n" in seen:
+                self.head_done = True
+                if self.timer is not None:
+                    self.timer.cancel()
+            else:
+                self.tail = seen[-3:]
+        self.inner.data_received(data)
+
+    def eof_received(self) -> Any:
+        return self.inner.eof_received() if self.counted else None
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.counted:
+            self.counted = False
+            self.guard.open -= 1
+            self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
 
 
 def _check_depth(value: Any, limit: int) -> None:
