@@ -245,3 +245,21 @@ async def test_a_server_on_an_ipc_socket_leaves_no_socket_file(tmp_path: Path) -
     stop.set()
     await asyncio.wait_for(serving, 30)
     assert not path.exists()
+
+
+def test_a_client_that_names_no_key_variable_asks_for_none(monkeypatch) -> None:
+    """Our env client sends the key variable its model client names, and none when it names none:
+    a trainer's keyless vLLM client never has the server's OPENAI_API_KEY read (and refused, or
+    sent to the trainer's endpoint)."""
+    from verifiers.clients import ClientConfig, ModelClient
+    from verifiers.v1.serve.client import client_config_data
+    from verifiers.v1.serve.server import ALLOW_ENV_VAR, model_client_fields
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-servers-own")
+    monkeypatch.delenv(ALLOW_ENV_VAR, raising=False)
+    keyless = client_config_data(ModelClient(ClientConfig(base_url="http://127.0.0.1:8000/v1")))
+    assert keyless["api_key_var"] == "" and keyless["type"] == "eval"
+    fields = model_client_fields(keyless)  # no variable read, nothing refused
+    assert fields["base_url"] == "http://127.0.0.1:8000/v1" and "api_key_var" not in fields and "headers" not in fields
+    named = client_config_data({"base_url": "http://127.0.0.1:8000/v1", "api_key_var": "VLLM_KEY"})
+    assert named["api_key_var"] == "VLLM_KEY"

@@ -55,7 +55,8 @@ def client_config_data(client: Any) -> dict[str, Any]:
     """The client config a ``run`` carries, in the original's shape (it validates it as its
     ``ClientConfig``): from our ``ClientConfig`` / ``ModelClient``, a dict of either's fields, or
     a base-URL string. A literal ``api_key`` never goes on the wire: name a variable the server's
-    environment holds (``api_key_var``)."""
+    environment holds (``api_key_var``, which the server must be allowed to hand out:
+    ``vf serve-env --allow-env``)."""
     if isinstance(client, str):
         fields: dict[str, Any] = {"base_url": client}
     elif isinstance(client, Mapping):
@@ -69,7 +70,9 @@ def client_config_data(client: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
         "type": fields.get("type", "eval"),
         "base_url": fields.get("base_url") or "http://127.0.0.1:8000/v1",
-        "api_key_var": fields.get("api_key_var") or "OPENAI_API_KEY",
+        # a client that names no key variable asks for none: never the server's OPENAI_API_KEY sent
+        # to an endpoint that did not ask for it (the original reads an unset name as no key)
+        "api_key_var": fields.get("api_key_var") or "",
         "headers": dict(fields.get("headers") or {}),
         "headers_from_env": dict(fields.get("headers_from_env") or {}),
     }
