@@ -311,7 +311,10 @@ class EnvServer:
             with contextlib.suppress(Exception):
                 await coro
 
-        task = asyncio.ensure_future(quietly())
+        self._track(asyncio.ensure_future(quietly()))
+
+    def _track(self, task: asyncio.Task[None]) -> None:
+        """Hold ``task`` until it ends (the server cancels and awaits those left when it stops)."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -327,8 +330,7 @@ class EnvServer:
         task = asyncio.ensure_future(self._handle(client_id, request_id, method, payload))
         if method == b"run":  # registered before it runs: a cancel right behind it finds it
             self._running[request_id] = task
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._track(task)
 
     async def serve(self, stop: asyncio.Event | None = None) -> None:
         """Serve until ``stop`` is set (or the task is cancelled); releases everything on exit."""
@@ -357,4 +359,4 @@ class EnvServer:
             self.ctx.term()
             if self.address.startswith("ipc://"):  # the socket file it bound goes with it
                 with contextlib.suppress(OSError):
-                    os.unlink(self.address[len("ipc://") :])
+                    os.unlink(self.address.removeprefix("ipc://"))
