@@ -84,7 +84,10 @@ async def test_a_stop_hook_ends_the_rollout_and_refuses_the_next_call(upstream) 
             first = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "halt"}]})
             n = srv.request_count
             second = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "more"}]})
-    assert first.status_code == 200 and trace.stop_condition == "said_stop"
+    # as the original: the reply that fired the stop is on the trace, and the program gets a 400
+    # instead of it (it would otherwise act on the reply, run its tool calls)
+    assert first.status_code == 400 and first.json()["error"]["code"] == "rollout_stopped"
+    assert trace.stop_condition == "said_stop" and trace.last_reply == "STOP now" and len(trace.calls) == 1
     assert second.status_code == 400 and second.json()["error"]["code"] == "rollout_stopped"
     assert srv.request_count == n  # nothing more reached the model
 

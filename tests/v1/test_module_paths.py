@@ -34,7 +34,7 @@ _RUNTIME_NAMES = "runtime internals (process handles, info records, GPU parsing)
 _SERVE = "env-server internals beyond the wire shapes (verifiers.v1.wire holds DeltaStreamer / EpisodeAssembly; verifiers.v1.serve the server, pool and client)"
 _SESSION = "the original's per-rollout request session (idempotent replay of proxy requests); ours records each model call once in verifiers.v1.interception"
 _GYM = "bridges to other gym frameworks (NeMo Gym, OpenEnv, TextArena) are not here"
-_EVAL_INTERNALS = "internals of the original's eval command and hosted platform (progress formatting, logging set-up, memory trimming, run scope, trace store, retries, version stamp)"
+_EVAL_INTERNALS = "internals of the original's eval command and hosted platform (progress formatting, logging set-up, memory trimming, run scope, trace store, version stamp)"
 _ENV = "shared env configs and agent-default merging of the original's multi-env runs: not here"
 _PLUGINS = "config narrowing and merging live in verifiers.v1.plugins"
 _DECORATORS = "the original's decorator plumbing; ours tags in verifiers.v1.decorators and calls hooks in verifiers.v1.scoring"
@@ -49,7 +49,6 @@ MODULE_REASONS: dict[str, str] = {
     "verifiers.v1.configs.cli.": _CLI,
     "verifiers.v1.clients.": _CLIENT,
     "verifiers.v1.configs.client": _CLIENT,
-    "verifiers.v1.configs.retries": _EVAL_INTERNALS,
     "verifiers.v1.configs.serve": _SERVE,
     "verifiers.v1.dialects": _DIALECT,
     "verifiers.v1.dialects.": _DIALECT,
@@ -81,7 +80,7 @@ MODULE_REASONS: dict[str, str] = {
     **{f"verifiers.v1.tasksets.{name}{tail}": _GYM for name in ("nemo_gym", "openenv", "textarena") for tail in ("", ".")},
     **{
         f"verifiers.v1.utils.{name}": _EVAL_INTERNALS
-        for name in ("compile", "eval", "format", "interrupt", "logging", "memory", "platform", "prime", "retries", "scope",
+        for name in ("compile", "eval", "format", "interrupt", "logging", "memory", "platform", "prime", "scope",
                      "trace_store", "version")
     },
 }

@@ -251,33 +251,20 @@ def test_a_broken_stop_hook_stops_the_trace_as_an_error() -> None:
     assert [(e.type, e.message) for e in trace.errors] == [("InvalidScore", "stop 'maybe': returned NoneType None, not a bool")]
 
 
-def test_intercepts_rewrite_requests_and_responses_and_are_recorded() -> None:
-    from verifiers.v1.scoring import apply_intercepts
+def test_an_intercept_that_returns_the_wrong_type_is_recorded_as_the_tasks_error() -> None:
+    from verifiers.v1.scoring import run_intercept
 
     task = Guarded(vf.TaskData(prompt="p"))
-    hooks = task.hooks("intercept")
     trace = _trace(task)
-
-    async def go() -> tuple:
-        request = await apply_intercepts(hooks, trace, vf.Request(messages=[{"role": "user", "content": "my secret"}]), task=task)
-        same = await apply_intercepts(hooks, trace, vf.Request(messages=[{"role": "user", "content": "hello"}]), task=task)
-        response = await apply_intercepts(
-            hooks, trace, vf.Response(id="r", created=0, model="m", message=vf.AssistantMessage(content="ok"), finish_reason="stop")
-        )
-        return request, same, response
-
-    request, same, response = asyncio.run(go())
-    assert request.messages[-1].content == "[redacted]" and same.messages[-1].content == "hello"
-    assert response.message.content == "OK"
-    assert [r.handler for r in trace.request_rewrites] == ["redact"] and [r.handler for r in trace.response_rewrites] == ["shout"]
 
     class Wrong(vf.Task):
         @vf.intercept
         def bad(self, request: vf.Request):
             return "not a request"
 
+    (hook,) = Wrong(task.data).hooks("intercept")
     with pytest.raises(vf.TaskError, match="intercept 'bad': returned str, not a Request or None"):
-        asyncio.run(apply_intercepts(Wrong(task.data).hooks("intercept"), trace, vf.Request(messages=[])))
+        asyncio.run(run_intercept(hook, trace, vf.Request(messages=[])))
     assert trace.errors[-1].type == "InvalidScore"
 
 

@@ -20,7 +20,7 @@ from tests.compat.test_classic_surface import _install
 
 RELEASES = ("0.3.0", "0.4.0")
 
-_ENV = "the rest of the env/agent layer (shared env configs, retries, config-merging helpers): after issue 19 step 4"
+_ENV = "the rest of the env/agent layer (shared env configs, config-merging helpers): after issue 19 step 4"
 _HARNESS = "ACP harnesses and harness sessions: after issue 19 step 5 (null/bash and the interception proxy are here)"
 _RUNTIME = ("live runtime processes: not yet (issue 19 step 6 brought the subprocess and sandbox runtimes and "
             "artifact collect/restore; the container configs load and are refused at start)")
@@ -30,8 +30,7 @@ _GIT = "patch capture from a runtime's git checkout: not yet (not part of issue 
 
 REASONS: dict[str, str] = {
     **dict.fromkeys(
-        ("SharedEnvConfig", "default_agent_harness", "narrowed_env_annotation", "resolve_env_field", "merge_defaults",
-         "RetryConfig", "RetryRule"),
+        ("SharedEnvConfig", "default_agent_harness", "narrowed_env_annotation", "resolve_env_field", "merge_defaults"),
         _ENV,
     ),
     **dict.fromkeys(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,10 +25,12 @@ from pydantic import Field, field_validator, model_validator
 from typing_extensions import TypeVar
 
 from verifiers.v1.configs import BaseConfig, WireAgentConfig
+from verifiers.v1.configs.retries import RetryConfig
 from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, ToolsetError
 from verifiers.v1.fields import AS_ANY, put_field
 from verifiers.v1.harness import Harness, HarnessConfig, chat_loop, last_reply, load_harness, tool_functions
 from verifiers.v1.plugins import narrow_field
+from verifiers.v1.policy import prepare_users
 from verifiers.v1.runtimes import (
     RuntimeConfig,
     SubprocessConfig,
@@ -38,6 +41,9 @@ from verifiers.v1.runtimes import (
 from verifiers.v1.task import Task
 from verifiers.v1.trace import CHAT_ENDPOINT, AgentInfo, Trace, TraceTask
 from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMessage
+from verifiers.v1.utils.retries import RetryState, backoff
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from verifiers.v1.interception import CallContext, InterceptionServer
@@ -79,7 +85,8 @@ class AgentConfig(BaseConfig):
     max_output_tokens: int | None = None
     max_total_tokens: int | None = None
     timeout: TimeoutConfig = TimeoutConfig()
-    retries: dict[str, Any] = Field(default_factory=dict)
+    retries: RetryConfig = RetryConfig()
+    """Whole-run retries on recorded errors (``verifiers.v1.utils.retries``); off by default."""
     network_notice: bool = True
 
     @model_validator(mode="before")
@@ -227,7 +234,8 @@ class Interaction:
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
-            trace.record_error(exc if isinstance(exc, RolloutError) else HarnessError(f"{type(exc).__name__}: {exc}"))
+            if not getattr(exc, "recorded", False):  # a failed hook is on the trace already
+                trace.record_error(exc if isinstance(exc, RolloutError) else HarnessError(f"{type(exc).__name__}: {exc}"))
         # a run at its max_turns is not over until its next turn is refused (as in the original: the
         # env may still answer its last reply; the next turn ends it as max_turns)
         segment = Segment(self.messages[before:], terminated=trace.is_completed)
@@ -263,6 +271,11 @@ class Agent:
             self.run_ctx.clients[key] = ModelClient.from_any(fields)
         return self.run_ctx.clients[key]
 
+    def _token_limits(self) -> tuple[int | None, int | None, int | None] | None:
+        c = self.config
+        limits = (c.max_input_tokens, c.max_output_tokens, c.max_total_tokens)
+        return None if limits == (None, None, None) else limits
+
     def _sampling(self) -> dict[str, Any]:
         own = self.config.sampling.model_dump(exclude_none=True) if self.config.sampling is not None else {}
         return {**self.run_ctx.sampling, **own}
@@ -272,11 +285,51 @@ class Agent:
         ``runtime``: a live box to borrow (see ``provision``) instead of a fresh one; it is
         neither started nor stopped here. ``collect_artifacts``: after the task's finalize,
         archive its declared artifacts into ``trace.state.artifacts`` (``verifiers.v1.artifacts``)."""
-        async with self.interaction(task, runtime=runtime, collect_artifacts=collect_artifacts) as it:
+        retry = self.config.retries
+        if not (retry.max_retries or retry.rules):  # the common case: one try, no held trace
+            async with self.interaction(task, runtime=runtime, collect_artifacts=collect_artifacts) as it:
+                await it.turn()
+                if not it.trace.is_completed and not it.trace.errors:
+                    it.trace.stop("agent_completed")
+            return it.trace
+        # whole-run retries (``[env.<role>.retries]``): each try on a fresh trace and box; a try that
+        # is retried is not handed on (not scored), and its errors go first on the final trace
+        state, history = RetryState(retry), []
+        for attempt in range(state.max_retries + 1):
+            held: list[tuple[Trace, Any]] = []
+            trace = await self._run_once(task, runtime, collect_artifacts, held)
+            again = attempt < state.max_retries and not trace.ok and state.next_error(trace.errors) is not None
+            if again and runtime is not None:
+                logger.warning("not retrying the run in a borrowed box (its state is no longer the task's start); the error stands")
+                again = False
+            if not again:
+                if history:
+                    trace.errors[:0] = history  # its standing (ok) stays the last try's
+                for kept, extra in held:
+                    await self._hand_on(kept, extra)
+                return trace
+            history.extend(trace.errors)
+            for _, (_, box) in held:
+                if box is not None:
+                    with contextlib.suppress(Exception):
+                        await box.stop()
+            logger.warning("retrying %s's run (retry %d of at most %d) after %s", self.name, attempt + 1, state.max_retries, trace.errors[-1].type if trace.errors else "an error")
+            await asyncio.sleep(backoff(attempt))
+        return trace  # not reached: the last try always returns
+
+    async def _run_once(self, task: Task, runtime: Runtime | None, collect_artifacts: bool, held: list | None) -> Trace:
+        async with self.interaction(task, runtime=runtime, collect_artifacts=collect_artifacts, _held=held) as it:
             await it.turn()
             if not it.trace.is_completed and not it.trace.errors:
                 it.trace.stop("agent_completed")
         return it.trace
+
+    async def _hand_on(self, trace: Trace, extra: tuple[Any, Any]) -> None:
+        """A finished run's trace to the episode (scored there), or its own box stopped."""
+        if self.run_ctx.on_trace is not None:
+            self.run_ctx.on_trace(trace, extra)
+        elif extra[1] is not None:
+            await extra[1].stop()
 
     @contextlib.asynccontextmanager
     async def provision(self, task: Task | None = None) -> AsyncIterator[Runtime]:
@@ -290,7 +343,9 @@ class Agent:
             await runtime.stop()
 
     @contextlib.asynccontextmanager
-    async def interaction(self, task: Task, *, runtime: Runtime | None = None, collect_artifacts: bool = False) -> AsyncIterator[Interaction]:
+    async def interaction(
+        self, task: Task, *, runtime: Runtime | None = None, collect_artifacts: bool = False, _held: list | None = None,
+    ) -> AsyncIterator[Interaction]:  # fmt: skip
         from verifiers.v1.interception import CallContext
         from verifiers.v1.mcp.client import ToolServers, finish
 
@@ -328,6 +383,7 @@ class Agent:
             ctx = CallContext.for_task(
                 task, client=client, model=model, trace=trace, runtime=runtime,
                 sampling=sampling, max_turns=self.config.max_turns, endpoint=CHAT_ENDPOINT,
+                gates_tools=self.harness.IN_PROCESS, token_limits=self._token_limits(),
             )  # fmt: skip
             it = Interaction(self, task, trace, runtime, ctx)  # type: ignore[arg-type]
             now = time.time()
@@ -369,10 +425,13 @@ class Agent:
                     # the env left the interaction with the run still going (the original's name)
                     trace.stop("user_closed")
                 put_field(trace, "ok", not trace.errors)
-                if self.run_ctx.on_trace is not None:
-                    # a borrowed box is its owner's: stopped when the owner's block ends, before the
-                    # episode is scored, so scoring gets no runtime for it (score in the block instead)
-                    self.run_ctx.on_trace(trace, (task, runtime if not borrowed else None))
+                # a borrowed box is its owner's: stopped when the owner's block ends, before the
+                # episode is scored, so scoring gets no runtime for it (score in the block instead)
+                extra = (task, runtime if not borrowed else None)
+                if _held is not None:
+                    _held.append((trace, extra))  # ``run`` decides: handed on, or retried
+                elif self.run_ctx.on_trace is not None:
+                    self.run_ctx.on_trace(trace, extra)
                 elif runtime is not None and not borrowed:
                     await runtime.stop()
         finally:
@@ -450,6 +509,8 @@ class Agent:
         proxy: InterceptionServer | None = await self.run_ctx.proxy() if self.run_ctx.proxy is not None else None
         if proxy is None:
             raise HarnessError(f"harness {harness.config.id!r} runs a program, and this run has no interception proxy")
+        if it.ctx.intercepts:  # the program stores the user messages as the task's hooks rewrite them
+            it.messages = await prepare_users(it.ctx, it.messages)
         endpoint = proxy.register(it.ctx)
         try:
             data = it.task.data.model_copy(update={"prompt": list(it.messages)})

@@ -232,13 +232,18 @@ async def chat_loop(
             response = await model_call(ctx, convo, schemas)
         except Stopped:
             return convo
+        if ctx.prompt is not None:
+            convo = list(ctx.prompt)  # the prompt as the task's request hooks left it
         convo.append(response.message)
         calls = response.message.tool_calls or []
         if not calls or trace.is_completed:
-            return convo
-        if ctx.stops and await _stopped_before_tools(ctx, convo, calls):
-            return convo  # a request stop refused the reply's tool calls: none of them runs
+            return convo  # no calls, or a stop refused the reply's calls: none of them runs
+        denied = ctx.policy_state.denied if ctx.policy_state is not None else {}
         for call in calls:
+            verdict = denied.get(call.id)
+            if verdict is not None:  # a request hook denied the call: the model reads its verdict
+                convo.append(verdict)
+                continue
             fn = tools.get(call.name)
             try:
                 if fn is None:
@@ -257,21 +262,6 @@ async def chat_loop(
                 if not isinstance(fn, RemoteTool):  # an MCP tool's error text reaches the model as the server wrote it
                     text = f"error: {text}"
             convo.append(ToolMessage(tool_call_id=call.id, content=_capped(text), name=call.name))
-
-
-async def _stopped_before_tools(ctx: CallContext, convo: list[Message], calls: list[Any]) -> bool:
-    """The request ``@vf.stop`` hooks over each tool call the model proposes, before any runs (as
-    the original polices them): the request the tool's result would make, with that result still
-    empty. One that fires ends the rollout (its name is the stop condition)."""
-    from verifiers.v1.scoring import first_stop
-    from verifiers.v1.types import Request
-
-    tools = ctx.trace.tools or None
-    for call in calls:
-        probe = ToolMessage(tool_call_id=call.id, content="", name=call.name)
-        if await first_stop(ctx.stops, ctx.trace, Request(messages=[*convo, probe], tools=tools), task=ctx.task, runtime=ctx.runtime):
-            return True
-    return False
 
 
 def last_reply(messages: list[Message]) -> str:

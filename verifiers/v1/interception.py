@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from verifiers.v1 import prefix
+from verifiers.v1 import policy, prefix
 from verifiers.v1.errors import InterceptionError, ProviderError
-from verifiers.v1.scoring import apply_intercepts, first_stop
+from verifiers.v1.scoring import first_stop
 from verifiers.v1.trace import CHAT_ENDPOINT
 from verifiers.v1.types import (
     AssistantMessage,
@@ -175,8 +175,18 @@ class CallContext:
     stops: list[Any] = field(default_factory=list)
     intercepts: list[Any] = field(default_factory=list)
     max_turns: int | None = None
+    token_limits: tuple[int | None, int | None, int | None] | None = None
+    """The role's ``max_input_tokens``, ``max_output_tokens`` and ``max_total_tokens`` (None: none
+    set), checked before each call: the turn that crosses one still completes, the next is refused."""
     secret: str | None = None
     """The bearer token the proxy requires on this route (set by ``register``)."""
+    gates_tools: bool = False
+    """Whether the harness asks before it runs a tool call (``policy.denied``): an in-process loop.
+    For a program that runs its tools itself, a hook that denies a call stops the rollout."""
+    policy_state: policy.PolicyState | None = None
+    """What the task's request and response hooks remember (made on first use)."""
+    prompt: list[Message] | None = None
+    """The last call's prompt as committed: after the request hooks (the harness adopts it)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @classmethod
@@ -206,6 +216,11 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
         if ctx.max_turns is not None and len(trace.calls) >= ctx.max_turns:
             trace.stop("max_turns")
             raise Stopped("max_turns")
+        if ctx.token_limits is not None:
+            reached = _token_limit_reached(trace, ctx.token_limits)
+            if reached is not None:
+                trace.stop(reached)
+                raise Stopped(reached)
         # as the original: the limits, then the trace's own @vf.stop hooks (they read what the last
         # turn's tools left on trace.state), then the request's intercepts and stops
         hooked = bool(ctx.stops or ctx.intercepts)
@@ -213,9 +228,10 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
             raise Stopped(trace.stop_condition)
         if hooked or not _typed(messages, tools):
             request = Request(messages=list(messages), tools=tools)
-            request = await apply_intercepts(ctx.intercepts, trace, request, task=ctx.task, runtime=ctx.runtime)
-            if await first_stop(ctx.stops, trace, request, task=ctx.task, runtime=ctx.runtime):
-                raise Stopped(trace.stop_condition)
+            if hooked:
+                request, stopped = await policy.rewrite_request(ctx, request)
+                if stopped is not None:
+                    raise Stopped(stopped)
         else:  # no hook sees the request, and its parts are already the models it would validate into
             request = _Unchecked(list(messages), None if tools is None else list(tools))
         if trace.is_completed:
@@ -233,21 +249,39 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
-            raise ProviderError(f"{type(exc).__name__}: {exc}", status_code=getattr(exc, "status_code", None) or 502) from exc
+            # the upstream's own status when it answered (our client's ModelError.status), else 502
+            status = getattr(exc, "status_code", None) or getattr(exc, "status", None) or 502
+            raise ProviderError(f"{type(exc).__name__}: {exc}", status_code=status) from exc
         response = response_from_model(raw, ctx.model)
         if forwarded is not None:
             prefix.check_honoured(ctx.client, trace, forwarded, response.tokens.prompt_ids if response.tokens else None)
         if ctx.intercepts:
-            response = await apply_intercepts(ctx.intercepts, trace, response, task=ctx.task, runtime=ctx.runtime)
+            response = await policy.rewrite_response(ctx, response)
         sampling_record = Sampling.model_validate({k: v for k, v in args.items() if k not in ("extra_headers",)}) if args else None
-        trace.commit_turn(request.messages, response, tools=request.tools, sampling=sampling_record, endpoint=ctx.endpoint)
+        node = trace.commit_turn(request.messages, response, tools=request.tools, sampling=sampling_record, endpoint=ctx.endpoint)
+        ctx.prompt = request.messages if hooked else None
         span = trace.calls[-1].time  # the call's own fresh span (ModelCall's default), filled in
         span.start, span.end = started, time.time()
-        if ctx.stops:
-            await first_stop(ctx.stops, trace, response, task=ctx.task, runtime=ctx.runtime)
+        if hooked:
+            policy.consume_prepared(ctx, request.messages)
+            if not (ctx.stops and await first_stop(ctx.stops, trace, response, task=ctx.task, runtime=ctx.runtime)):
+                # each proposed tool call is judged before the harness may run it
+                if response.message.tool_calls and policy.wants_gate(ctx):
+                    await policy.gate_tool_calls(ctx, node)
         # a turn at max_turns still has its tool calls run (as the original: they may leave files the
         # rewards read); the next call is refused as max_turns
         return response
+
+
+def _token_limit_reached(trace: Trace, limits: tuple[int | None, int | None, int | None]) -> str | None:
+    max_input, max_output, max_total = limits
+    if max_input is not None and trace.num_input_tokens >= max_input:
+        return "max_input_tokens"
+    if max_output is not None and trace.num_output_tokens >= max_output:
+        return "max_output_tokens"
+    if max_total is not None and trace.num_total_tokens >= max_total:
+        return "max_total_tokens"
+    return None
 
 
 _MESSAGE_TYPES = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolMessage})
@@ -382,9 +416,16 @@ class InterceptionServer:
             # the agent program sees a clean end of conversation, not a server failure
             return _error(400, f"the rollout has stopped ({exc.condition}); no further model calls", code="rollout_stopped")
         except ProviderError as exc:
-            return _error(502, str(exc))
+            # the provider's status, relayed (as the original does): a program's SDK retries a 429 or
+            # a 5xx itself and gives up on a 4xx
+            status = exc.status_code if isinstance(exc.status_code, int) and 400 <= exc.status_code <= 599 else 502
+            return _error(status, str(exc))
         except Exception as exc:  # a failing intercept hook: recorded on the trace already
             return _error(500, f"{type(exc).__name__}: {exc}")
+        if ctx.trace.is_completed:
+            # a stop fired on the reply, or a hook denied one of its tool calls: the reply is on the
+            # trace, and the program (which would run those calls itself) does not receive it
+            return _error(400, f"the rollout has stopped ({ctx.trace.stop_condition}); no further model calls", code="rollout_stopped")
         out = response_to_openai(response, logprobs=bool(body.get("logprobs")))
         if not stream:
             return web.json_response(out)

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from verifiers.v1.configs import BaseConfig, TaskConfig, TasksetConfig
+from verifiers.v1.configs.retries import RetryConfig
 from verifiers.v1.fields import AS_ANY
 from verifiers.v1.plugins import (
     PluginError,
@@ -118,6 +119,8 @@ class EnvConfig(BaseConfig):
     taskset: Annotated[TasksetConfig, AS_ANY] = TasksetConfig()
     max_concurrent_agents: int | None = Field(1, ge=1)
     """Agent runs of one episode in flight at once (each turn holds a slot); None: no bound."""
+    retries: RetryConfig = RetryConfig()
+    """Whole-episode retries on recorded errors (``verifiers.v1.utils.retries``); off by default."""
 
     @model_validator(mode="before")
     @classmethod

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,8 @@ from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.mcp.client import SharedToolsets, finish
 from verifiers.v1.scoring import together
 from verifiers.v1.trace import Error, TraceTask
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from verifiers.types import GenerateOutputs, State
@@ -82,6 +85,9 @@ class V1Scorer:
                 return
             with running(state.pop("_run_ctx", None)):
                 await self._score_episode(state, episode, finished)
+            earlier = state.pop("_earlier_errors", None)
+            if earlier:
+                episode.errors[:0] = earlier
         finally:
             await stop_runtimes(finished)
             if episode is not None:
@@ -90,10 +96,11 @@ class V1Scorer:
     async def _score_episode(self, state: State, episode: Episode, finished: list[Any]) -> None:
         for trace, (task, runtime) in finished:
             if trace.ok:
+                before = len(trace.errors)  # an earlier try's errors (retries) do not count
                 trace.timing.scoring.start = time.time()
                 await task.score(trace, runtime)
                 trace.timing.scoring.end = time.time()
-                trace.ok = not trace.errors
+                trace.ok = len(trace.errors) == before
         await finalize_episode(self.env, state["_task"], episode)
 
 
@@ -164,13 +171,13 @@ def fill_state(state: State, episode: Episode, env: Env) -> None:
                 counted = True
                 prompt += u.input_tokens
                 completion += u.completion_tokens
-        if bad is None and t.errors:
+        if bad is None and t.errors and not t.ok:  # a good trace's errors are an earlier try's (retries)
             bad = t
     state["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion} if counted else {}
     state["stop_condition"] = stop
     state["is_truncated"] = bool(truncated)
     if not state.get("error"):
-        if episode.errors:
+        if episode.errors and not episode.ok:
             e = episode.errors[0]
             state["error"] = {"type": e.type, "message": e.message, "source": "env"}
         elif bad is not None:
@@ -256,6 +263,9 @@ def group_plan(
                              gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients, toolsets=toolsets,
                              on_open=state.get("_on_open"), wires=wires)  # fmt: skip
         episode, finished = await env.run_episode(state["_task"], run_ctx)
+        retry = getattr(env.config, "retries", None)
+        if not episode.ok and retry is not None and (retry.max_retries or retry.rules):
+            episode, finished, state["_earlier_errors"] = await _retried(env, state["_task"], run_ctx, retry, episode, finished)
         state["_episode"], state["_finished"], state["_run_ctx"] = episode, finished, run_ctx
         state["is_completed"] = True
         fill_state(state, episode, env)
@@ -266,6 +276,31 @@ def group_plan(
         return plan
 
     return GroupPlan(plan_for=plan_for, scorer=V1Scorer(env))
+
+
+async def _retried(env: Env, task: Any, run_ctx: RunContext, retry: Any, episode: Any, finished: list) -> tuple[Any, list, list]:
+    """``[env.retries]``: the whole episode again while it fails with an error the rules allow another
+    try for (the coarse fallback for faults no agent's own retries cover). A try that is retried is
+    not scored (its boxes are stopped); its errors (the third value) go first on the final episode
+    once it is scored (``V1Scorer``), its standing (``ok``) its own."""
+    from verifiers.v1.utils.retries import RetryState, backoff
+
+    state, history = RetryState(retry), []
+    for attempt in range(state.max_retries):
+        errors = [*episode.errors, *(e for t in episode.traces if not t.ok for e in t.errors)]
+        if episode.ok or state.next_error(errors) is None:
+            break
+        history.extend(episode.errors)
+        for trace in episode.traces:
+            history.extend(trace.errors)
+        for _, (_, box) in finished:
+            if box is not None:
+                with contextlib.suppress(Exception):
+                    await box.stop()
+        logger.warning("retrying episode %s (retry %d of at most %d) after %s", episode.id, attempt + 1, state.max_retries, errors[0].type)
+        await asyncio.sleep(backoff(attempt))
+        episode, finished = await env.run_episode(task, run_ctx)
+    return episode, finished, history
 
 
 class EpisodeRunner:

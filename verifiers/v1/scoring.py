@@ -456,32 +456,31 @@ async def first_stop(
     return None
 
 
-async def apply_intercepts(
-    hooks: list[Callable[..., Any]], trace: Trace, value: Any, *, task: Task | None = None, runtime: Any = None,
+async def run_intercept(
+    fn: Callable[..., Any], trace: Trace, value: Any, *, task: Task | None = None, runtime: Any = None,
     timeout: float | None = DEFAULT_HOOK_TIMEOUT,
 ) -> Any:  # fmt: skip
-    """``value`` (a ``Request`` or ``Response``) after the ``@vf.intercept`` hooks for its type, in
-    priority order: each returns a replacement of the same type or None (unchanged). Each rewrite
-    is recorded on the trace; a failing hook is recorded and raised as a ``TaskError``."""
-    if not hooks:
-        return value
-    from verifiers.v1.errors import TaskError
-    from verifiers.v1.types import InterceptRecord, Request
+    """One ``@vf.intercept`` hook over ``value`` (a ``Request`` or ``Response``, which the hook may
+    change in place): its replacement of the same type, or None (unchanged). A failing hook is
+    recorded on the trace and raised as a ``TaskError`` (``verifiers.v1.policy`` applies the rules
+    on what a rewrite may change)."""
+    available = _boundary_available(trace, task, runtime, value)
+    try:
+        result = await call_hook(fn, available, kind="intercept", timeout=timeout)
+        if result is not None and not isinstance(result, type(value)):
+            raise InvalidScore("intercept", fn.__name__, f"returned {type(result).__name__}, not a {type(value).__name__} or None")
+    except HookError as exc:
+        raise record_hook_error(trace, exc) from exc
+    return result
 
-    for fn in hooks:
-        if hook_boundary(fn) is not type(value):
-            continue
-        available = _boundary_available(trace, task, runtime, value)
-        try:
-            result = await call_hook(fn, available, kind="intercept", timeout=timeout)
-            if result is not None and not isinstance(result, type(value)):
-                raise InvalidScore("intercept", fn.__name__, f"returned {type(result).__name__}, not a {type(value).__name__} or None")
-        except HookError as exc:
-            raise _record(trace, exc, TaskError) from exc
-        if result is not None:
-            value = result
-            (trace.request_rewrites if isinstance(value, Request) else trace.response_rewrites).append(InterceptRecord(handler=fn.__name__))
-    return value
+
+def record_hook_error(trace: Trace, exc: Exception) -> Exception:
+    """Record a failed hook (a ``HookError``) on ``trace``; the ``TaskError`` to raise."""
+    from verifiers.v1.errors import TaskError
+
+    if not isinstance(exc, HookError):
+        exc = HookError("intercept", "?", f"{type(exc).__name__}: {exc}")
+    return _record(trace, exc, TaskError)
 
 
 def _record(trace: Trace, exc: HookError, error_cls: type[Exception]) -> Exception:
@@ -489,4 +488,5 @@ def _record(trace: Trace, exc: HookError, error_cls: type[Exception]) -> Excepti
     error.__cause__, error.__traceback__ = exc, exc.__traceback__
     trace.record_error(error)
     trace.errors[-1].type = type(exc).__name__
+    error.recorded = True  # type: ignore[attr-defined]  # the agent does not record it a second time
     return error

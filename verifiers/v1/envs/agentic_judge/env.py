@@ -267,10 +267,11 @@ class SharedAgenticJudgeEnv(AgenticJudgeEnv):
             # the task's own rewards see the box as the solver left it, before the judge works in it
             solution = await agents.solver.run(task.defer_scoring(), runtime=box)
             if solution.ok:
+                before = len(solution.errors)  # an earlier try's errors (retries) do not count
                 solution.timing.scoring.start = time.time()
                 await task.score(solution, box)
                 solution.timing.scoring.end = time.time()
-                solution.ok = not solution.errors
+                solution.ok = len(solution.errors) == before
             self._solver_failed(solution)
             await agents.judge.run(JudgeTask.from_trace(solution, self.config.task), runtime=box)
 

@@ -88,6 +88,7 @@ class IsolatedVerifierEnv(Env[IsolatedVerifierEnvConfig]):
                 await asyncio.sleep(min(0.25 * 2 ** (attempt - 1), 5.0))
             graded = solution.model_copy(deep=True)
             graded.state = solution.state
+            before = len(graded.errors)  # an earlier try's errors (retries) are not this grade's
             runtime = make_runtime(config)
             try:
                 await runtime.start()
@@ -103,7 +104,7 @@ class IsolatedVerifierEnv(Env[IsolatedVerifierEnvConfig]):
                 graded.record_error(TaskError(f"verifier attempt {attempt + 1} of {self.config.verifier.retries + 1}: {what}"))
             finally:
                 await runtime.stop()
-            graded.ok = not graded.errors
+            graded.ok = len(graded.errors) == before
             if graded.ok:
                 return graded
             last = graded

@@ -20,6 +20,7 @@ class BashHarness(Harness[BashHarnessConfig]):
     APPENDS_SYSTEM_PROMPT = True
     SUPPORTS_MCP = True
     SUPPORTS_RESUME = True
+    SUPPORTS_TOOL_INTERCEPTION = True  # the loop asks the task's request hooks before each tool call
     EXECUTES_CODE = True
     NEEDS_CONTAINER = False
     IN_PROCESS = True

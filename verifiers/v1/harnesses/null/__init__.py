@@ -11,6 +11,7 @@ class NullHarness(Harness[NullHarnessConfig]):
     APPENDS_SYSTEM_PROMPT = True
     SUPPORTS_MCP = True
     SUPPORTS_RESUME = True
+    SUPPORTS_TOOL_INTERCEPTION = True  # the loop asks the task's request hooks before each tool call
     EXECUTES_CODE = False
     NEEDS_CONTAINER = False
     IN_PROCESS = True

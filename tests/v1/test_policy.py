@@ -1,0 +1,283 @@
+"""The task's request and response policy (``verifiers.v1.policy``) with the original's rules: what a
+``@vf.intercept`` rewrite may change, and the verdict on each proposed tool call before it runs.
+Against a real loopback model server (ScriptedServer), through the in-process loop and the proxy."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+import verifiers.v1 as vf
+from verifiers.clients import ModelClient
+from verifiers.testing.scripted import ScriptedServer, reply, tool_call, tool_calls
+from verifiers.v1 import policy
+from verifiers.v1.harness import chat_loop, tool_functions
+from verifiers.v1.interception import CallContext, InterceptionServer
+from verifiers.v1.trace import Trace
+
+
+def _reply(content: str, **update) -> vf.Response:
+    return vf.Response(id="r", created=0, model="m", message=vf.AssistantMessage(content=content), finish_reason="length", **update)
+
+
+def _ctx(task: vf.Task, **kw) -> tuple[CallContext, Trace]:
+    trace = Trace.for_task(task)
+    return CallContext.for_task(task, client=None, model="m", trace=trace, **kw), trace
+
+
+class Modes(vf.TaskData):
+    mode: str = ""
+    reply: str = ""
+
+
+class Rewriting(vf.Task[Modes]):
+    """One request hook per rule; ``data.mode`` (and ``data.reply``) pick which one acts."""
+
+    @vf.intercept
+    def rewrite(self, request: vf.Request):
+        mode = self.data.mode
+        messages = list(request.messages)
+        if mode == "redact" and "secret" in str(messages[-1].content):
+            messages[-1] = vf.UserMessage(content="[redacted]")
+        elif mode == "in_place":  # changes its copy, returns None: nothing changes
+            request.messages[-1].content = "changed in place"
+            return None
+        elif mode == "history":  # an earlier, committed reply
+            messages[1] = vf.AssistantMessage(content="I never said that")
+        elif mode == "add":
+            messages.append(vf.UserMessage(content="one more"))
+        elif mode == "tools":
+            return vf.Request(messages=messages, tools=[vf.Tool(name="x", description="", parameters={})])
+        elif mode == "type":
+            messages[-1] = vf.SystemMessage(content=str(messages[-1].content))
+        elif mode == "same":
+            return vf.Request(messages=messages, tools=request.tools)
+        else:
+            return None
+        return vf.Request(messages=messages, tools=request.tools)
+
+    @vf.intercept
+    def reply_hook(self, response: vf.Response):
+        mode = self.data.reply
+        if mode == "text":
+            return response.model_copy(update={"message": vf.AssistantMessage(content=response.message.content.upper())})
+        if mode == "tool_call":
+            call = vf.ToolCall(id="c9", name="rm", arguments="{}")
+            return response.model_copy(update={"message": vf.AssistantMessage(content="x", tool_calls=[call])})
+        if mode == "model":
+            return response.model_copy(update={"model": "another"})
+        return None
+
+
+async def _rewrite(mode: str, messages: list, *, committed: bool = False):
+    task = Rewriting(Modes(prompt="p", mode=mode))
+    ctx, trace = _ctx(task)
+    if committed:  # the conversation's first two messages are on the graph already
+        trace.commit_turn(messages[:1], _reply(messages[1].content))
+    return await policy.rewrite_request(ctx, vf.Request(messages=messages)), trace
+
+
+async def test_a_request_hook_rewrites_only_new_user_and_tool_messages_and_each_rewrite_is_recorded() -> None:
+    user = vf.UserMessage(content="my secret")
+    (request, stopped), trace = await _rewrite("redact", [user])
+    assert stopped is None and request.messages[-1].content == "[redacted]"
+    assert [r.handler for r in trace.request_rewrites] == ["rewrite"]
+    # a hook returning an equal request, or changing its own copy in place, changes nothing and
+    # records nothing (each hook gets a deep copy)
+    for mode in ("same", "in_place"):
+        (request, _), trace = await _rewrite(mode, [user])
+        assert request.messages == [user] and user.content == "my secret" and trace.request_rewrites == []
+
+    convo = [vf.UserMessage(content="hi"), vf.AssistantMessage(content="hello"), vf.UserMessage(content="more")]
+    refusals = {
+        "history": "request interceptors can only rewrite new user or tool messages",
+        "add": "request interceptors cannot add or remove messages",
+        "tools": "request interceptors cannot rewrite tools",
+        "type": "expected UserMessage, got SystemMessage",
+    }
+    for mode, message in refusals.items():
+        with pytest.raises(vf.TaskError, match=message):
+            await _rewrite(mode, list(convo), committed=True)
+    # the refusal is the task's error on the trace: nothing was sent, no rewrite recorded
+    task = Rewriting(Modes(prompt="p", mode="history"))
+    ctx, trace = _ctx(task)
+    trace.commit_turn(convo[:1], _reply("hello"))
+    with pytest.raises(vf.TaskError):
+        await policy.rewrite_request(ctx, vf.Request(messages=list(convo)))
+    assert trace.is_completed and trace.stop_condition == "task_error" and trace.request_rewrites == []
+    assert "can only rewrite new user or tool messages" in trace.errors[-1].message
+
+
+async def test_a_response_hook_may_only_put_an_inert_text_reply_in_place() -> None:
+    async def rewrite(mode: str):
+        task = Rewriting(Modes(prompt="p", reply=mode))
+        ctx, trace = _ctx(task)
+        return await policy.rewrite_response(ctx, _reply("ok")), trace
+
+    out, trace = await rewrite("text")
+    assert out.message.content == "OK" and out.finish_reason == "stop"  # a rewritten reply finished
+    assert [r.handler for r in trace.response_rewrites] == ["reply_hook"]
+    out, trace = await rewrite("none")
+    assert out.message.content == "ok" and out.finish_reason == "length" and trace.response_rewrites == []
+    with pytest.raises(vf.TaskError, match="inert text-only message"):
+        await rewrite("tool_call")
+    with pytest.raises(vf.TaskError, match="can only replace the assistant message"):
+        await rewrite("model")
+
+
+ran: list[str] = []
+
+
+class Guarded(vf.Task):
+    """A policy task: ``rm`` is denied before it runs (its verdict is what the model reads), and
+    every ``cat`` result is cut to its first line (a rewrite of a real result, pinned)."""
+
+    @vf.tool
+    def rm(self, path: str) -> str:
+        """Remove a file."""
+        ran.append(f"rm {path}")
+        return "removed"
+
+    @vf.tool
+    def cat(self, path: str) -> str:
+        """Print a file."""
+        ran.append(f"cat {path}")
+        return "line one\nline two\nline three"
+
+    @vf.intercept
+    def policy(self, request: vf.Request):
+        last = request.messages[-1]
+        if not isinstance(last, vf.ToolMessage):
+            return None
+        if last.name == "rm":
+            verdict = last.model_copy(update={"content": "denied: rm is not allowed here"})
+        elif last.name == "cat" and isinstance(last.content, str) and "\n" in last.content:
+            verdict = last.model_copy(update={"content": last.content.splitlines()[0] + " [cut]"})
+        else:
+            return None
+        return vf.Request(messages=[*request.messages[:-1], verdict], tools=request.tools)
+
+
+def _script(req):
+    """Turn 1: cat and rm in parallel; turn 2: cat again; turn 3: answer."""
+    tool_turns = sum(1 for m in req.messages if m["role"] == "assistant")
+    if tool_turns == 0:
+        return tool_calls(tool_call("cat", {"path": "a"}, id="c1"), tool_call("rm", {"path": "a"}, id="c2"))
+    if tool_turns == 1:
+        return tool_calls(tool_call("cat", {"path": "b"}, id="c3"))
+    return reply("done")
+
+
+async def test_a_denied_tool_call_never_runs_and_the_model_reads_the_verdict_on_every_later_call() -> None:
+    ran.clear()
+    task = Guarded(vf.TaskData(prompt="tidy up"))
+    async with ScriptedServer(_script) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            trace = Trace.for_task(task)
+            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace, gates_tools=True)
+            convo = await chat_loop(ctx, [vf.UserMessage(content="tidy up")], tool_functions(task), tool_timeout=10, available={"trace": trace})
+        finally:
+            await client.aclose()
+        sent = [r.body["messages"] for r in srv.requests]
+    assert ran == ["cat a", "cat b"]  # rm was judged before it ran, and denied
+    assert len(sent) == 3
+    tool_msgs = [m for m in sent[1] if m["role"] == "tool"]
+    assert [(m["tool_call_id"], m["content"]) for m in tool_msgs] == [("c1", "line one [cut]"), ("c2", "denied: rm is not allowed here")]
+    # the third call carries both earlier results as rewritten (pinned), and the new one rewritten
+    assert [m["content"] for m in sent[2] if m["role"] == "tool"] == ["line one [cut]", "denied: rm is not allowed here", "line one [cut]"]
+    assert [m.content for m in convo if isinstance(m, vf.ToolMessage)] == ["line one [cut]", "denied: rm is not allowed here", "line one [cut]"]
+    # one conversation on the graph, no fork: each later call extended the last one's path
+    assert len(trace.branches) == 1 and trace.last_reply == "done" and not trace.is_completed
+    # the rewrites, in order: rm's verdict (before it ran), then each cat result at the next call
+    assert [r.handler for r in trace.request_rewrites] == ["policy"] * 3
+
+
+async def test_a_program_that_runs_its_own_tools_is_stopped_when_a_hook_denies_a_call() -> None:
+    """Through the proxy a program runs its tools itself, so a denial cannot be served to it: the
+    rollout stops, named after the hook, and the program gets a 400 instead of the reply."""
+    ran.clear()
+    task = Guarded(vf.TaskData(prompt="tidy up"))
+    async with ScriptedServer(lambda req: tool_calls(tool_call("rm", {"path": "/"}, id="c1"))) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            trace = Trace.for_task(task)
+            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace)
+            async with InterceptionServer() as proxy:
+                base = proxy.register(ctx)
+                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
+                    r = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "go"}], "tools": [
+                        {"type": "function", "function": {"name": "rm", "parameters": {"type": "object"}}}]})
+        finally:
+            await client.aclose()
+    assert r.status_code == 400 and r.json()["error"]["code"] == "rollout_stopped"
+    assert trace.stop_condition == "policy" and len(trace.calls) == 1 and ran == []
+
+
+async def test_a_hook_that_fails_on_a_proposed_call_ends_the_rollout_with_the_call_unrun() -> None:
+    ran.clear()
+
+    class Broken(Guarded):
+        @vf.intercept
+        def policy(self, request: vf.Request):
+            if isinstance(request.messages[-1], vf.ToolMessage):
+                return vf.Request(messages=request.messages[:-1], tools=request.tools)  # drops the result
+            return None
+
+    from verifiers.v1.agents import RunContext, make_agent
+
+    async with ScriptedServer(lambda req: tool_calls(tool_call("rm", {"path": "a"}, id="c1"))) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            agent = make_agent(vf.AgentConfig(), run_ctx=RunContext(client=client, model="scripted-model"))
+            trace = await agent.run(Broken(vf.TaskData(prompt="p")))
+        finally:
+            await client.aclose()
+    assert ran == [] and trace.stop_condition == "task_error" and len(trace.calls) == 1
+    # recorded once, as the hook's error
+    assert [(e.type, e.message) for e in trace.errors] == [("InvalidScore", "intercept 'policy': request interceptors cannot add or remove messages")]
+
+
+def test_the_in_process_harnesses_say_they_gate_tool_calls() -> None:
+    from verifiers.v1.harness import harness_class
+
+    assert harness_class("null").SUPPORTS_TOOL_INTERCEPTION and harness_class("bash").SUPPORTS_TOOL_INTERCEPTION
+
+
+class Suffixed(vf.Task):
+    """A hook that is not idempotent: every new user message gets a suffix."""
+
+    @vf.intercept
+    def brief(self, request: vf.Request):
+        last = request.messages[-1]
+        if isinstance(last, vf.UserMessage):
+            return vf.Request(messages=[*request.messages[:-1], vf.UserMessage(content=f"{last.content} (be brief)")], tools=request.tools)
+        return None
+
+
+async def test_a_programs_user_messages_are_rewritten_before_it_stores_them_and_not_again_on_its_call() -> None:
+    """As the original: the user messages handed to a program are rewritten first, so the program
+    holds (and sends) the rewritten text, and its call does not rewrite them a second time."""
+    task = Suffixed(vf.TaskData(prompt="p"))
+    async with ScriptedServer(lambda req: "ok") as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            trace = Trace.for_task(task)
+            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace)
+            prepared = await policy.prepare_users(ctx, [vf.UserMessage(content="hi")])
+            assert [m.content for m in prepared] == ["hi (be brief)"]
+            async with InterceptionServer() as proxy:
+                base = proxy.register(ctx)
+                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
+                    first = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "hi (be brief)"}]})
+                    # the next turn: its new user message was not prepared, so the call rewrites it
+                    second = await http.post(f"{base}/chat/completions", json={"messages": [
+                        {"role": "user", "content": "hi (be brief)"}, {"role": "assistant", "content": "ok"},
+                        {"role": "user", "content": "more"}]})  # fmt: skip
+        finally:
+            await client.aclose()
+        sent = [r.body["messages"] for r in srv.requests]
+    assert first.status_code == second.status_code == 200
+    assert sent[0] == [{"role": "user", "content": "hi (be brief)"}]
+    assert [m["content"] for m in sent[1]] == ["hi (be brief)", "ok", "more (be brief)"]
+    assert [r.handler for r in trace.request_rewrites] == ["brief", "brief"] and len(trace.branches) == 1
