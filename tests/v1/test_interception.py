@@ -3,6 +3,7 @@ upstream (ScriptedServer) through our model client."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import httpx
@@ -180,6 +181,7 @@ async def test_slow_heads_and_too_many_connections_hold_nothing(upstream, monkey
     from verifiers.v1 import interception
 
     monkeypatch.setattr(interception, "HEAD_TIMEOUT", 0.5)
+    monkeypatch.setattr(interception, "KEEPALIVE_TIMEOUT", 1.0)
     monkeypatch.setattr(interception, "MAX_CONNECTIONS", 4)
     ctx, trace = await _proxied(upstream)
 
@@ -198,9 +200,31 @@ async def test_slow_heads_and_too_many_connections_hold_nothing(upstream, monkey
             assert await asyncio.wait_for(reader.read(), 5) == b""
         async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
             fine = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
-        for _, writer in [*slow, (extra_reader, extra_writer)]:
-            writer.close()
-    assert fine.status_code == 200 and len(trace.calls) == 1
+        # a kept-alive connection: one whole request, then a second head trickled byte by byte
+        path = base.removeprefix(f"http://127.0.0.1:{proxy.port}")
+        body = b'{"messages": [{"role": "user", "content": "again"}]}'
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        writer.write(f"POST {path}/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ctx.secret}\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)  # fmt: skip
+        assert (await asyncio.wait_for(reader.readline(), 5)).startswith(b"HTTP/1.1 200")
+        started = asyncio.get_running_loop().time()
+        closed = False
+        for byte in b"POST /r/x/v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: a\r\n" * 40:  # never a whole head
+            try:
+                writer.write(bytes([byte]))
+                await writer.drain()
+            except ConnectionError:
+                closed = True
+                break
+            if reader.at_eof() or asyncio.get_running_loop().time() - started > 5:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(reader.read(65536), 0.05)  # the first reply's rest, then EOF
+        closed = closed or reader.at_eof()
+        assert closed and asyncio.get_running_loop().time() - started < 4  # cut off after KEEPALIVE_TIMEOUT
+        for _, w in [*slow, (extra_reader, extra_writer), (reader, writer)]:
+            w.close()
+    assert fine.status_code == 200 and len(trace.calls) == 2
 
 
 async def test_in_process_calls_record_the_same_trace_as_the_proxy(upstream) -> None:

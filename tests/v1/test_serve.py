@@ -134,6 +134,27 @@ async def test_cancel_a_running_run(pool: Served, model: ScriptedServer) -> None
         await _until(client, lambda s: s["running"] == 0)
 
 
+async def test_clients_request_ids_are_their_own(pool: Served, model: ScriptedServer) -> None:
+    """Two clients may use the same request id at once, and one cannot cancel the other's run by its
+    id; a client does not send a second run under an id still in flight."""
+    async with EnvClient(pool.address) as owner, EnvClient(pool.address) as other:
+        mine = asyncio.ensure_future(owner.run(model.base_url, "scripted-model", {}, task_data("slow-mine"), request_id="same"))
+        await _until(owner, lambda s: s["running"] == 1)
+        theirs = asyncio.ensure_future(other.run(model.base_url, "scripted-model", {}, task_data("slow-theirs"), request_id="same"))
+        await _until(owner, lambda s: s["running"] == 2)
+        assert await other.cancel("same") is True  # its own run of that id
+        with pytest.raises(EnvServerError, match="Cancelled"):
+            await asyncio.wait_for(theirs, 30)
+        with pytest.raises(ValueError, match="already in flight on this client"):
+            await owner.run(model.base_url, "scripted-model", {}, task_data("again"), request_id="same")
+        assert await other.cancel("same") is False  # nothing of its own left: the owner's run is not touched
+        assert not mine.done() and (await owner.status())["running"] == 1
+        assert await owner.cancel("same") is True
+        with pytest.raises(EnvServerError, match="Cancelled"):
+            await asyncio.wait_for(mine, 30)
+        await _until(owner, lambda s: s["running"] == 0)
+
+
 async def test_backpressure_queues_then_refuses(pool: Served, model: ScriptedServer) -> None:
     async with EnvClient(pool.address) as client:
         # 2 workers x 2 runs are taken, then runs wait in the queue
@@ -198,6 +219,24 @@ async def test_bad_input_gets_error_replies_and_the_pool_keeps_serving(pool: Ser
         assert len(model.requests) == seen  # nothing was sent anywhere
         bad_cancel = await ask(b"r8", b"cancel", pack({"nope": 1}))
         assert bad_cancel["success"] and bad_cancel["cancelled"] is False
+        # one client's run id twice while the first runs: the second is refused, the first runs on
+        slow_run = pack({**run, "task_data": task_data("slow-dup")})
+        await sock.send_multipart([b"dup", b"run", slow_run])
+        await sock.send_multipart([b"dup", b"run", slow_run])
+        replies: list[tuple[bytes, dict]] = []
+
+        async def replied(n: int) -> None:
+            while len(replies) < n:
+                rid, kind, data = await asyncio.wait_for(sock.recv_multipart(), 30)
+                if kind == b"reply":
+                    replies.append((rid, unpack(data)))
+
+        await replied(1)
+        assert replies[0][0] == b"dup" and "already in flight" in replies[0][1]["error"]
+        await sock.send_multipart([b"c-dup", b"cancel", pack({"request_id": "dup"})])
+        await replied(3)
+        answered = dict(replies[1:])
+        assert answered[b"c-dup"]["cancelled"] is True and "Cancelled" in answered[b"dup"]["error"]
         # past twice the cap, ZMQ refuses the frame as it arrives (zmq.MAXMSGSIZE): no reply, the
         # sender is cut off, and nothing of it was buffered whole
         await sock.send_multipart([b"r9", b"run", b"x" * (3 << 20)])

@@ -263,3 +263,56 @@ def test_a_client_that_names_no_key_variable_asks_for_none(monkeypatch) -> None:
     assert fields["base_url"] == "http://127.0.0.1:8000/v1" and "api_key_var" not in fields and "headers" not in fields
     named = client_config_data({"base_url": "http://127.0.0.1:8000/v1", "api_key_var": "VLLM_KEY"})
     assert named["api_key_var"] == "VLLM_KEY"
+
+
+async def test_a_lone_servers_runs_are_keyed_by_client_and_request_id(tmp_path: Path) -> None:
+    """Without a pool in front: one client cannot cancel another's run by its id, and a second run
+    under an id still running is refused (the first is neither lost nor doubled)."""
+    import zmq
+    import zmq.asyncio
+
+    from verifiers.v1.serve import EnvServerError
+    from verifiers.v1.serve.server import EnvServer
+    from verifiers.v1.wire import pack, unpack
+
+    server = EnvServer({"taskset": {"id": "vf-serve-echo"}}, f"ipc://{tmp_path}/s")
+    stop = asyncio.Event()
+    serving = asyncio.create_task(server.serve(stop))
+    ctx = zmq.asyncio.Context()
+    raw = ctx.socket(zmq.DEALER)
+    raw.setsockopt(zmq.LINGER, 0)
+    try:
+        async with ScriptedServer(echo_script) as model, EnvClient(server.address) as owner, EnvClient(server.address) as other:
+            await owner.wait_for_server_startup(timeout=60)
+            mine = asyncio.ensure_future(owner.run(model.base_url, "scripted-model", {}, task_data("slow-mine"), request_id="same"))
+            for _ in range(200):
+                if (await owner.status())["running"] == 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert await other.cancel("same") is False  # not its run
+            with pytest.raises(ValueError, match="already in flight on this client"):  # refused before it is sent
+                await owner.run(model.base_url, "scripted-model", {}, task_data("again"), request_id="same")
+            assert not mine.done() and await owner.cancel("same") is True
+            with pytest.raises(EnvServerError, match="Cancelled"):
+                await asyncio.wait_for(mine, 30)
+            # a client that sends a run id twice anyway: the second is refused, the first runs on
+            raw.connect(server.address)
+            run = {"task_data": task_data("slow-raw"), "client": {"base_url": model.base_url}, "model": "m", "sampling": {}}
+            await raw.send_multipart([b"dup", b"run", pack(run)])
+            await raw.send_multipart([b"dup", b"run", pack(run)])
+            rid, kind, data = await asyncio.wait_for(raw.recv_multipart(), 30)
+            while kind != b"reply":  # the first run's streamed trace
+                rid, kind, data = await asyncio.wait_for(raw.recv_multipart(), 30)
+            assert rid == b"dup" and "already running" in unpack(data)["error"]
+            await raw.send_multipart([b"c1", b"cancel", pack({"request_id": "dup"})])
+            replies = {}
+            while len(replies) < 2:
+                rid, kind, data = await asyncio.wait_for(raw.recv_multipart(), 30)
+                if kind == b"reply":
+                    replies[rid] = unpack(data)
+            assert replies[b"c1"]["cancelled"] is True and "Cancelled" in replies[b"dup"]["error"]
+    finally:
+        raw.close(0)
+        ctx.term()
+        stop.set()
+        await asyncio.wait_for(serving, 30)

@@ -322,7 +322,9 @@ class InterceptionServer:
         app.router.add_post("/r/{key}/v1/chat/completions", self._chat)
         app.router.add_get("/r/{key}/v1/models", self._models)
         # a program that hangs up mid-call cancels it: its retry is not recorded as a second turn
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        # a kept-alive connection whose next request is not whole within KEEPALIVE_TIMEOUT of the
+        # last reply is closed (aiohttp's default is an hour): a trickled second head holds nothing
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, keepalive_timeout=KEEPALIVE_TIMEOUT)
         await self._runner.setup()
         handlers = self._runner.server
         guard = _ConnectionGuard()
@@ -442,6 +444,9 @@ MAX_CONNECTIONS = 1024
 """Connections the proxy holds open at once (a program that opens more is cut off at once)."""
 HEAD_TIMEOUT = 30.0
 """Seconds a new connection has to send its first request's head."""
+KEEPALIVE_TIMEOUT = 75.0
+"""Seconds a kept-alive connection has, after a reply, to send its next whole request (idle or
+trickling); then it is closed and a program's client opens a new one."""
 
 
 class _ConnectionGuard:

@@ -131,6 +131,8 @@ class EnvClient:
                        on_delta: Callable[[bytes], None] | None = None, request_id: str | None = None) -> R:  # fmt: skip
         self._io.start()
         rid = request_id or uuid.uuid4().hex
+        if rid in self._pending:  # its reply could not be told from the other's
+            raise ValueError(f"request id {rid!r} is already in flight on this client")
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
         if on_delta is not None:

@@ -26,6 +26,7 @@ import asyncio
 import collections
 import contextlib
 import gc
+import itertools
 import logging
 import multiprocessing as mp
 import os
@@ -143,6 +144,8 @@ class _Worker:
 @dataclass
 class _Run:
     client_id: bytes
+    rid: bytes
+    """The client's own request id (the pool and its workers use one of their own)."""
     method: bytes
     payload: bytes
     worker: _Worker | None = None
@@ -199,10 +202,14 @@ class EnvServerPool:
         self._mp = mp.get_context("spawn")
         self._dir = tempfile.mkdtemp(prefix="vf-serve-")
         self.workers: list[_Worker] = []
+        # runs by the pool's own id: a client names its runs with ids of its own choosing, so two
+        # clients' ids never meet (and a client cannot cancel another's run by guessing its id)
         self.runs: dict[bytes, _Run] = {}
+        self._ids: dict[tuple[bytes, bytes], bytes] = {}  # (client, its request id) -> pool id
+        self._next_id = itertools.count()
         self.queue: collections.OrderedDict[bytes, _Run] = collections.OrderedDict()
         self._queued_bytes = 0
-        self._forwarded: dict[bytes, tuple[bytes, _Worker]] = {}  # cancel request id -> (client, worker)
+        self._forwarded: dict[bytes, tuple[bytes, bytes, _Worker]] = {}  # cancel's pool id -> (client, its id, worker)
         self._info: dict[str, Any] = {}
         self.restarts = 0
         self.grown = self.shrunk = 0
@@ -260,17 +267,17 @@ class EnvServerPool:
         replacement = self._start_worker(worker.index, worker.restarts + 1)
         self.workers[self.workers.index(worker)] = replacement
         self.restarts += 1
-        for rid in [r for r, (_, w) in self._forwarded.items() if w is worker]:
-            client_id, _ = self._forwarded.pop(rid)
+        for pid in [r for r, (_, _, w) in self._forwarded.items() if w is worker]:
+            client_id, rid, _ = self._forwarded.pop(pid)
             self._send(client_id, rid, pack(CancelResponse(cancelled=True).model_dump()))
-        for rid in sorted(worker.runs):
-            run = self.runs[rid]
+        for pid in sorted(worker.runs):
+            run = self.runs[pid]
             run.worker = None
             if run.attempts <= self.reschedule:
-                self._enqueue(rid, run, front=True)
+                self._enqueue(pid, run, front=True)
             else:
-                self.runs.pop(rid)
-                self._send(run.client_id, rid, self._infra_reply(run, f"env worker {worker.index} (pid {worker.pid}) {why} during this run"))
+                self._settle(pid)
+                self._send(run.client_id, run.rid, self._infra_reply(run, f"env worker {worker.index} (pid {worker.pid}) {why} during this run"))
         worker.runs.clear()
 
     def _infra_reply(self, run: _Run, message: str) -> bytes:
@@ -361,6 +368,12 @@ class EnvServerPool:
         with contextlib.suppress(Exception):
             self._front.send_now([client_id, rid, kind, data])
 
+    def _settle(self, pid: bytes) -> _Run:
+        """The run ``pid`` is answered: forget it."""
+        run = self.runs.pop(pid)
+        self._ids.pop((run.client_id, run.rid), None)
+        return run
+
     def _dispatch(self) -> None:
         while self.queue:
             live = [w for w in self.workers if w.ready and len(w.runs) < self.max_concurrent]
@@ -390,7 +403,7 @@ class EnvServerPool:
         if method == b"health":
             self._send(client_id, rid, self._status())
             return
-        if rid in self.runs or rid in self._forwarded or rid == HEARTBEAT:
+        if (client_id, rid) in self._ids:
             self._send(client_id, rid, error_reply("malformed request: request_id already in flight"))
             return
         if method == b"cancel":
@@ -399,17 +412,19 @@ class EnvServerPool:
             except Exception as exc:
                 self._send(client_id, rid, error_reply(f"{type(exc).__name__}: cancel payload: {exc}"))
                 return
-            run = self.runs.get(target)
-            if run is None:
+            pid = self._ids.get((client_id, target))  # the sender's own runs only
+            run = self.runs.get(pid) if pid is not None else None
+            if run is None or pid is None:
                 self._send(client_id, rid, pack(CancelResponse(cancelled=False).model_dump()))
             elif run.worker is None:  # still queued: it never starts
-                self._queued_bytes -= len(self.queue.pop(target).payload)
-                self.runs.pop(target)
-                self._send(run.client_id, target, error_reply("Cancelled: the run was cancelled before it started"))
+                self._queued_bytes -= len(self.queue.pop(pid).payload)
+                self._settle(pid)
+                self._send(run.client_id, run.rid, error_reply("Cancelled: the run was cancelled before it started"))
                 self._send(client_id, rid, pack(CancelResponse(cancelled=True).model_dump()))
             else:
-                self._forwarded[rid] = (client_id, run.worker)
-                run.worker.io.send_now([rid, method, payload])
+                cancel_id = b"c%d" % next(self._next_id)
+                self._forwarded[cancel_id] = (client_id, rid, run.worker)
+                run.worker.io.send_now([cancel_id, method, pack({"request_id": pid.decode()})])
             return
         free = any(w.ready and len(w.runs) < self.max_concurrent for w in self.workers)
         queued_bytes = self._queued_bytes
@@ -419,8 +434,10 @@ class EnvServerPool:
                 f"({queued_bytes} bytes; the pool queues at most {self.max_queued} runs, {self.max_queued_bytes} bytes); "
                 "send again later"))  # fmt: skip
             return
-        self.runs[rid] = run = _Run(client_id, method, payload)
-        self._enqueue(rid, run)
+        pid = b"r%d" % next(self._next_id)
+        self._ids[(client_id, rid)] = pid
+        self.runs[pid] = run = _Run(client_id, rid, method, payload)
+        self._enqueue(pid, run)
         self._dispatch()
 
     def _enqueue(self, rid: bytes, run: _Run, *, front: bool = False) -> None:
@@ -436,19 +453,19 @@ class EnvServerPool:
         if rid_b == HEARTBEAT:
             return
         if rid_b in self._forwarded:
-            client_id, _ = self._forwarded.pop(rid_b)
-            self._send(client_id, rid_b, data)
+            client_id, client_rid, _ = self._forwarded.pop(rid_b)
+            self._send(client_id, client_rid, data)
             return
         run = self.runs.get(rid_b)
         if run is None or run.worker is not worker:
             return  # a run already settled (its worker was replaced)
         if kind == REPLY:
-            self.runs.pop(rid_b)
+            self._settle(rid_b)
             worker.runs.discard(rid_b)
             worker.served += 1
             if not worker.runs:
                 worker.idle_since = time.monotonic()
-        self._send(run.client_id, rid_b, data, kind)
+        self._send(run.client_id, run.rid, data, kind)
         if kind == REPLY:
             self._dispatch()
 

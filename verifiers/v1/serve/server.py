@@ -228,7 +228,7 @@ class EnvServer:
         self.env = self.runs.env
         self.max_message_bytes = max_message_bytes
         self._gate = asyncio.Semaphore(max_concurrent) if max_concurrent else None
-        self._running: dict[bytes, asyncio.Task[None]] = {}
+        self._running: dict[tuple[bytes, bytes], asyncio.Task[None]] = {}  # (client, request id) -> run
         self._clients: dict[str, Any] = {}
         self._in_use: dict[str, int] = {}  # runs in flight per model client
         self.ctx = zmq.asyncio.Context()
@@ -284,8 +284,9 @@ class EnvServer:
             if method == b"health":
                 data = pack(HealthResponse().model_dump(mode="python") | {"pid": os.getpid(), "running": len(self._running)})
             elif method == b"cancel":
+                # only the sender's own runs: a client cannot cancel another client's by its id
                 target = CancelRequest.model_validate(raw).request_id.encode()
-                running = self._running.get(target)
+                running = self._running.get((client_id, target))
                 if running is not None:
                     running.cancel()
                 data = pack(CancelResponse(cancelled=running is not None).model_dump(mode="python"))
@@ -299,8 +300,8 @@ class EnvServer:
             logger.info("request %s failed: %s", request_id[:32], exc)
             data = error_reply(f"{type(exc).__name__}: {exc}")
         finally:
-            if method == b"run":
-                self._running.pop(request_id, None)
+            if method == b"run" and self._running.get((client_id, request_id)) is asyncio.current_task():
+                del self._running[(client_id, request_id)]
         with contextlib.suppress(Exception):
             await send(REPLY, data)
 
@@ -327,9 +328,15 @@ class EnvServer:
                 self._io.send_now([checked[0], checked[1], REPLY, checked[2]])
             return
         client_id, request_id, method, payload = checked
+        key = (client_id, request_id)
+        if method == b"run" and key in self._running:
+            # a second run under an id still running: refused, so a cancel names one run, not two
+            with contextlib.suppress(Exception):
+                self._io.send_now([client_id, request_id, REPLY, error_reply("ValueError: a run with this request id is already running")])
+            return
         task = asyncio.ensure_future(self._handle(client_id, request_id, method, payload))
         if method == b"run":  # registered before it runs: a cancel right behind it finds it
-            self._running[request_id] = task
+            self._running[key] = task
         self._track(task)
 
     async def serve(self, stop: asyncio.Event | None = None) -> None:
