@@ -287,22 +287,6 @@ def leaderboard(s: Session, env: Environment) -> list[dict[str, Any]]:
     return out
 
 
-def json_depth(value: Any, limit: int) -> int:
-    """How deeply ``value`` nests (stops counting past ``limit``, without recursion)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            v = list(v.values())
-        if isinstance(v, list):
-            deepest = max(deepest, d)
-            if d > limit:
-                return d
-            stack.extend((x, d + 1) for x in v)
-    return deepest
-
-
 def eval_out(ev: EvalResult, version: str, submitter: str | None) -> dict[str, Any]:
     return {
         "id": ev.id,

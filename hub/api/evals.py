@@ -24,10 +24,10 @@ from hub.models import (
 )
 from hub.queries import (
     eval_out,
-    json_depth,
     leaderboard,
     resolve_version,
 )
+from verifiers.utils.json_limits import json_depth
 
 router = APIRouter()
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import secrets
 import time
 import uuid
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from verifiers.utils.json_limits import first_non_finite, json_depth
 from verifiers.v1 import policy, prefix
 from verifiers.v1.errors import InterceptionError, ProviderError
 from verifiers.v1.scoring import first_stop
@@ -513,17 +513,11 @@ class _Guarded(asyncio.Protocol):
 def _check_depth(value: Any, limit: int) -> None:
     """Refuse a value nested deeper than ``limit`` (a record must stay writable) or holding a
     number JSON cannot (NaN, Infinity: a provider's parser refuses them, a record cannot hold them)."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            raise ValueError(f"a sampling value is nested more than {limit} deep")
-        if isinstance(item, float) and not math.isfinite(item):
-            raise ValueError(f"a sampling value is {item}, not a finite number")
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+    if json_depth(value, limit) > limit:
+        raise ValueError(f"a sampling value is nested more than {limit} deep")
+    bad = first_non_finite(value)
+    if bad is not None:
+        raise ValueError(f"a sampling value is {bad}, not a finite number")
 
 
 def _chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
