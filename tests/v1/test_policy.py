@@ -281,3 +281,28 @@ async def test_a_programs_user_messages_are_rewritten_before_it_stores_them_and_
     assert sent[0] == [{"role": "user", "content": "hi (be brief)"}]
     assert [m["content"] for m in sent[1]] == ["hi (be brief)", "ok", "more (be brief)"]
     assert [r.handler for r in trace.request_rewrites] == ["brief", "brief"] and len(trace.branches) == 1
+
+
+async def test_a_request_too_large_to_police_is_refused_before_any_copy() -> None:
+    """A program's request of 2,000 new tool results, on a task with a request hook: each would be
+    a view of its own (a fresh copy of everything before it), millions of message copies on the
+    proxy's loop. It is refused at once with a 400; nothing reaches the model or the trace."""
+    task = Guarded(vf.TaskData(prompt="p"))
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "cat", "arguments": "{}"}} for i in range(2000)]
+    messages = [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": calls},
+                *({"role": "tool", "tool_call_id": f"c{i}", "content": "x"} for i in range(2000))]  # fmt: skip
+    async with ScriptedServer(lambda req: "ok") as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            trace = Trace.for_task(task)
+            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace)
+            async with InterceptionServer() as proxy:
+                base = proxy.register(ctx)
+                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}, timeout=60) as http:
+                    r = await http.post(f"{base}/chat/completions", json={"messages": messages})
+                    fine = await http.post(f"{base}/chat/completions", json={"messages": messages[:1]})
+        finally:
+            await client.aclose()
+        assert srv.request_count == 1  # only the small call reached the model
+    assert r.status_code == 400 and "at most 200,000" in r.json()["error"]["message"]
+    assert fine.status_code == 200 and len(trace.calls) == 1 and trace.errors == [] and not trace.is_completed

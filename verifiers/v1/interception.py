@@ -417,6 +417,8 @@ class InterceptionServer:
         except Stopped as exc:
             # the agent program sees a clean end of conversation, not a server failure
             return _error(400, f"the rollout has stopped ({exc.condition}); no further model calls", code="rollout_stopped")
+        except policy.RequestRefused as exc:
+            return _error(400, f"bad request: {exc}")
         except ProviderError as exc:
             # the provider's status, relayed (as the original does): a program's SDK retries a 429 or
             # a 5xx itself and gives up on a 4xx

@@ -34,6 +34,17 @@ from verifiers.v1.types import AssistantMessage, InterceptRecord, Request, Respo
 if TYPE_CHECKING:
     from verifiers.v1.interception import CallContext
 
+MAX_POLICED_MESSAGES = 200_000
+"""Messages one call's request hooks may be handed in all (each view is a fresh copy, and a request
+is cut after each new tool result): a program's request past it is refused before any copy is
+made, so a request of 10,000 tool results cannot hold the loop for minutes. A real call is far
+below it (a 500-message conversation with 20 new tool results and one hook: about 10,000)."""
+
+
+class RequestRefused(ValueError):
+    """A request the task's hooks cannot police (the proxy answers 400; nothing is recorded)."""
+
+
 ToolKey = tuple[str, str]
 """A tool call occurrence: the digest of the conversation up to the assistant message that made
 it, and the call's id."""
@@ -158,6 +169,12 @@ async def rewrite_request(ctx: CallContext, request: Request, *, run_stops: bool
     ends = [position + 1 for position in range(tail, len(messages)) if fresh_tool(position)]
     if not ends or ends[-1] != len(messages):
         ends.append(len(messages))
+    views = sum(ends) * len(intercepts) if candidates else 0
+    if views > MAX_POLICED_MESSAGES:
+        raise RequestRefused(
+            f"the request's {len(ends)} new tool results would hand the task's request hooks {views:,} messages "
+            f"(at most {MAX_POLICED_MESSAGES:,}); send fewer new tool results per call"
+        )
     original = list(messages)
     start = 0
     for end in ends:
