@@ -169,7 +169,7 @@ async def rewrite_request(ctx: CallContext, request: Request, *, run_stops: bool
     ends = [position + 1 for position in range(tail, len(messages)) if fresh_tool(position)]
     if not ends or ends[-1] != len(messages):
         ends.append(len(messages))
-    views = sum(ends) * len(intercepts) if candidates else 0
+    views = sum(ends) * ((len(intercepts) if candidates else 0) + len(stops))
     if views > MAX_POLICED_MESSAGES:
         raise RequestRefused(
             f"the request's {len(ends)} new tool results would hand the task's request hooks {views:,} messages "
@@ -194,7 +194,7 @@ async def rewrite_request(ctx: CallContext, request: Request, *, run_stops: bool
                 current = result
                 trace.request_rewrites.append(InterceptRecord(handler=fn.__name__))
         messages[:end] = current.messages
-        if stops and await first_stop(stops, trace, current, task=ctx.task, runtime=ctx.runtime):
+        if stops and await first_stop(stops, trace, current.model_copy(deep=True), task=ctx.task, runtime=ctx.runtime):
             return request.model_copy(update={"messages": messages}), trace.stop_condition
         start = end
     keys = tool_result_keys(state, messages)
