@@ -253,17 +253,25 @@ async def test_a_rollout_timeout_is_an_incomplete_episode_line(tmp_path, monkeyp
 
 
 async def test_bash_harness_runs_commands_and_edits_in_the_runtime(tmp_path) -> None:
+    """The original's tools: ``bash(command)`` answers with the output, ``edit(path, old_str,
+    new_str)`` replaces one occurrence (an empty ``old_str`` is refused: it would match everywhere)."""
+    seen: dict[str, str] = {}
+
     def script(req):
         last = req.messages[-1]
-        if last["role"] == "tool":
-            if "edited" in last["content"] or "wrote" in last["content"]:
-                return tool_calls(tool_call("bash", {"command": "cat note.txt"}, id="c3"))
-            if "exit code 0" in last["content"]:
-                return reply(last["content"].splitlines()[-1])
         if last["role"] == "user":
             assert {t["function"]["name"] for t in req.tools} >= {"bash", "edit", "add"}
-            return tool_calls(tool_call("edit", {"path": "note.txt", "old": "", "new": "1"}, id="c1"))
-        return "?"
+            edit = next(t["function"] for t in req.tools if t["function"]["name"] == "edit")
+            assert sorted(edit["parameters"]["properties"]) == ["new_str", "old_str", "path"]
+            return tool_calls(tool_call("bash", {"command": "printf 0 > note.txt"}, id="c0"))
+        seen[last["tool_call_id"]] = last["content"]
+        if last["tool_call_id"] == "c0":
+            return tool_calls(tool_call("edit", {"path": "note.txt", "old_str": "", "new_str": "x"}, id="c1"))
+        if last["tool_call_id"] == "c1":
+            return tool_calls(tool_call("edit", {"path": "note.txt", "old_str": "0", "new_str": "1"}, id="c2"))
+        if last["tool_call_id"] == "c2":
+            return tool_calls(tool_call("bash", {"command": "cat note.txt"}, id="c3"))
+        return reply(last["content"])
 
     env = load_environment({"taskset": {"id": "vf-sums", "n": 1},
                             "agent": {"harness": {"id": "bash"}, "runtime": {"type": "subprocess", "workdir": str(tmp_path)}}})  # fmt: skip
@@ -271,6 +279,7 @@ async def test_bash_harness_runs_commands_and_edits_in_the_runtime(tmp_path) -> 
         out = await _run(env, srv)
     trace = out.state[0]["_episode"].traces[0]
     assert (tmp_path / "note.txt").read_text() == "1"
+    assert seen["c0"] == "" and seen["c1"].startswith("error:") and seen["c2"] == "edited note.txt" and seen["c3"] == "1"
     assert trace.last_reply == "1" and out.state[0]["reward"] == 1.0
     assert trace.agent.config.harness["id"] == "bash"
 

@@ -39,7 +39,8 @@ def script(req, *, write_verdict: bool = True):
         seen = req.messages[-1]["content"]
         city = seen.split("---", 1)[1].strip().split()[-1]
         verdict = {"verdicts": [{"name": "solved", "reason": f"answer.txt says {city}", "verdict": "yes" if city in TRUE_CAPITALS else "no"}]}
-        return tool_calls(tool_call("edit", {"path": "vf-judge/verdict.json", "old": "", "new": json.dumps(verdict)}, id="c2"))
+        command = f"cat > vf-judge/verdict.json <<'EOF'\n{json.dumps(verdict)}\nEOF"
+        return tool_calls(tool_call("bash", {"command": command}, id="c2"))
     return reply("Done.")
 
 
@@ -77,7 +78,7 @@ async def test_agentic_judge_rewards_the_solver_from_the_verdict_file(env_id, tm
         assert solver["rewards"]["exact"] == {"score": expected, "weight": 0.0}
         assert judge["info"]["verdict"]["verdicts"][0]["verdict"] == ("yes" if expected else "no")
         calls = [c["name"] for n in judge["nodes"] for c in n["message"].get("tool_calls") or []]
-        assert calls == ["bash", "edit"]
+        assert calls == ["bash", "bash"]
         saw = next(n["message"]["content"] for n in judge["nodes"] if n["message"]["role"] == "tool")
         assert "trace.json" in saw  # the solver's record was written for the judge
         # shared: the solver's whole box; isolated: only the declared artifact travelled

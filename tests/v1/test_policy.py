@@ -234,8 +234,10 @@ async def test_a_hook_that_fails_on_a_proposed_call_ends_the_rollout_with_the_ca
         finally:
             await client.aclose()
     assert ran == [] and trace.stop_condition == "task_error" and len(trace.calls) == 1
-    # recorded once, as the hook's error
-    assert [(e.type, e.message) for e in trace.errors] == [("InvalidScore", "intercept 'policy': request interceptors cannot add or remove messages")]
+    # recorded once, a TaskError as the original records it, and on the call that proposed the tool
+    message = "request interception failed: intercept 'policy': request interceptors cannot add or remove messages"
+    assert [(e.type, e.message) for e in trace.errors] == [("TaskError", message)]
+    assert (trace.calls[0].error.type, trace.calls[0].error.message) == ("TaskError", message)
 
 
 def test_the_in_process_harnesses_say_they_gate_tool_calls() -> None:
@@ -306,3 +308,104 @@ async def test_a_request_too_large_to_police_is_refused_before_any_copy() -> Non
         assert srv.request_count == 1  # only the small call reached the model
     assert r.status_code == 400 and "at most 200,000" in r.json()["error"]["message"]
     assert fine.status_code == 200 and len(trace.calls) == 1 and trace.errors == [] and not trace.is_completed
+
+
+class Redacting(vf.Task):
+    """A hook written the short way: it builds the request without passing the tools on."""
+
+    @vf.tool
+    def cat(self, path: str) -> str:
+        """Print a file."""
+        return "contents"
+
+    @vf.intercept
+    def redact(self, request: vf.Request):
+        last = request.messages[-1]
+        if isinstance(last, vf.UserMessage) and "secret" in str(last.content):
+            return vf.Request(messages=[*request.messages[:-1], vf.UserMessage(content="[redacted]")])
+        return None
+
+    @vf.stop
+    def quit_asked(self, request: vf.Request) -> bool:
+        return any(isinstance(m, vf.UserMessage) and m.content == "quit" for m in request.messages)
+
+    @vf.intercept
+    def reply_with_a_call(self, response: vf.Response):
+        if response.message.content == "break the rules":
+            call = vf.ToolCall(id="x", name="cat", arguments="{}")
+            return response.model_copy(update={"message": vf.AssistantMessage(content="x", tool_calls=[call])})
+        return None
+
+
+async def _agent_run(script, task, **config):
+    from verifiers.v1.agents import RunContext, make_agent
+
+    async with ScriptedServer(script) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            agent = make_agent(vf.AgentConfig(**config), run_ctx=RunContext(client=client, model="scripted-model"))
+            trace = await agent.run(task)
+        finally:
+            await client.aclose()
+        return trace, [r.body for r in srv.requests]
+
+
+async def test_the_callers_prompt_is_rewritten_before_the_harness_stores_it() -> None:
+    """As the original: the task's prompt is handed to the request hooks (no tools in that view)
+    before the harness keeps it, so a hook that builds its Request without the tools still works;
+    the model call that carries the prompt does not rewrite it again."""
+    trace, sent = await _agent_run(lambda req: "fine", Redacting(vf.TaskData(prompt="my secret")))
+    assert trace.ok and trace.stop_condition == "agent_completed"
+    assert sent[0]["messages"] == [{"role": "user", "content": "[redacted]"}] and [t["function"]["name"] for t in sent[0]["tools"]] == ["cat"]
+    assert [r.handler for r in trace.request_rewrites] == ["redact"]
+
+
+async def test_a_request_stop_puts_the_prompt_on_the_graph_without_a_reply_and_calls_nothing() -> None:
+    trace, sent = await _agent_run(lambda req: "fine", Redacting(vf.TaskData(prompt="quit")))
+    assert sent == [] and trace.stop_condition == "quit_asked" and trace.calls == []
+    assert [m.content for m in trace.messages] == ["quit"] and len(trace.branches) == 1 and trace.num_turns == 0
+
+
+async def test_a_failed_call_is_on_the_record_with_its_error() -> None:
+    from verifiers.testing.scripted import error
+
+    # the provider refused: the call is recorded (no node, its status), the rollout ends on it
+    trace, sent = await _agent_run(lambda req: error(400, "no such model"), Redacting(vf.TaskData(prompt="hi")))
+    (call,) = trace.calls
+    assert call.node is None and call.error.type == "ProviderError" and call.error.status_code == 400 and len(sent) == 1
+    assert trace.stop_condition == "provider_error" and trace.errors[-1].status_code == 400
+    # a response hook that broke a rule: the call (and the tokens it spent) is on the record
+    trace, sent = await _agent_run(lambda req: "break the rules", Redacting(vf.TaskData(prompt="hi")))
+    (call,) = trace.calls
+    assert call.node is None and call.usage is not None and call.usage.completion_tokens > 0
+    assert call.error.type == "TaskError" and "inert text-only" in call.error.message and trace.stop_condition == "task_error"
+    assert trace.num_turns == 0 and not any(n.sampled for n in trace.nodes)
+
+
+async def test_max_turns_counts_replies_and_zero_allows_none() -> None:
+    from verifiers.testing.scripted import error
+
+    trace, sent = await _agent_run(lambda req: "fine", Redacting(vf.TaskData(prompt="hi")), max_turns=0)
+    assert sent == [] and trace.stop_condition == "max_turns" and trace.calls == []
+    # through the proxy a program may call again after a failed call: max_turns counts replies
+    seen: list = []
+
+    def first_fails(req):
+        seen.append(req)
+        return error(400, "busy") if len(seen) == 1 else "ok"
+
+    task = Redacting(vf.TaskData(prompt="hi"))
+    async with ScriptedServer(first_fails) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            trace = Trace.for_task(task)
+            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace, max_turns=1)
+            async with InterceptionServer() as proxy:
+                base = proxy.register(ctx)
+                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
+                    body = {"messages": [{"role": "user", "content": "hi"}]}
+                    codes = [(await http.post(f"{base}/chat/completions", json=body)).status_code for _ in range(3)]
+        finally:
+            await client.aclose()
+    assert codes == [400, 200, 400] and len(trace.calls) == 2 and trace.stop_condition == "max_turns"
+    assert trace.calls[0].error.status_code == 400 and trace.calls[1].error is None

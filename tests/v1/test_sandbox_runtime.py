@@ -322,14 +322,14 @@ async def test_an_eval_on_the_bash_harness_runs_its_commands_in_the_sandbox(tmp_
     def script(req):
         last = req.messages[-1]
         if last["role"] == "user":
-            return tool_calls(tool_call("edit", {"path": "note.txt", "old": "", "new": "1"}, id="c1"))
+            return tool_calls(tool_call("bash", {"command": "printf 1 > note.txt"}, id="c1"))
         if last["role"] == "tool":
             seen.append(last["content"])
-            if last["content"] == "wrote note.txt":  # now an edit of a host file, outside the work folder
-                return tool_calls(tool_call("edit", {"path": str(secret), "old": "", "new": "overwritten"}, id="c2"))
-            if last["content"].startswith("error:"):
-                return tool_calls(tool_call("bash", {"command": f"cat /etc/hostname; id -u; cat note.txt; cat {secret}"}, id="c3"))
-            return reply(last["content"].splitlines()[3])  # what note.txt holds
+            if last["tool_call_id"] == "c1":  # now an edit of a host file, outside the work folder
+                return tool_calls(tool_call("edit", {"path": str(secret), "old_str": "HOST", "new_str": "overwritten"}, id="c2"))
+            if last["tool_call_id"] == "c2":
+                return tool_calls(tool_call("bash", {"command": f"cat /etc/hostname; id -u; cat note.txt; echo; cat {secret}"}, id="c3"))
+            return reply(last["content"].splitlines()[2])  # what note.txt holds
         return "?"
 
     env = load_environment({"taskset": {"id": "vf-sums", "n": 1},
@@ -346,7 +346,7 @@ async def test_an_eval_on_the_bash_harness_runs_its_commands_in_the_sandbox(tmp_
     assert seen[1].startswith("error:") and secret.read_text() == "HOST-ONLY"
     bash_output = seen[-1]
     # the commands ran as the sandbox's user on its host name; the host file was not there
-    assert re.match(r"exit code 1\nsandbox\n65534\n1\n\[stderr\]\ncat: .*host-secret.txt: No such file", bash_output)
+    assert re.match(r"sandbox\n65534\n1\ncat: .*host-secret.txt: No such file", bash_output)
     assert "HOST-ONLY" not in bash_output
     assert trace.last_reply == "1" and out.state[0]["reward"] == 1.0
     assert not list(_sandbox_dir.glob("run-*"))  # the rollout's work folder and cache are gone

@@ -248,24 +248,27 @@ def test_a_broken_stop_hook_stops_the_trace_as_an_error() -> None:
     task = Broken(vf.TaskData(prompt="p"))
     trace = _trace(task)
     assert asyncio.run(first_stop(task.hooks("stop"), trace, task=task)) == "task_error"
-    assert [(e.type, e.message) for e in trace.errors] == [("InvalidScore", "stop 'maybe': returned NoneType None, not a bool")]
+    # a TaskError, as the original records a failed model-boundary hook (retry rules match its type)
+    assert [(e.type, e.message) for e in trace.errors] == [("TaskError", "stop 'maybe': returned NoneType None, not a bool")]
 
 
 def test_an_intercept_that_returns_the_wrong_type_is_recorded_as_the_tasks_error() -> None:
-    from verifiers.v1.scoring import run_intercept
-
-    task = Guarded(vf.TaskData(prompt="p"))
-    trace = _trace(task)
+    from verifiers.v1.interception import CallContext
+    from verifiers.v1.policy import rewrite_request
 
     class Wrong(vf.Task):
         @vf.intercept
         def bad(self, request: vf.Request):
             return "not a request"
 
-    (hook,) = Wrong(task.data).hooks("intercept")
+    task = Wrong(vf.TaskData(prompt="p"))
+    trace = vf.Trace.for_task(task)
+    ctx = CallContext.for_task(task, client=None, model="m", trace=trace)
     with pytest.raises(vf.TaskError, match="intercept 'bad': returned str, not a Request or None"):
-        asyncio.run(run_intercept(hook, trace, vf.Request(messages=[])))
-    assert trace.errors[-1].type == "InvalidScore"
+        asyncio.run(rewrite_request(ctx, vf.Request(messages=[vf.UserMessage(content="hi")])))
+    assert [(e.type, e.message) for e in trace.errors] == [
+        ("TaskError", "request interception failed: intercept 'bad': returned str, not a Request or None")]
+    assert trace.stop_condition == "task_error"
 
 
 def test_sync_hooks_run_one_at_a_time_each_timed_from_its_start_and_an_overrun_leaves_the_lane() -> None:

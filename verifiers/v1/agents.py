@@ -79,8 +79,8 @@ class AgentConfig(BaseConfig):
     model: str | None = None
     client: AgentClientConfig | None = None
     sampling: SamplingConfig | None = None
-    max_turns: int | None = Field(None, ge=1)
-    """Model calls one run may make (then it stops as ``max_turns``)."""
+    max_turns: int | None = None
+    """Model replies one run may get (then it stops as ``max_turns``; 0 or less: none at all)."""
     max_input_tokens: int | None = None
     max_output_tokens: int | None = None
     max_total_tokens: int | None = None
@@ -229,6 +229,10 @@ class Interaction:
         before = len(self.messages)
         gate = self.agent.run_ctx.gate
         try:
+            if self.ctx.intercepts:
+                # as the original: the caller's new user messages are rewritten by the task's request
+                # hooks before the harness stores them (the hooks see no tools), not again on its call
+                self.messages = await prepare_users(self.ctx, self.messages)
             async with gate if gate is not None else contextlib.nullcontext():
                 self.messages = await self.agent._play(self)
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -509,8 +513,6 @@ class Agent:
         proxy: InterceptionServer | None = await self.run_ctx.proxy() if self.run_ctx.proxy is not None else None
         if proxy is None:
             raise HarnessError(f"harness {harness.config.id!r} runs a program, and this run has no interception proxy")
-        if it.ctx.intercepts:  # the program stores the user messages as the task's hooks rewrite them
-            it.messages = await prepare_users(it.ctx, it.messages)
         endpoint = proxy.register(it.ctx)
         try:
             data = it.task.data.model_copy(update={"prompt": list(it.messages)})

@@ -157,12 +157,13 @@ def tool_schema(name: str, fn: Callable[..., Any]) -> Tool:
         props[pname] = {"type": _JSON_TYPES.get(getattr(hint, "__origin__", hint), "string")}
         if param.default is param.empty:
             required.append(pname)
-    doc = inspect.getdoc(fn) or ""
+    doc = (fn.__doc__ or "").strip()  # as written, inner indentation kept (the original's description)
     return Tool(name=name, description=doc, parameters={"type": "object", "properties": props, "required": required})
 
 
-MAX_TOOL_OUTPUT = 100_000
-"""Characters of one tool result the model sees (the rest is cut with a marker)."""
+MAX_TOOL_OUTPUT = 20_000
+"""Bytes (UTF-8) of one tool result the model sees, the original's bound: a longer one keeps its
+first and last halves, with a line saying how much was cut between them."""
 MAX_TOOL_ERRORS = 100
 """Failed tool calls kept in ``trace.info["tool_errors"]`` (the model read every one)."""
 
@@ -205,9 +206,14 @@ def _note_tool_error(trace: Any, tool: str, message: str) -> None:
 def _capped(text: MessageContent) -> MessageContent:
     if not isinstance(text, str):  # text and image parts (an MCP tool's image): cap each text
         return [p.model_copy(update={"text": _capped(p.text)}) if isinstance(p, TextContentPart) else p for p in text]
-    if len(text) <= MAX_TOOL_OUTPUT:
+    if len(text) * 4 <= MAX_TOOL_OUTPUT:  # within the bound however it encodes: no encoding needed
         return text
-    return text[:MAX_TOOL_OUTPUT] + f"\n[... {len(text) - MAX_TOOL_OUTPUT} more characters cut]"
+    data = text.encode()
+    if len(data) <= MAX_TOOL_OUTPUT:
+        return text
+    keep = MAX_TOOL_OUTPUT // 2
+    head, tail = data[:keep].decode(errors="ignore"), data[-keep:].decode(errors="ignore")
+    return f"{head}\n[... {len(data) - 2 * keep:,} of {len(data):,} bytes cut here ...]\n{tail}"
 
 
 async def chat_loop(

@@ -187,6 +187,8 @@ class CallContext:
     """What the task's request and response hooks remember (made on first use)."""
     prompt: list[Message] | None = None
     """The last call's prompt as committed: after the request hooks (the harness adopts it)."""
+    failed_calls: int = 0
+    """Calls on ``trace.calls`` that committed no turn (``max_turns`` counts replies)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @classmethod
@@ -213,7 +215,7 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
     async with ctx.lock:  # one agent's calls are recorded in order
         if trace.is_completed:
             raise Stopped(trace.stop_condition)
-        if ctx.max_turns is not None and len(trace.calls) >= ctx.max_turns:
+        if ctx.max_turns is not None and len(trace.calls) - ctx.failed_calls >= ctx.max_turns:  # replies, not failed calls
             trace.stop("max_turns")
             raise Stopped("max_turns")
         if ctx.token_limits is not None:
@@ -231,6 +233,8 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
             if hooked:
                 request, stopped = await policy.rewrite_request(ctx, request)
                 if stopped is not None:
+                    # as the original: the request's new messages go on the graph, with no reply
+                    trace.commit_prompt(request.messages, tools=request.tools)
                     raise Stopped(stopped)
         else:  # no hook sees the request, and its parts are already the models it would validate into
             request = _Unchecked(list(messages), None if tools is None else list(tools))
@@ -251,13 +255,19 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
         except Exception as exc:
             # the upstream's own status when it answered (our client's ModelError.status), else 502
             status = getattr(exc, "status_code", None) or getattr(exc, "status", None) or 502
-            raise ProviderError(f"{type(exc).__name__}: {exc}", status_code=status) from exc
+            error = ProviderError(f"{type(exc).__name__}: {exc}", status_code=status)
+            _failed_call(ctx, args, started, error)  # the call happened: on the record with its error
+            raise error from exc
         response = response_from_model(raw, ctx.model)
         if forwarded is not None:
             prefix.check_honoured(ctx.client, trace, forwarded, response.tokens.prompt_ids if response.tokens else None)
         if ctx.intercepts:
-            response = await policy.rewrite_response(ctx, response)
-        sampling_record = Sampling.model_validate({k: v for k, v in args.items() if k not in ("extra_headers",)}) if args else None
+            try:
+                response = await policy.rewrite_response(ctx, response)
+            except Exception as exc:  # a response hook that failed: the call (and its tokens) is still on the record
+                _failed_call(ctx, args, started, exc, response)
+                raise
+        sampling_record = _sampling_record(args)
         node = trace.commit_turn(request.messages, response, tools=request.tools, sampling=sampling_record, endpoint=ctx.endpoint)
         ctx.prompt = request.messages if hooked else None
         span = trace.calls[-1].time  # the call's own fresh span (ModelCall's default), filled in
@@ -267,10 +277,40 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
             if not (ctx.stops and await first_stop(ctx.stops, trace, response, task=ctx.task, runtime=ctx.runtime)):
                 # each proposed tool call is judged before the harness may run it
                 if response.message.tool_calls and policy.wants_gate(ctx):
-                    await policy.gate_tool_calls(ctx, node)
+                    try:
+                        await policy.gate_tool_calls(ctx, node)
+                    except Exception as exc:  # the call that proposed them carries the error
+                        trace.calls[-1].error = _error_record(exc)
+                        raise
         # a turn at max_turns still has its tool calls run (as the original: they may leave files the
         # rewards read); the next call is refused as max_turns
         return response
+
+
+def _sampling_record(args: Mapping[str, Any]) -> Sampling | None:
+    return Sampling.model_validate({k: v for k, v in args.items() if k not in ("extra_headers",)}) if args else None
+
+
+def _error_record(exc: BaseException) -> Any:
+    from verifiers.v1.trace import Error
+
+    return Error(type=type(exc).__name__, message=str(exc), status_code=getattr(exc, "status_code", None))
+
+
+def _failed_call(ctx: CallContext, args: Mapping[str, Any], started: float, exc: BaseException, response: Response | None = None) -> None:
+    """A call that committed no turn, on ``trace.calls`` with its error (as the original records one)."""
+    from verifiers.v1.trace import ModelCall, TimeSpan
+
+    try:
+        sampling = _sampling_record(args)
+    except ValidationError:
+        sampling = None
+    ctx.trace.calls.append(ModelCall(
+        model=ctx.model, sampling=sampling, endpoint=ctx.endpoint, time=TimeSpan(start=started, end=time.time()),
+        finish_reason=response.finish_reason if response is not None else None,
+        usage=response.usage if response is not None else None, error=_error_record(exc),
+    ))  # fmt: skip
+    ctx.failed_calls += 1
 
 
 def _token_limit_reached(trace: Trace, limits: tuple[int | None, int | None, int | None]) -> str | None:

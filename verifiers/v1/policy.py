@@ -28,7 +28,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from verifiers.v1.errors import HarnessError
-from verifiers.v1.scoring import first_stop, hook_boundary, run_intercept
+from verifiers.v1.scoring import HookError, first_stop, hook_boundary, record_hook_error, run_intercept
 from verifiers.v1.types import AssistantMessage, InterceptRecord, Request, Response, ToolMessage, UserMessage
 
 if TYPE_CHECKING:
@@ -181,15 +181,13 @@ async def rewrite_request(ctx: CallContext, request: Request, *, run_stops: bool
         active = {p for p in candidates if start <= p < end}
         current = Request(messages=messages[:end], tools=request.tools)
         for fn in intercepts if active else ():
-            result = await run_intercept(fn, trace, current.model_copy(deep=True), task=ctx.task, runtime=ctx.runtime)
-            if result is None:
-                continue
             try:
+                result = await run_intercept(fn, trace, current.model_copy(deep=True), task=ctx.task, runtime=ctx.runtime)
+                if result is None:
+                    continue
                 result = _checked_request(fn, current, result, active)
-            except Exception as exc:
-                from verifiers.v1.scoring import record_hook_error
-
-                raise record_hook_error(trace, exc) from exc
+            except HookError as exc:
+                raise record_hook_error(trace, exc, "request interception") from exc
             if result != current:
                 current = result
                 trace.request_rewrites.append(InterceptRecord(handler=fn.__name__))
@@ -234,20 +232,18 @@ async def rewrite_response(ctx: CallContext, response: Response) -> Response:
     for fn in ctx.intercepts:
         if hook_boundary(fn) is not Response:
             continue
-        result = await run_intercept(fn, trace, response.model_copy(deep=True), task=ctx.task, runtime=ctx.runtime)
-        if result is None or _same_response(result, response):
-            continue
         try:
+            result = await run_intercept(fn, trace, response.model_copy(deep=True), task=ctx.task, runtime=ctx.runtime)
+            if result is None or _same_response(result, response):
+                continue
             kept = result.model_copy(update={"message": response.message, "finish_reason": response.finish_reason})
             if not _same_response(kept, response):
                 raise _refuse(fn, "response interceptors can only replace the assistant message")
             message = result.message
             if message.reasoning_content or message.tool_calls or message.provider_state:
                 raise _refuse(fn, "response interceptors must return an inert text-only message")
-        except Exception as exc:
-            from verifiers.v1.scoring import record_hook_error
-
-            raise record_hook_error(trace, exc) from exc
+        except HookError as exc:
+            raise record_hook_error(trace, exc, "response interception") from exc
         response = result.model_copy(update={"finish_reason": "stop"})
         trace.response_rewrites.append(InterceptRecord(handler=fn.__name__))
     return response

@@ -79,9 +79,11 @@ def _same(a: Any, b: Any) -> bool:
 def continued_path(trace: Trace, messages: Sequence[Message]) -> list[int] | None:
     """The node ids of the trace's last model call's path when ``messages`` continue it exactly
     (that path's messages, then at least one new one), else None."""
-    if not trace.calls or trace.calls[-1].node is None:
+    # the last call that committed a reply (a failed call is on the record with no node)
+    last = next((c.node for c in reversed(trace.calls) if c.node is not None), None)
+    if last is None:
         return None
-    ids = graph.path_to(trace.nodes, trace.calls[-1].node)
+    ids = graph.path_to(trace.nodes, last)
     if len(messages) <= len(ids):
         return None
     for node_id, message in zip(ids, messages, strict=False):

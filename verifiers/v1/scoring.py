@@ -448,7 +448,9 @@ async def first_stop(
             if not isinstance(fired, bool):
                 raise InvalidScore("stop", fn.__name__, f"returned {type(fired).__name__} {fired!r:.80}, not a bool")
         except HookError as exc:
-            _record(trace, exc, TaskError)
+            # a TaskError, as the original records a failed model-boundary hook (a retry rule on
+            # ``type = "TaskError"`` matches it); the message names the hook and what it did
+            _record(trace, exc, TaskError, as_hook=False)
             return trace.stop_condition
         if fired:
             trace.stop(fn.__name__)
@@ -461,32 +463,29 @@ async def run_intercept(
     timeout: float | None = DEFAULT_HOOK_TIMEOUT,
 ) -> Any:  # fmt: skip
     """One ``@vf.intercept`` hook over ``value`` (a ``Request`` or ``Response``, which the hook may
-    change in place): its replacement of the same type, or None (unchanged). A failing hook is
-    recorded on the trace and raised as a ``TaskError`` (``verifiers.v1.policy`` applies the rules
-    on what a rewrite may change)."""
+    change in place): its replacement of the same type, or None (unchanged). A failing hook raises
+    a ``HookError`` (``verifiers.v1.policy`` records it, and applies the rules on what a rewrite
+    may change)."""
     available = _boundary_available(trace, task, runtime, value)
-    try:
-        result = await call_hook(fn, available, kind="intercept", timeout=timeout)
-        if result is not None and not isinstance(result, type(value)):
-            raise InvalidScore("intercept", fn.__name__, f"returned {type(result).__name__}, not a {type(value).__name__} or None")
-    except HookError as exc:
-        raise record_hook_error(trace, exc) from exc
+    result = await call_hook(fn, available, kind="intercept", timeout=timeout)
+    if result is not None and not isinstance(result, type(value)):
+        raise InvalidScore("intercept", fn.__name__, f"returned {type(result).__name__}, not a {type(value).__name__} or None")
     return result
 
 
-def record_hook_error(trace: Trace, exc: Exception) -> Exception:
-    """Record a failed hook (a ``HookError``) on ``trace``; the ``TaskError`` to raise."""
+def record_hook_error(trace: Trace, exc: HookError, what: str) -> Exception:
+    """Record a failed model-boundary hook on ``trace`` as the original does: a ``TaskError``,
+    ``"<what> failed: <the hook and what it did>"``; the error to raise."""
     from verifiers.v1.errors import TaskError
 
-    if not isinstance(exc, HookError):
-        exc = HookError("intercept", "?", f"{type(exc).__name__}: {exc}")
-    return _record(trace, exc, TaskError)
+    return _record(trace, exc, TaskError, as_hook=False, prefix=f"{what} failed: ")
 
 
-def _record(trace: Trace, exc: HookError, error_cls: type[Exception]) -> Exception:
-    error = error_cls(str(exc))
+def _record(trace: Trace, exc: HookError, error_cls: type[Exception], *, as_hook: bool = True, prefix: str = "") -> Exception:
+    error = error_cls(f"{prefix}{exc}")
     error.__cause__, error.__traceback__ = exc, exc.__traceback__
     trace.record_error(error)
-    trace.errors[-1].type = type(exc).__name__
+    if as_hook:  # a scoring hook's error says what failed (HookTimeout, InvalidScore, HookError)
+        trace.errors[-1].type = type(exc).__name__
     error.recorded = True  # type: ignore[attr-defined]  # the agent does not record it a second time
     return error

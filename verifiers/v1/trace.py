@@ -675,6 +675,23 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         self.notify()
         return node_id
 
+    def commit_prompt(self, messages: Iterable[Message], *, tools: list[Tool] | None = None) -> None:
+        """Record a prompt that ended before the model was called (a request ``@vf.stop`` fired on
+        it): its messages beyond the longest prefix already on the graph become input nodes, with
+        no reply and no model call."""
+        prompt = [m if isinstance(m, BaseModel) else _as_message(m) for m in messages]
+        prefix_ids = self._reused_prefix(prompt)
+        parent = prefix_ids[-1] if prefix_ids else None
+        first_new = len(self.nodes)
+        for message in prompt[len(prefix_ids) :]:
+            self.nodes.append(MessageNode(parent=parent, message=message, tools=list(tools or []) if parent is None else []))
+            parent = len(self.nodes) - 1
+        self.__pydantic_private__["_last_path"] = [*prefix_ids, *range(first_new, len(self.nodes))]
+        if tools:
+            known = {(t.namespace, t.name) for t in tools}
+            self.tools = [t for t in self.tools if (t.namespace, t.name) not in known] + list(tools)
+        self.notify()
+
     def count_prefix(self, kind: str) -> None:
         """One more turn under ``info["token_prefix"]``: ``extended`` (its prompt ids were made to
         extend the conversation's tokens, ``verifiers.v1.prefix``) or ``split`` (they did not)."""

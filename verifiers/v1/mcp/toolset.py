@@ -129,7 +129,8 @@ class Toolset(Generic[ConfigT, StateT]):
         """Add this server's tools to ``mcp`` (a FastMCP server): by default the ``@vf.tool``
         methods, their parameters and docstrings as the schema. Override to add others."""
         for fn in discover_decorated(self, "tool"):
-            mcp.add_tool(_threaded(fn), name=getattr(fn, "tool_name", None) or fn.__name__, description=inspect.getdoc(fn) or None)
+            # the description is the docstring as written (inner indentation kept), as the original's
+            mcp.add_tool(_threaded(fn), name=getattr(fn, "tool_name", None) or fn.__name__, description=(fn.__doc__ or "").strip() or None)
 
     @classmethod
     def run(cls) -> None:

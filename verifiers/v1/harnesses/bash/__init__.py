@@ -7,8 +7,6 @@ from pydantic import Field, FiniteFloat
 
 from verifiers.v1.harness import Harness, HarnessConfig
 
-MAX_OUTPUT = 16_000
-
 
 class BashHarnessConfig(HarnessConfig):
     id: str = "bash"
@@ -28,26 +26,26 @@ class BashHarness(Harness[BashHarnessConfig]):
     def extra_tools(self, runtime: Any) -> dict:
         timeout = self.config.command_timeout
 
+        # the tools as the original's bash harness offers them (names and parameters): a model that
+        # learned them there calls them the same way here
         async def bash(command: str) -> str:
-            """Run a bash command in the working directory; returns its exit code and output."""
+            """Run a bash command in the working directory; returns its output (stdout, then stderr)."""
             r = await runtime.run(command, timeout=timeout)
-            out = (r.stdout + (("\n[stderr]\n" + r.stderr) if r.stderr else ""))[-MAX_OUTPUT:]
-            status = "timed out" if r.timed_out else f"exit code {r.returncode}"
-            return f"{status}\n{out}"
+            out = r.stdout + r.stderr
+            return f"error: the command did not finish within {timeout:g} s\n{out}" if r.timed_out else out
 
-        async def edit(path: str, old: str, new: str) -> str:
-            """Replace the one occurrence of `old` in the file at `path` with `new` (`old` empty: write the file)."""
+        async def edit(path: str, old_str: str, new_str: str) -> str:
+            """Replace the one occurrence of `old_str` in the file at `path` with `new_str`."""
+            if not old_str:
+                return "error: `old_str` must not be empty (it would match everywhere)"
             # a path the runtime refuses (outside a sandbox's work folder, a planted link) is the
             # model's error to read, like a missing file
             try:
-                if not old:
-                    await runtime.write(path, new)
-                    return f"wrote {path}"
                 text = (await runtime.read(path)).decode(errors="replace")
-                n = text.count(old)
+                n = text.count(old_str)
                 if n != 1:
-                    return f"error: `old` occurs {n} times in {path}; it must occur exactly once"
-                await runtime.write(path, text.replace(old, new))
+                    return f"error: `old_str` occurs {n} times in {path}; it must occur exactly once"
+                await runtime.write(path, text.replace(old_str, new_str, 1))
             except (OSError, ValueError) as exc:
                 return f"error: {exc}"
             return f"edited {path}"

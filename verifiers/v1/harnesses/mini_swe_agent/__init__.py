@@ -66,7 +66,7 @@ class MiniSWEAgentHarness(Harness[MiniSWEAgentHarnessConfig]):
 
     def argv(self, python: str, model: str, task: str, endpoint: str, secret: str, max_turns: int | None) -> list[str]:
         cfg = self.config
-        steps = cfg.step_limit if cfg.step_limit is not None else (max_turns or 0)
+        steps = cfg.step_limit if cfg.step_limit is not None else max(max_turns or 0, 0)  # the proxy refuses past max_turns anyway
         sets = {
             "agent.step_limit": steps, "agent.cost_limit": cfg.cost_limit, "environment.timeout": cfg.command_timeout,
             "environment.cwd": "/workspace", "model.cost_tracking": "ignore_errors",
