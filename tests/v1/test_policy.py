@@ -306,7 +306,7 @@ async def test_a_request_too_large_to_police_is_refused_before_any_copy() -> Non
         finally:
             await client.aclose()
         assert srv.request_count == 1  # only the small call reached the model
-    assert r.status_code == 400 and "at most 200,000" in r.json()["error"]["message"]
+    assert r.status_code == 400 and "at most 100,000" in r.json()["error"]["message"]
     assert fine.status_code == 200 and len(trace.calls) == 1 and trace.errors == [] and not trace.is_completed
 
 
@@ -409,3 +409,138 @@ async def test_max_turns_counts_replies_and_zero_allows_none() -> None:
             await client.aclose()
     assert codes == [400, 200, 400] and len(trace.calls) == 2 and trace.stop_condition == "max_turns"
     assert trace.calls[0].error.status_code == 400 and trace.calls[1].error is None
+
+
+# --- found by the adversarial review of this policy -------------------------------------------------
+
+
+async def _through_proxy(task, script, bodies, **ctx_kwargs):
+    """``bodies`` posted in turn by a program through the proxy: (trace, status codes, upstream requests)."""
+    async with ScriptedServer(script) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            trace = Trace.for_task(task)
+            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace, **ctx_kwargs)
+            async with InterceptionServer() as proxy:
+                base = proxy.register(ctx)
+                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
+                    codes = []
+                    for body in bodies:
+                        body = await body(ctx) if callable(body) else body
+                        codes.append((await http.post(f"{base}/chat/completions", json=body)).status_code)
+        finally:
+            await client.aclose()
+        return trace, codes, [r.body["messages"] for r in srv.requests]
+
+
+async def test_a_hook_result_that_does_not_validate_is_the_hooks_recorded_error() -> None:
+    """``model_copy(update=...)`` does not validate: a hook can hand back a field of the wrong type.
+    It is the hook's TaskError, recorded, and the rollout ends (a program is not left retrying 500s)."""
+
+    class BadReply(vf.Task):
+        @vf.intercept
+        def bad(self, response: vf.Response):
+            return response.model_copy(update={"message": vf.UserMessage(content="hi")})
+
+    class BadResult(vf.Task):
+        @vf.intercept
+        def bad(self, request: vf.Request):
+            last = request.messages[-1]
+            if isinstance(last, vf.ToolMessage):
+                return request.model_copy(update={"messages": [*request.messages[:-1], last.model_copy(update={"content": None})]})
+            return None
+
+    hi = {"messages": [{"role": "user", "content": "hi"}]}
+    trace, codes, sent = await _through_proxy(BadReply(vf.TaskData(prompt="p")), lambda req: "ok", [hi, hi])
+    assert codes == [500, 400] and len(sent) == 1 and trace.stop_condition == "task_error"
+    assert trace.errors[-1].type == "TaskError" and "must be an AssistantMessage" in trace.errors[-1].message
+    call = {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+    body = {"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+                         {"role": "tool", "tool_call_id": "c1", "content": "x"}]}  # fmt: skip
+    trace, codes, sent = await _through_proxy(BadResult(vf.TaskData(prompt="p")), lambda req: "ok", [body, body])
+    assert codes == [500, 400] and sent == [] and "does not validate" in trace.errors[-1].message
+
+
+async def test_the_same_reply_to_the_same_request_gets_the_same_verdict() -> None:
+    """A program that sends its request again (an SDK retry after a lost reply) and a model that
+    answers with the same call and id: the call is not a reuse within one turn, its verdict stands."""
+
+    class Watching(vf.Task):
+        @vf.intercept
+        def watch(self, request: vf.Request):
+            return None
+
+    go = {"messages": [{"role": "user", "content": "go"}]}
+    script = lambda req: tool_calls(tool_call("bash", {"cmd": "ls"}, id="functions.bash:0"))  # noqa: E731
+    trace, codes, sent = await _through_proxy(Watching(vf.TaskData(prompt="p")), script, [go, go, go])
+    assert codes == [200, 200, 200] and len(sent) == 3 and trace.errors == [] and not trace.is_completed
+
+
+async def test_a_prepared_message_is_spent_only_by_the_call_that_carries_it_new() -> None:
+    """A side call whose prefix holds an equal copy of a prepared message (a title, a summary) does
+    not spend the mark: the program's real call still does not rewrite it a second time."""
+    u = lambda c: {"role": "user", "content": c}  # noqa: E731
+    ok = {"role": "assistant", "content": "ok"}
+    handed: list = []
+
+    async def first(ctx):
+        (p1,) = await policy.prepare_users(ctx, [vf.UserMessage(content="continue")])
+        handed.append(p1.content)
+        return {"messages": [u(p1.content)]}
+
+    async def side(ctx):
+        prepared = await policy.prepare_users(ctx, [vf.UserMessage(content=handed[0]), vf.AssistantMessage(content="ok"), vf.UserMessage(content="continue")])
+        handed.append(prepared[-1].content)
+        return {"messages": [u(handed[0]), ok, u("title?")]}
+
+    async def real(ctx):
+        return {"messages": [u(handed[0]), ok, u(handed[1])]}
+
+    trace, codes, sent = await _through_proxy(Suffixed(vf.TaskData(prompt="p")), lambda req: "ok", [first, side, real])
+    assert codes == [200, 200, 200] and trace.errors == []
+    assert [m[-1]["content"] for m in sent] == ["continue (be brief)", "title? (be brief)", "continue (be brief)"]
+
+
+async def test_a_reply_with_too_many_calls_to_judge_runs_none_of_them() -> None:
+    """Each proposed call is judged on the whole conversation: 300 calls on a 500-message one would
+    hand the hooks 150,000 messages. None of the calls runs; the rollout ends with the reason."""
+    ran.clear()
+    calls = [tool_call("cat", {"path": str(i)}, id=f"c{i}") for i in range(300)]
+    prompt = [{"role": "user", "content": f"note {i}"} for i in range(500)]
+    trace, sent = await _agent_run(lambda req: tool_calls(*calls), Guarded(vf.TaskData(prompt=prompt)))
+    assert ran == [] and trace.stop_condition == "harness_error" and "none of them was run" in trace.errors[-1].message
+    assert len(sent) == 1 and len(trace.calls) == 1 and "none of them was run" in trace.calls[0].error.message
+
+
+async def test_a_failed_call_does_not_change_the_forwarded_prompt_ids(monkeypatch) -> None:
+    """The end-of-turn glue depends on how the last reply finished: that is the reply's own call,
+    not a failed call recorded after it (a program's retry after a 503 sent a doubled end token)."""
+    from verifiers.v1 import prefix
+    from verifiers.v1.errors import ProviderError
+    from verifiers.v1.interception import _failed_call
+    from verifiers.v1.trace import AgentInfo
+    from verifiers.v1.types import TurnTokens
+
+    async def render(self, messages, **kw):  # a template that does not extend the last tokens
+        return [7, 8, 99, 10, 50] if messages and getattr(messages[0], "content", None) == "x" else [1, 2, 555]
+
+    async def anchor(self, state):
+        return [7, 8, 99, 10], [99, 10]
+
+    monkeypatch.setattr(prefix.Renderer, "__call__", render)
+    monkeypatch.setattr(prefix.Renderer, "anchor", anchor)
+
+    class Client:
+        base_url, http = "http://127.0.0.1:9/v1", object()
+
+    out = []
+    for fail in (False, True):
+        trace = Trace.for_task(vf.Task(vf.TaskData(prompt="q")), agent=AgentInfo(config=vf.AgentConfig().wire()))
+        user = vf.UserMessage(content="q")
+        first = vf.Response(id="r", created=0, model="m", message=vf.AssistantMessage(content="a"), finish_reason="stop",
+                            tokens=TurnTokens(prompt_ids=[1, 2], completion_ids=[3, 99], completion_logprobs=[0.0, 0.0]))  # fmt: skip
+        trace.commit_turn([user], first)
+        if fail:
+            _failed_call(CallContext(client=None, model="m", trace=trace), {}, 0.0, ProviderError("busy", status_code=503))
+        out.append(await prefix.extended_prompt_ids(Client(), "m", trace, [user, first.message, vf.UserMessage(content="more")], None, {"return_token_ids": True}))
+    assert out[0] == out[1] == [1, 2, 3, 99, 10, 50]

@@ -114,3 +114,57 @@ async def test_an_episode_is_retried_whole_by_env_retries(monkeypatch) -> None:
     episode = out.state[0]["_episode"]
     assert episode.ok and [e.type for e in episode.errors] == ["ProviderError"] and len(episode.traces) == 1
     assert episode.traces[0].rewards["correct"].score == 1.0  # the retried try is the one scored
+
+
+async def test_a_cancelled_run_with_retries_stops_its_box(monkeypatch) -> None:
+    """The try in flight is held until the run decides (handed on or retried): cancelled there (the
+    episode's timeout), its box is stopped, as it is for a run without retries."""
+    import asyncio
+
+    from verifiers.v1 import agents
+
+    started, stopped = [], []
+    real_make = agents.make_runtime
+
+    def tracking(config):
+        runtime = real_make(config)
+        real_start, real_stop = runtime.start, runtime.stop
+
+        async def start():
+            started.append(runtime)
+            return await real_start()
+
+        async def stop():
+            stopped.append(runtime)
+            return await real_stop()
+
+        runtime.start, runtime.stop = start, stop
+        return runtime
+
+    monkeypatch.setattr(agents, "make_runtime", tracking)
+
+    class Slow(vf.Task):
+        @vf.tool
+        async def wait(self) -> str:
+            """Wait."""
+            await asyncio.sleep(30)
+            return "done"
+
+    for retries in ({}, {"max_retries": 2}):
+        started.clear()
+        stopped.clear()
+        handed: list = []
+        async with ScriptedServer(lambda req: tool_calls(tool_call("wait", {}, id="c1"))) as srv:
+            client = ModelClient.from_any(srv.base_url)
+            try:
+                run_ctx = RunContext(client=client, model="scripted-model")
+                run_ctx.on_trace = lambda trace, extra, handed=handed: handed.append(extra)  # as an episode sets it
+                agent = make_agent(vf.AgentConfig(retries=retries), run_ctx=run_ctx)
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(agent.run(Slow(vf.TaskData(prompt="p"))), 1.5)
+                for _, box in handed:  # the episode's cancel path stops what was handed on
+                    if box is not None and box not in stopped:
+                        await box.stop()
+            finally:
+                await client.aclose()
+        assert len(started) == 1 and stopped == started, retries

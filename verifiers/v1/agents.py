@@ -301,22 +301,27 @@ class Agent:
         state, history = RetryState(retry), []
         for attempt in range(state.max_retries + 1):
             held: list[tuple[Trace, Any]] = []
-            trace = await self._run_once(task, runtime, collect_artifacts, held)
-            again = attempt < state.max_retries and not trace.ok and state.next_error(trace.errors) is not None
-            if again and runtime is not None:
-                logger.warning("not retrying the run in a borrowed box (its state is no longer the task's start); the error stands")
-                again = False
-            if not again:
-                if history:
-                    trace.errors[:0] = history  # its standing (ok) stays the last try's
-                for kept, extra in held:
-                    await self._hand_on(kept, extra)
-                return trace
-            history.extend(trace.errors)
-            for _, (_, box) in held:
-                if box is not None:
-                    with contextlib.suppress(Exception):
-                        await box.stop()
+            handed = False
+            try:
+                trace = await self._run_once(task, runtime, collect_artifacts, held)
+                again = attempt < state.max_retries and not trace.ok and state.next_error(trace.errors) is not None
+                if again and runtime is not None:
+                    logger.warning("not retrying the run in a borrowed box (its state is no longer the task's start); the error stands")
+                    again = False
+                if not again:
+                    if history:
+                        trace.errors[:0] = history  # its standing (ok) stays the last try's
+                    handed = True
+                    for kept, extra in held:
+                        await self._hand_on(kept, extra)
+                    return trace
+                history.extend(trace.errors)
+            finally:
+                if not handed:  # a try that is retried, cancelled or failed: its box is stopped here
+                    for _, (_, box) in held:
+                        if box is not None:
+                            with contextlib.suppress(Exception):
+                                await box.stop()
             logger.warning("retrying %s's run (retry %d of at most %d) after %s", self.name, attempt + 1, state.max_retries, trace.errors[-1].type if trace.errors else "an error")
             await asyncio.sleep(backoff(attempt))
         return trace  # not reached: the last try always returns

@@ -241,6 +241,8 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
         if trace.is_completed:
             raise Stopped(trace.stop_condition)
         args = {**(sampling or {}), **ctx.sampling}  # the agent's sampling wins over the program's
+        # where this call's new messages start: prepared user messages among them are spent once it commits
+        prepared_from = len(trace._reused_prefix(request.messages)) if hooked and ctx.policy_state is not None and ctx.policy_state.prepared else None
         started = time.time()
         tools_body = tools_to_openai(request.tools)
         forwarded = (
@@ -272,8 +274,9 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
         ctx.prompt = request.messages if hooked else None
         span = trace.calls[-1].time  # the call's own fresh span (ModelCall's default), filled in
         span.start, span.end = started, time.time()
+        if prepared_from is not None:
+            policy.consume_prepared(ctx, request.messages[prepared_from:])
         if hooked:
-            policy.consume_prepared(ctx, request.messages)
             if not (ctx.stops and await first_stop(ctx.stops, trace, response, task=ctx.task, runtime=ctx.runtime)):
                 # each proposed tool call is judged before the harness may run it
                 if response.message.tool_calls and policy.wants_gate(ctx):
@@ -281,6 +284,9 @@ async def model_call(ctx: CallContext, messages: list[Message], tools: list[Tool
                         await policy.gate_tool_calls(ctx, node)
                     except Exception as exc:  # the call that proposed them carries the error
                         trace.calls[-1].error = _error_record(exc)
+                        if not getattr(exc, "recorded", False):  # and the trace: the rollout ends on it
+                            trace.record_error(exc)
+                            exc.recorded = True  # type: ignore[attr-defined]
                         raise
         # a turn at max_turns still has its tool calls run (as the original: they may leave files the
         # rewards read); the next call is refused as max_turns

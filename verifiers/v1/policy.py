@@ -34,11 +34,12 @@ from verifiers.v1.types import AssistantMessage, InterceptRecord, Request, Respo
 if TYPE_CHECKING:
     from verifiers.v1.interception import CallContext
 
-MAX_POLICED_MESSAGES = 200_000
-"""Messages one call's request hooks may be handed in all (each view is a fresh copy, and a request
-is cut after each new tool result): a program's request past it is refused before any copy is
-made, so a request of 10,000 tool results cannot hold the loop for minutes. A real call is far
-below it (a 500-message conversation with 20 new tool results and one hook: about 10,000)."""
+MAX_POLICED_MESSAGES = 100_000
+"""Messages one call's request hooks may be handed in all (each view is a fresh copy; a request is
+cut after each new tool result, and each proposed tool call of a reply is judged on the whole
+conversation): past it a program's request is refused, and a reply's tool calls are not run,
+before any copy is made, so a request of 10,000 tool results cannot hold the loop for minutes. A
+real call is far below it (a 500-message conversation, 20 tool calls, two hooks: about 20,000)."""
 
 
 class RequestRefused(ValueError):
@@ -74,10 +75,26 @@ def state_of(ctx: CallContext) -> PolicyState:
 
 
 def _digest(message: Any) -> str:
-    return message.model_dump_json()
+    """A message's identity for the policy's bookkeeping: a short hash of its JSON."""
+    return hashlib.blake2b(message.model_dump_json().encode(), digest_size=16).hexdigest()
 
 
-def tool_result_keys(state: PolicyState, messages: list[Any]) -> dict[int, ToolKey]:
+Digests = dict[int, tuple[Any, str]]
+"""Message digests by object id, for one gate or rewrite (each entry holds its message, so no other
+object takes its id while it is kept)."""
+
+
+def _digest_of(message: Any, cache: Digests | None) -> str:
+    if cache is None:
+        return _digest(message)
+    hit = cache.get(id(message))
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    digest = cache[id(message)] = (message, _digest(message))
+    return digest[1]
+
+
+def tool_result_keys(state: PolicyState, messages: list[Any], cache: Digests | None = None) -> dict[int, ToolKey]:
     """The call occurrence of each tool message in ``messages`` that answers a call made earlier in
     them (by position). A pinned result counts as the message the model saw."""
     prefix = hashlib.blake2b(digest_size=16)
@@ -87,18 +104,18 @@ def tool_result_keys(state: PolicyState, messages: list[Any]) -> dict[int, ToolK
         if isinstance(message, ToolMessage) and message.tool_call_id in calls:
             keys[position] = key = calls[message.tool_call_id]
             message = state.pinned.get(key, message)
-        prefix.update(_digest(message).encode())
+        prefix.update(_digest_of(message, cache).encode())
         if isinstance(message, AssistantMessage) and message.tool_calls:
             digest = prefix.hexdigest()
             calls.update((call.id, (digest, call.id)) for call in message.tool_calls)
     return keys
 
 
-def _pin(state: PolicyState, messages: list[Any]) -> list[Any]:
+def _pin(state: PolicyState, messages: list[Any], cache: Digests | None = None) -> list[Any]:
     if not state.pinned:
         return messages
     out = messages
-    for position, key in tool_result_keys(state, messages).items():
+    for position, key in tool_result_keys(state, messages, cache).items():
         pinned = state.pinned.get(key)
         if pinned is not None and out[position] != pinned:
             out = list(out) if out is messages else out
@@ -128,6 +145,8 @@ def _checked_request(fn: Any, current: Request, result: Request, active: set[int
             raise _refuse(fn, "request interceptors can only rewrite new user or tool messages")
         if type(after) is not type(before):
             raise _refuse(fn, f"expected {type(before).__name__}, got {type(after).__name__}")
+        # a model_copy(update=...) is not validated: the rewrite is, before anything reads it
+        messages[position] = after = type(before).model_validate(after.model_dump(warnings=False))
         if isinstance(after, ToolMessage):
             if after.tool_call_id != before.tool_call_id or after.name != before.name:
                 raise _refuse(fn, "request interceptors cannot change a tool-call ID or name")
@@ -137,16 +156,27 @@ def _checked_request(fn: Any, current: Request, result: Request, active: set[int
     return result if messages == result.messages else result.model_copy(update={"messages": messages})
 
 
-async def rewrite_request(ctx: CallContext, request: Request, *, run_stops: bool = True) -> tuple[Request, str | None]:
+def _broken(fn: Any, exc: Exception) -> HookError:
+    """A hook's result that failed its checks in an unforeseen way (a field of the wrong type that
+    ``model_copy(update=...)`` let through): the hook's error like any other."""
+    if isinstance(exc, HookError):
+        return exc
+    return _refuse(fn, f"returned a value that does not validate: {type(exc).__name__}: {str(exc)[:500]}")  # type: ignore[return-value]
+
+
+async def rewrite_request(
+    ctx: CallContext, request: Request, *, run_stops: bool = True, _digests: Digests | None = None,
+) -> tuple[Request, str | None]:  # fmt: skip
     """``request`` after the task's request hooks, and the name of the request stop that fired (the
     trace is stopped then), or None."""
     state, trace = state_of(ctx), ctx.trace
-    messages = _pin(state, list(request.messages))
+    cache = _digests if _digests is not None else {}
+    messages = _pin(state, list(request.messages), cache)
     intercepts = [fn for fn in ctx.intercepts if hook_boundary(fn) is Request]
     stops = [fn for fn in ctx.stops if hook_boundary(fn) is Request] if run_stops else []
     if not intercepts and not stops:
         return (request if messages == request.messages else request.model_copy(update={"messages": messages})), None
-    keys = tool_result_keys(state, messages)
+    keys = tool_result_keys(state, messages, cache)
     tail = len(trace._reused_prefix(messages))
 
     def fresh_tool(position: int) -> bool:
@@ -158,7 +188,7 @@ async def rewrite_request(ctx: CallContext, request: Request, *, run_stops: bool
         for position in range(tail, len(messages)):
             message = messages[position]
             if isinstance(message, UserMessage):
-                digest = _digest(message)
+                digest = _digest_of(message, cache)
                 if prepared[digest]:
                     prepared[digest] -= 1
                     continue
@@ -186,8 +216,8 @@ async def rewrite_request(ctx: CallContext, request: Request, *, run_stops: bool
                 if result is None:
                     continue
                 result = _checked_request(fn, current, result, active)
-            except HookError as exc:
-                raise record_hook_error(trace, exc, "request interception") from exc
+            except Exception as exc:
+                raise record_hook_error(trace, _broken(fn, exc), "request interception") from exc
             if result != current:
                 current = result
                 trace.request_rewrites.append(InterceptRecord(handler=fn.__name__))
@@ -195,7 +225,7 @@ async def rewrite_request(ctx: CallContext, request: Request, *, run_stops: bool
         if stops and await first_stop(stops, trace, current.model_copy(deep=True), task=ctx.task, runtime=ctx.runtime):
             return request.model_copy(update={"messages": messages}), trace.stop_condition
         start = end
-    keys = tool_result_keys(state, messages)
+    keys = tool_result_keys(state, messages, cache)
     for position in candidates:
         after = messages[position]
         if isinstance(after, ToolMessage) and position in keys and after != original[position]:
@@ -224,6 +254,8 @@ def consume_prepared(ctx: CallContext, messages: list[Any]) -> None:
                 digest = _digest(message)
                 if prepared[digest]:
                     prepared[digest] -= 1
+                    if not prepared[digest]:
+                        del prepared[digest]
 
 
 async def rewrite_response(ctx: CallContext, response: Response) -> Response:
@@ -240,10 +272,14 @@ async def rewrite_response(ctx: CallContext, response: Response) -> Response:
             if not _same_response(kept, response):
                 raise _refuse(fn, "response interceptors can only replace the assistant message")
             message = result.message
+            if type(message) is not AssistantMessage:
+                raise _refuse(fn, f"the reply must be an AssistantMessage, not {type(message).__name__}")
+            message = AssistantMessage.model_validate(message.model_dump(warnings=False))  # model_copy does not validate
             if message.reasoning_content or message.tool_calls or message.provider_state:
                 raise _refuse(fn, "response interceptors must return an inert text-only message")
-        except HookError as exc:
-            raise record_hook_error(trace, exc, "response interception") from exc
+            result = result.model_copy(update={"message": message})
+        except Exception as exc:
+            raise record_hook_error(trace, _broken(fn, exc), "response interception") from exc
         response = result.model_copy(update={"finish_reason": "stop"})
         trace.response_rewrites.append(InterceptRecord(handler=fn.__name__))
     return response
@@ -269,26 +305,46 @@ async def gate_tool_calls(ctx: CallContext, node: int) -> str | None:
     if not isinstance(assistant, AssistantMessage) or not assistant.tool_calls:
         return None
     branch = [trace.nodes[i].message for i in graph.path_to(trace.nodes, node)]
+    hooks = sum(1 for fn in (*ctx.intercepts, *ctx.stops) if hook_boundary(fn) is Request)
+    views = len(assistant.tool_calls) * (len(branch) + 1) * hooks
+    if views > MAX_POLICED_MESSAGES:
+        raise HarnessError(
+            f"the reply's {len(assistant.tool_calls)} tool calls on a {len(branch)}-message conversation would hand the "
+            f"task's request hooks {views:,} messages (at most {MAX_POLICED_MESSAGES:,}); none of them was run"
+        )
     tools = trace.tools or None
+    cache: Digests = {}  # the branch is digested once for all of the reply's calls
+    judged: set[ToolKey] = set()
     for call in assistant.tool_calls:
         probe = ToolMessage(tool_call_id=call.id, content="", name=call.name)
         messages = [*branch, probe]
-        key = tool_result_keys(state, messages)[len(branch)]
-        if key in state.verdicts:
+        key = tool_result_keys(state, messages, cache)[len(branch)]
+        if key in judged:
             raise HarnessError(f"tool call id {call.id!r} was reused in the same assistant turn")
+        judged.add(key)
+        if key in state.verdicts:
+            # the same reply to the same conversation again (a program that sent its request twice):
+            # the same verdict, not judged a second time
+            verdict = state.verdicts[key]
+            if verdict is not None:
+                if not ctx.gates_tools:
+                    trace.stop("intercept")
+                    return "intercept"
+                state.denied[call.id] = verdict
+            continue
         rewrites = len(trace.request_rewrites)
-        request, stopped = await rewrite_request(ctx, Request(messages=messages, tools=tools))
+        request, stopped = await rewrite_request(ctx, Request(messages=messages, tools=tools), _digests=cache)
         if stopped is not None:
             return stopped
         verdict = request.messages[-1]
         if verdict == probe:
             state.verdicts[key] = None
             continue
+        state.verdicts[key] = verdict
         if not ctx.gates_tools:
             # the program would run the call anyway: only ending the rollout keeps the transcript true
             name = trace.request_rewrites[-1].handler if len(trace.request_rewrites) > rewrites else "intercept"
             trace.stop(name)
             return name
-        state.verdicts[key] = verdict
         state.denied[call.id] = verdict
     return None

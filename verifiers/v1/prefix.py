@@ -198,7 +198,9 @@ async def extended_prompt_ids(client: Any, model: str, trace: Trace, messages: S
     tail = await render([*_ANCHOR, *new])
     if tail is None or tail[: len(closed)] != closed:
         return None
-    stopped = trace.calls[-1].finish_reason in ("stop", "tool_calls")
+    # the finish of the call that made the path's last reply (a later failed call has none)
+    made = next((c for c in reversed(trace.calls) if c.node == path[-1]), None)
+    stopped = made is not None and made.finish_reason in ("stop", "tool_calls")
     return previous + glue(previous, close, stopped=stopped) + tail[len(closed) :]
 
 

@@ -85,12 +85,12 @@ class V1Scorer:
                 return
             with running(state.pop("_run_ctx", None)):
                 await self._score_episode(state, episode, finished)
-            earlier = state.pop("_earlier_errors", None)
-            if earlier:
-                episode.errors[:0] = earlier
         finally:
             await stop_runtimes(finished)
+            earlier = state.pop("_earlier_errors", None)
             if episode is not None:
+                if earlier:  # [env.retries]: the earlier tries' errors go first, once it is scored
+                    episode.errors[:0] = earlier
                 fill_state(state, episode, self.env)
 
     async def _score_episode(self, state: State, episode: Episode, finished: list[Any]) -> None:
