@@ -128,7 +128,7 @@ async def test_generation_is_deterministic_for_its_seed() -> None:
 
 def _fix_command(task: rr.RepairTask) -> str:
     return (f"cat > .vf/fix.diff <<'VF_PATCH_END'\n{task.data.patch}VF_PATCH_END\n"
-            "git apply -R .vf/fix.diff && git diff --stat && python3 .vf/pytest -q 2>&1 | tail -1")  # fmt: skip
+            "git apply -R .vf/fix.diff && git diff --stat && python3 .vf/pytest -q 2>&1 | tail -1; echo \"exit $?\"")  # fmt: skip
 
 
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
@@ -147,7 +147,7 @@ async def test_a_scripted_agent_that_fixes_the_bug_gets_1_and_one_that_does_not_
         task = fixer if user == fixer.data.prompt else idler
         last = req.messages[-1]
         if last["role"] == "user":
-            command = _fix_command(task) if task is fixer else "git status --short; python3 .vf/pytest -q 2>&1 | tail -1"
+            command = _fix_command(task) if task is fixer else 'git status --short; python3 .vf/pytest -q 2>&1 | tail -1; echo "exit $?"'
             return tool_calls(tool_call("bash", {"command": command}, id="c1"))
         outputs[task.data.id].append(last["content"])  # type: ignore[index]
         return reply("Fixed." if task is fixer else "The tests pass; I see nothing to fix.")
@@ -164,9 +164,11 @@ async def test_a_scripted_agent_that_fixes_the_bug_gets_1_and_one_that_does_not_
     assert fixed["metrics"]["fail_to_pass"] == 1.0 and fixed["metrics"]["pass_to_pass"] == 1.0
     assert idle["metrics"]["fail_to_pass"] == 0.0 and idle["metrics"]["pass_to_pass"] == 1.0
     (fix_out,), (idle_out,) = outputs[fixer.data.id], outputs[idler.data.id]  # type: ignore[index]
-    assert fix_out.startswith("exit code 0") and "1 file changed" in fix_out and " passed" in fix_out, fix_out
+    # the bash tool answers with the output alone (as the original's); the commands print their status
+    assert fix_out.endswith("exit 0\n") and "1 file changed" in fix_out and " passed" in fix_out, fix_out
     # the agent's copy lacks the failing tests: its suite passes on the bug, and the tree is clean
-    assert idle_out.startswith("exit code 0") and " passed" in idle_out and "failed" not in idle_out, idle_out
+    summary, status = idle_out.splitlines()  # nothing from `git status --short`: the tree is clean
+    assert status == "exit 0" and " passed" in summary and "failed" not in summary, idle_out
     for st in (fixed, idle):
         trace = st["_episode"].traces[0]
         assert trace.agent.runtime["type"] == "sandbox" and not trace.errors

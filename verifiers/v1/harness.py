@@ -28,6 +28,7 @@ from verifiers.engine.threads import call_sync
 from verifiers.v1.configs import BaseConfig
 from verifiers.v1.decorators import discover_decorated
 from verifiers.v1.errors import HarnessError, ToolsetError
+from verifiers.v1.messages import capped_tool_output
 from verifiers.v1.plugins import (
     PluginError,
     concrete_type,
@@ -40,8 +41,6 @@ from verifiers.v1.task import SkillSource
 from verifiers.v1.types import (
     AssistantMessage,
     Message,
-    MessageContent,
-    TextContentPart,
     Tool,
     ToolMessage,
     content_text,
@@ -161,9 +160,6 @@ def tool_schema(name: str, fn: Callable[..., Any]) -> Tool:
     return Tool(name=name, description=doc, parameters={"type": "object", "properties": props, "required": required})
 
 
-MAX_TOOL_OUTPUT = 20_000
-"""Bytes (UTF-8) of one tool result the model sees, the original's bound: a longer one keeps its
-first and last halves, with a line saying how much was cut between them."""
 MAX_TOOL_ERRORS = 100
 """Failed tool calls kept in ``trace.info["tool_errors"]`` (the model read every one)."""
 
@@ -201,19 +197,6 @@ def _note_tool_error(trace: Any, tool: str, message: str) -> None:
     errors = trace.info.setdefault("tool_errors", [])
     if isinstance(errors, list) and len(errors) < MAX_TOOL_ERRORS:
         errors.append({"tool": tool, "message": message[:2000]})
-
-
-def _capped(text: MessageContent) -> MessageContent:
-    if not isinstance(text, str):  # text and image parts (an MCP tool's image): cap each text
-        return [p.model_copy(update={"text": _capped(p.text)}) if isinstance(p, TextContentPart) else p for p in text]
-    if len(text) * 4 <= MAX_TOOL_OUTPUT:  # within the bound however it encodes: no encoding needed
-        return text
-    data = text.encode()
-    if len(data) <= MAX_TOOL_OUTPUT:
-        return text
-    keep = MAX_TOOL_OUTPUT // 2
-    head, tail = data[:keep].decode(errors="ignore"), data[-keep:].decode(errors="ignore")
-    return f"{head}\n[... {len(data) - 2 * keep:,} of {len(data):,} bytes cut here ...]\n{tail}"
 
 
 async def chat_loop(
@@ -267,7 +250,7 @@ async def chat_loop(
                 _note_tool_error(trace, call.name, text)
                 if not isinstance(fn, RemoteTool):  # an MCP tool's error text reaches the model as the server wrote it
                     text = f"error: {text}"
-            convo.append(ToolMessage(tool_call_id=call.id, content=_capped(text), name=call.name))
+            convo.append(ToolMessage(tool_call_id=call.id, content=capped_tool_output(text), name=call.name))
 
 
 def last_reply(messages: list[Message]) -> str:

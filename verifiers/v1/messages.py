@@ -102,3 +102,23 @@ def messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
 
 _PLAIN = frozenset({SystemMessage, UserMessage})
 """Message classes whose only fields are ``role`` and ``content``."""
+
+
+MAX_TOOL_OUTPUT = 20_000
+"""Bytes (UTF-8) of one tool result the model sees, the original's bound: a longer one keeps its
+first and last halves, with a line saying how much was cut between them."""
+
+
+def capped_tool_output(text: MessageContent) -> MessageContent:
+    """``text`` (a tool result) within ``MAX_TOOL_OUTPUT`` bytes: a longer one keeps its first and
+    last halves, with a line saying how much was cut between them."""
+    if not isinstance(text, str):  # text and image parts (an MCP tool's image): cap each text
+        return [p.model_copy(update={"text": capped_tool_output(p.text)}) if isinstance(p, TextContentPart) else p for p in text]
+    if len(text) * 4 <= MAX_TOOL_OUTPUT:  # within the bound however it encodes: no encoding needed
+        return text
+    data = text.encode()
+    if len(data) <= MAX_TOOL_OUTPUT:
+        return text
+    keep = MAX_TOOL_OUTPUT // 2
+    head, tail = data[:keep].decode(errors="ignore"), data[-keep:].decode(errors="ignore")
+    return f"{head}\n[... {len(data) - 2 * keep:,} of {len(data):,} bytes cut here ...]\n{tail}"

@@ -28,6 +28,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from verifiers.v1.errors import HarnessError
+from verifiers.v1.messages import capped_tool_output
 from verifiers.v1.scoring import HookError, first_stop, hook_boundary, record_hook_error, run_intercept
 from verifiers.v1.types import AssistantMessage, InterceptRecord, Request, Response, ToolMessage, UserMessage
 
@@ -131,8 +132,6 @@ def _refuse(fn: Any, message: str) -> Exception:
 
 def _checked_request(fn: Any, current: Request, result: Request, active: set[int]) -> Request:
     """``result`` if it keeps the rules (module docstring), its rewritten tool results capped."""
-    from verifiers.v1.harness import _capped
-
     if len(result.messages) != len(current.messages):
         raise _refuse(fn, "request interceptors cannot add or remove messages")
     if result.tools != current.tools:
@@ -150,7 +149,7 @@ def _checked_request(fn: Any, current: Request, result: Request, active: set[int
         if isinstance(after, ToolMessage):
             if after.tool_call_id != before.tool_call_id or after.name != before.name:
                 raise _refuse(fn, "request interceptors cannot change a tool-call ID or name")
-            capped = _capped(after.content)
+            capped = capped_tool_output(after.content)
             if capped is not after.content:
                 messages[position] = after.model_copy(update={"content": capped})
     return result if messages == result.messages else result.model_copy(update={"messages": messages})
