@@ -193,23 +193,34 @@ async def test_a_denied_tool_call_never_runs_and_the_model_reads_the_verdict_on_
     assert [r.handler for r in trace.request_rewrites] == ["policy"] * 3
 
 
+async def _through_proxy(task, script, bodies, **ctx_kwargs):
+    """``bodies`` posted in turn by a program through the proxy (a body may be a coroutine function
+    of the call context): (trace, the responses, the messages of each upstream request)."""
+    async with ScriptedServer(script) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            trace = Trace.for_task(task)
+            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace, **ctx_kwargs)
+            async with InterceptionServer() as proxy:
+                base = proxy.register(ctx)
+                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}, timeout=60) as http:
+                    responses = []
+                    for body in bodies:
+                        body = await body(ctx) if callable(body) else body
+                        responses.append(await http.post(f"{base}/chat/completions", json=body))
+        finally:
+            await client.aclose()
+        return trace, responses, [r.body["messages"] for r in srv.requests]
+
+
 async def test_a_program_that_runs_its_own_tools_is_stopped_when_a_hook_denies_a_call() -> None:
     """Through the proxy a program runs its tools itself, so a denial cannot be served to it: the
     rollout stops, named after the hook, and the program gets a 400 instead of the reply."""
     ran.clear()
-    task = Guarded(vf.TaskData(prompt="tidy up"))
-    async with ScriptedServer(lambda req: tool_calls(tool_call("rm", {"path": "/"}, id="c1"))) as srv:
-        client = ModelClient.from_any(srv.base_url)
-        try:
-            trace = Trace.for_task(task)
-            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace)
-            async with InterceptionServer() as proxy:
-                base = proxy.register(ctx)
-                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
-                    r = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "go"}], "tools": [
-                        {"type": "function", "function": {"name": "rm", "parameters": {"type": "object"}}}]})
-        finally:
-            await client.aclose()
+    rm = {"type": "function", "function": {"name": "rm", "parameters": {"type": "object"}}}
+    body = {"messages": [{"role": "user", "content": "go"}], "tools": [rm]}
+    script = lambda req: tool_calls(tool_call("rm", {"path": "/"}, id="c1"))  # noqa: E731
+    trace, (r,), _ = await _through_proxy(Guarded(vf.TaskData(prompt="tidy up")), script, [body])
     assert r.status_code == 400 and r.json()["error"]["code"] == "rollout_stopped"
     assert trace.stop_condition == "policy" and len(trace.calls) == 1 and ran == []
 
@@ -260,26 +271,17 @@ class Suffixed(vf.Task):
 async def test_a_programs_user_messages_are_rewritten_before_it_stores_them_and_not_again_on_its_call() -> None:
     """As the original: the user messages handed to a program are rewritten first, so the program
     holds (and sends) the rewritten text, and its call does not rewrite them a second time."""
-    task = Suffixed(vf.TaskData(prompt="p"))
-    async with ScriptedServer(lambda req: "ok") as srv:
-        client = ModelClient.from_any(srv.base_url)
-        try:
-            trace = Trace.for_task(task)
-            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace)
-            prepared = await policy.prepare_users(ctx, [vf.UserMessage(content="hi")])
-            assert [m.content for m in prepared] == ["hi (be brief)"]
-            async with InterceptionServer() as proxy:
-                base = proxy.register(ctx)
-                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
-                    first = await http.post(f"{base}/chat/completions", json={"messages": [{"role": "user", "content": "hi (be brief)"}]})
-                    # the next turn: its new user message was not prepared, so the call rewrites it
-                    second = await http.post(f"{base}/chat/completions", json={"messages": [
-                        {"role": "user", "content": "hi (be brief)"}, {"role": "assistant", "content": "ok"},
-                        {"role": "user", "content": "more"}]})  # fmt: skip
-        finally:
-            await client.aclose()
-        sent = [r.body["messages"] for r in srv.requests]
-    assert first.status_code == second.status_code == 200
+
+    async def first(ctx):
+        prepared = await policy.prepare_users(ctx, [vf.UserMessage(content="hi")])
+        assert [m.content for m in prepared] == ["hi (be brief)"]
+        return {"messages": [{"role": "user", "content": "hi (be brief)"}]}
+
+    # the next turn: its new user message was not prepared, so the call rewrites it
+    second = {"messages": [{"role": "user", "content": "hi (be brief)"}, {"role": "assistant", "content": "ok"},
+                           {"role": "user", "content": "more"}]}  # fmt: skip
+    trace, responses, sent = await _through_proxy(Suffixed(vf.TaskData(prompt="p")), lambda req: "ok", [first, second])
+    assert [r.status_code for r in responses] == [200, 200]
     assert sent[0] == [{"role": "user", "content": "hi (be brief)"}]
     assert [m["content"] for m in sent[1]] == ["hi (be brief)", "ok", "more (be brief)"]
     assert [r.handler for r in trace.request_rewrites] == ["brief", "brief"] and len(trace.branches) == 1
@@ -293,19 +295,8 @@ async def test_a_request_too_large_to_police_is_refused_before_any_copy() -> Non
     calls = [{"id": f"c{i}", "type": "function", "function": {"name": "cat", "arguments": "{}"}} for i in range(2000)]
     messages = [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": calls},
                 *({"role": "tool", "tool_call_id": f"c{i}", "content": "x"} for i in range(2000))]  # fmt: skip
-    async with ScriptedServer(lambda req: "ok") as srv:
-        client = ModelClient.from_any(srv.base_url)
-        try:
-            trace = Trace.for_task(task)
-            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace)
-            async with InterceptionServer() as proxy:
-                base = proxy.register(ctx)
-                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}, timeout=60) as http:
-                    r = await http.post(f"{base}/chat/completions", json={"messages": messages})
-                    fine = await http.post(f"{base}/chat/completions", json={"messages": messages[:1]})
-        finally:
-            await client.aclose()
-        assert srv.request_count == 1  # only the small call reached the model
+    trace, (r, fine), sent = await _through_proxy(task, lambda req: "ok", [{"messages": messages}, {"messages": messages[:1]}])
+    assert len(sent) == 1  # only the small call reached the model
     assert r.status_code == 400 and "at most 100,000" in r.json()["error"]["message"]
     assert fine.status_code == 200 and len(trace.calls) == 1 and trace.errors == [] and not trace.is_completed
 
@@ -394,43 +385,14 @@ async def test_max_turns_counts_replies_and_zero_allows_none() -> None:
         seen.append(req)
         return error(400, "busy") if len(seen) == 1 else "ok"
 
-    task = Redacting(vf.TaskData(prompt="hi"))
-    async with ScriptedServer(first_fails) as srv:
-        client = ModelClient.from_any(srv.base_url)
-        try:
-            trace = Trace.for_task(task)
-            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace, max_turns=1)
-            async with InterceptionServer() as proxy:
-                base = proxy.register(ctx)
-                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
-                    body = {"messages": [{"role": "user", "content": "hi"}]}
-                    codes = [(await http.post(f"{base}/chat/completions", json=body)).status_code for _ in range(3)]
-        finally:
-            await client.aclose()
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    trace, responses, _ = await _through_proxy(Redacting(vf.TaskData(prompt="hi")), first_fails, [body] * 3, max_turns=1)
+    codes = [r.status_code for r in responses]
     assert codes == [400, 200, 400] and len(trace.calls) == 2 and trace.stop_condition == "max_turns"
     assert trace.calls[0].error.status_code == 400 and trace.calls[1].error is None
 
 
 # --- found by the adversarial review of this policy -------------------------------------------------
-
-
-async def _through_proxy(task, script, bodies, **ctx_kwargs):
-    """``bodies`` posted in turn by a program through the proxy: (trace, status codes, upstream requests)."""
-    async with ScriptedServer(script) as srv:
-        client = ModelClient.from_any(srv.base_url)
-        try:
-            trace = Trace.for_task(task)
-            ctx = CallContext.for_task(task, client=client, model="scripted-model", trace=trace, **ctx_kwargs)
-            async with InterceptionServer() as proxy:
-                base = proxy.register(ctx)
-                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ctx.secret}"}) as http:
-                    codes = []
-                    for body in bodies:
-                        body = await body(ctx) if callable(body) else body
-                        codes.append((await http.post(f"{base}/chat/completions", json=body)).status_code)
-        finally:
-            await client.aclose()
-        return trace, codes, [r.body["messages"] for r in srv.requests]
 
 
 async def test_a_hook_result_that_does_not_validate_is_the_hooks_recorded_error() -> None:
@@ -451,13 +413,15 @@ async def test_a_hook_result_that_does_not_validate_is_the_hooks_recorded_error(
             return None
 
     hi = {"messages": [{"role": "user", "content": "hi"}]}
-    trace, codes, sent = await _through_proxy(BadReply(vf.TaskData(prompt="p")), lambda req: "ok", [hi, hi])
+    trace, responses, sent = await _through_proxy(BadReply(vf.TaskData(prompt="p")), lambda req: "ok", [hi, hi])
+    codes = [r.status_code for r in responses]
     assert codes == [500, 400] and len(sent) == 1 and trace.stop_condition == "task_error"
     assert trace.errors[-1].type == "TaskError" and "must be an AssistantMessage" in trace.errors[-1].message
     call = {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
     body = {"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": [call]},
                          {"role": "tool", "tool_call_id": "c1", "content": "x"}]}  # fmt: skip
-    trace, codes, sent = await _through_proxy(BadResult(vf.TaskData(prompt="p")), lambda req: "ok", [body, body])
+    trace, responses, sent = await _through_proxy(BadResult(vf.TaskData(prompt="p")), lambda req: "ok", [body, body])
+    codes = [r.status_code for r in responses]
     assert codes == [500, 400] and sent == [] and "does not validate" in trace.errors[-1].message
 
 
@@ -472,7 +436,8 @@ async def test_the_same_reply_to_the_same_request_gets_the_same_verdict() -> Non
 
     go = {"messages": [{"role": "user", "content": "go"}]}
     script = lambda req: tool_calls(tool_call("bash", {"cmd": "ls"}, id="functions.bash:0"))  # noqa: E731
-    trace, codes, sent = await _through_proxy(Watching(vf.TaskData(prompt="p")), script, [go, go, go])
+    trace, responses, sent = await _through_proxy(Watching(vf.TaskData(prompt="p")), script, [go, go, go])
+    codes = [r.status_code for r in responses]
     assert codes == [200, 200, 200] and len(sent) == 3 and trace.errors == [] and not trace.is_completed
 
 
@@ -496,7 +461,8 @@ async def test_a_prepared_message_is_spent_only_by_the_call_that_carries_it_new(
     async def real(ctx):
         return {"messages": [u(handed[0]), ok, u(handed[1])]}
 
-    trace, codes, sent = await _through_proxy(Suffixed(vf.TaskData(prompt="p")), lambda req: "ok", [first, side, real])
+    trace, responses, sent = await _through_proxy(Suffixed(vf.TaskData(prompt="p")), lambda req: "ok", [first, side, real])
+    codes = [r.status_code for r in responses]
     assert codes == [200, 200, 200] and trace.errors == []
     assert [m[-1]["content"] for m in sent] == ["continue (be brief)", "title? (be brief)", "continue (be brief)"]
 

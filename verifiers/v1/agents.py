@@ -290,12 +290,8 @@ class Agent:
         neither started nor stopped here. ``collect_artifacts``: after the task's finalize,
         archive its declared artifacts into ``trace.state.artifacts`` (``verifiers.v1.artifacts``)."""
         retry = self.config.retries
-        if not (retry.max_retries or retry.rules):  # the common case: one try, no held trace
-            async with self.interaction(task, runtime=runtime, collect_artifacts=collect_artifacts) as it:
-                await it.turn()
-                if not it.trace.is_completed and not it.trace.errors:
-                    it.trace.stop("agent_completed")
-            return it.trace
+        if not (retry.max_retries or retry.rules):  # the common case: one try, handed on as it ends
+            return await self._run_once(task, runtime, collect_artifacts, None)
         # whole-run retries (``[env.<role>.retries]``): each try on a fresh trace and box; a try that
         # is retried is not handed on (not scored), and its errors go first on the final trace
         state, history = RetryState(retry), []
@@ -439,10 +435,8 @@ class Agent:
                 extra = (task, runtime if not borrowed else None)
                 if _held is not None:
                     _held.append((trace, extra))  # ``run`` decides: handed on, or retried
-                elif self.run_ctx.on_trace is not None:
-                    self.run_ctx.on_trace(trace, extra)
-                elif runtime is not None and not borrowed:
-                    await runtime.stop()
+                else:
+                    await self._hand_on(trace, extra)
         finally:
             # the rollout's own tool servers end with it, on every path (a cancel included), after
             # its trace is handed on; a rollout that started none has nothing to wait for
