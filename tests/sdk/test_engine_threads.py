@@ -71,6 +71,38 @@ async def test_the_arguments_are_dropped_before_the_caller_resumes(pool: DaemonT
     assert ref() is None  # no pool thread (nor the queued call) still holds the argument
 
 
+class _SlowFromPoolThreads:
+    """The pool's lock, slow to take from a pool thread: widens the window between a call's return
+    and its thread's books being settled, where a caller that resumed too early sees it busy."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        if threading.current_thread().name.startswith("test-pool"):
+            threading.Event().wait(0.2)
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+@pytest.mark.parametrize("via", ["run", "run_call", "submit"])
+async def test_a_caller_whose_call_is_back_never_sees_its_thread_busy(pool: DaemonThreadPool, via: str) -> None:
+    """``busy_threads`` is settled before the caller resumes, however slow the pool thread is to
+    get there (a check right after an evaluation read 1 on a loaded machine)."""
+    assert await pool.run(lambda: 0) == 0  # the thread exists before the lock slows it
+    pool._lock = _SlowFromPoolThreads(pool._lock)  # type: ignore[assignment]
+    for i in range(3):
+        if via == "run":
+            value = await pool.run(lambda i=i: i)
+        elif via == "run_call":
+            value = await pool.run_call(lambda i=i: i, timeout=GUARD)
+        else:
+            value = await asyncio.wrap_future(pool.submit(lambda i=i: i))
+        assert value == i and pool.busy_threads == 0
+
+
 async def test_a_cancelled_running_call_is_abandoned_and_a_new_thread_serves_the_next(pool: DaemonThreadPool) -> None:
     started = threading.Event()
     release = threading.Event()

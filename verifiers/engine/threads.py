@@ -439,21 +439,17 @@ class DaemonThreadPool(Executor):
             del call
             with self._lock:
                 self._running.pop(future, None)
+                stay = self._done_with_item(me)
+            # the pool's books are settled before the caller resumes: a caller that reads
+            # ``busy_threads`` once its call is back never counts this thread as busy
             if ok:
                 future.set_result(value)
             else:  # a tool's SystemExit must reach its caller, not end the thread
                 future.set_exception(value)
-            del value
-            with self._lock:
-                if me in self._abandoned:  # replaced already: leave the pool
-                    self._abandoned.discard(me)
-                    return False
+            return stay
         del future
         with self._lock:
-            if self._shutdown:
-                return False
-            self._finished()
-        return True
+            return self._done_with_item(me)
 
     def _run_loop_call(self, call: _LoopCall, me: threading.Thread) -> bool:
         """Run one :meth:`run` call; False when this thread must leave the pool afterwards."""
@@ -478,20 +474,26 @@ class DaemonThreadPool(Executor):
             else:
                 ok, value = _call((fn, args, kwargs))
             del fn, args, kwargs
+        with self._lock:
+            call.state = _DONE
+            call.thread = None
+            stay = self._done_with_item(me)
+        if started:  # delivered once the pool's books are settled (see _run_item)
             try:
                 call.loop.call_soon_threadsafe(_deliver, call.future, ok, value)
             except RuntimeError:  # the caller's event loop has closed: nobody is waiting
                 pass
-            del value
-        with self._lock:
-            call.state = _DONE
-            call.thread = None
-            if me in self._abandoned:  # replaced already: leave the pool
-                self._abandoned.discard(me)
-                return False
-            if self._shutdown:
-                return False
-            self._finished()
+        return stay
+
+    def _done_with_item(self, me: threading.Thread) -> bool:  # with self._lock held
+        """``me`` is done with its item: False when it must leave the pool (it was replaced after
+        its call was abandoned, or the pool is shutting down), else it counts as free again."""
+        if me in self._abandoned:  # replaced already: leave the pool
+            self._abandoned.discard(me)
+            return False
+        if self._shutdown:
+            return False
+        self._finished()
         return True
 
     def _call_serving(self, call: _LoopCall, fn: Any, args: Any, kwargs: Any) -> tuple[bool, Any]:
