@@ -406,3 +406,195 @@ async def test_a_roles_config_record_is_made_once_per_run_and_again_when_the_con
     for turns in range(1, 3 * MAX_WIRES):
         assert ctx.wire_of(AgentConfig(max_turns=turns)).max_turns == turns
     assert len(ctx.wires) <= MAX_WIRES
+
+
+async def test_the_envs_own_deadlines_end_the_episode_and_keep_what_finished(tmp_path, monkeypatch) -> None:
+    """``[env.timeout]``: ``episode`` bounds ``setup`` + ``run`` (an agent run still in flight is
+    cancelled and its runtime stopped; one that finished is kept and scored), ``finalize`` the env's
+    ``finalize``. Either is a ``TimeoutError`` on the episode, which is then a timeout."""
+    import asyncio
+    import tempfile
+
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    boxes = tmp_path / "boxes"
+    boxes.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(boxes))
+
+    class Slow(SingleAgentEnv):
+        async def run(self, task, agents):
+            await agents.agent.run(task)  # answered at once for a == 0; the server stalls for a == 1
+            if task.data.a == 0:
+                await asyncio.sleep(30)
+
+        async def finalize(self, task, episode):
+            await asyncio.sleep(30)
+
+    def script(req):
+        return reply(_sum_answer(req), delay=30 if "1 + 2" in req.messages[-1]["content"] else 0)
+
+    env = Slow(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 2}, timeout={"episode": 1.0, "finalize": 0.3}))
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv, folder=tmp_path / "run")
+    lines = {x["example_id"]: x for x in map(json.loads, (tmp_path / "run" / "traces.jsonl").read_text().splitlines())}
+    assert out["metadata"]["num_errors"] == 2
+    for ex in (0, 1):
+        rec = lines[ex]
+        assert not rec["ok"] and not rec["complete"] and rec["is_timeout"]
+        (err,) = rec["errors"]
+        assert err["type"] == "TimeoutError" and "Slow.run() ran past its 1 s deadline ([env.timeout] episode)" in err["message"]
+    (kept,) = lines[0]["traces"]  # finished before the deadline: kept and scored
+    assert kept["rewards"]["correct"]["score"] == 1.0
+    assert lines[1]["traces"] == []  # its agent run was cancelled
+    assert not list(boxes.iterdir())  # and its runtime stopped
+
+    class SlowFinalize(SingleAgentEnv):
+        async def finalize(self, task, episode):
+            await asyncio.sleep(30)
+
+    fast = SlowFinalize(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 1}, timeout={"finalize": 0.3}))
+    async with ScriptedServer(_sum_answer) as srv:
+        out = await _run(fast, srv, folder=tmp_path / "fin")
+    (rec,) = map(json.loads, (tmp_path / "fin" / "traces.jsonl").read_text().splitlines())
+    (err,) = rec["errors"]
+    assert err["type"] == "TimeoutError" and "SlowFinalize.finalize() ran past its 0.3 s deadline ([env.timeout] finalize)" in err["message"]
+    assert rec["is_timeout"] and not rec["ok"] and rec["traces"][0]["rewards"]["correct"]["score"] == 1.0
+
+
+async def test_an_env_whose_run_plays_no_agent_is_a_failed_episode(tmp_path) -> None:
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    class Idle(SingleAgentEnv):
+        async def run(self, task, agents):
+            return None
+
+    env = Idle(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 1}))
+    async with ScriptedServer(_sum_answer) as srv:
+        out = await _run(env, srv, folder=tmp_path)
+        assert srv.request_count == 0
+    (rec,) = map(json.loads, (tmp_path / "traces.jsonl").read_text().splitlines())
+    assert out["metadata"]["num_errors"] == 1 and not rec["ok"] and rec["traces"] == []
+    assert "Idle.run() played no agent" in rec["errors"][0]["message"]
+
+
+def test_the_originals_interception_shapes_load_and_a_malformed_one_is_refused() -> None:
+    from verifiers.v1.interception import StaticInterceptionPoolConfig
+
+    env = load_environment({"taskset": {"id": "vf-sums"}, "interception": {"type": "static", "servers": [
+        {"type": "server", "tunnel": {"type": "custom", "url": "http://10.0.0.5:8765", "port": 8765}}]}})  # fmt: skip
+    assert isinstance(env.config.interception, StaticInterceptionPoolConfig)
+    assert env.config.interception.servers[0].tunnel.port == 8765
+    assert load_environment({"taskset": {"id": "vf-sums"}}).config.interception.multiplex == 32
+    for bad, why in (({"type": "static", "servers": []}, "servers"), ({"type": "elastic", "multiplex": 0}, "multiplex"),
+                     ({"type": "tunnel"}, "interception"), ({"type": "server", "tunnel": {"type": "custom", "url": "x"}}, "port")):  # fmt: skip
+        with pytest.raises(PluginError, match=why):
+            load_environment({"taskset": {"id": "vf-sums"}, "interception": bad})
+    with pytest.raises(PluginError, match="episode"):
+        load_environment({"taskset": {"id": "vf-sums"}, "timeout": {"episode": 0}})
+
+
+OVERFLOW = "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."
+
+
+async def test_a_request_too_long_for_the_context_ends_the_run_cleanly_without_compaction() -> None:
+    """As the original's chat loop: a provider refusal for context length is the run's budget spent
+    (the trace is scored, the refused call is on its record); any other 400 is the trace's error."""
+    from verifiers.testing.scripted import error
+
+    def script(req):
+        if req.messages[-1]["role"] == "user":
+            return tool_calls(tool_call("add", {"a": 0, "b": 1}, id="c0"))
+        return error(400, OVERFLOW)
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+        assert srv.request_count == 2  # the refusal is not retried
+    trace = out.state[0]["_episode"].traces[0]
+    assert trace.ok and trace.errors == [] and trace.stop_condition == "agent_completed"
+    assert [c.error.status_code if c.error else None for c in trace.calls] == [None, 400]
+    assert "maximum context length" in trace.calls[1].error.message
+    assert "correct" in trace.rewards and out["metadata"]["num_errors"] == 0  # scored
+
+
+async def test_bash_compaction_hands_the_run_on_to_a_summary_at_its_threshold(tmp_path) -> None:
+    """``summarize_at_tokens``: the reply's context plus its tool results reached the threshold, so
+    the model is asked for a hand-off note (tools offered, ``tool_choice = "none"``) and the run goes
+    on from the system prompt and that note alone."""
+    from verifiers.v1.compaction import SUMMARY_FRAME, SUMMARY_REQUEST
+
+    def script(req):
+        last = req.messages[-1]
+        if last["role"] == "tool":
+            assert last["content"] == "hi\n"
+            return reply("unused")
+        if last["content"] == SUMMARY_REQUEST:
+            assert req.body["tool_choice"] == "none" and req.tools
+            return reply("ran echo hi; the answer is 1")
+        if last["content"].startswith(SUMMARY_FRAME):
+            return reply("1")
+        return reply(None, tool_calls=[tool_call("bash", {"command": "echo hi"}, id="c0")],
+                     usage={"prompt_tokens": 90, "completion_tokens": 20, "total_tokens": 110})  # fmt: skip
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}, "agent": {"harness": {
+        "id": "bash", "compaction": {"summarize_at_tokens": 100}}, "runtime": {"type": "subprocess", "workdir": str(tmp_path)}}})  # fmt: skip
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+        bodies = [r.messages for r in srv.requests]
+    assert len(bodies) == 3
+    system, note = bodies[2]
+    assert system["role"] == "system" and system["content"].startswith("You are a coding agent")
+    assert note["content"] == f"{SUMMARY_FRAME}\n\nran echo hi; the answer is 1"
+    trace = out.state[0]["_episode"].traces[0]
+    assert trace.ok and len(trace.calls) == 3 and out.state[0]["reward"] == 1.0
+
+
+async def test_bash_compaction_from_the_advertised_window_retries_an_overflow_once(tmp_path) -> None:
+    """No ``summarize_at_tokens``: the threshold comes from the window ``GET /models`` advertises;
+    a request refused for length is compacted and sent again, and a rebuilt one that still does not
+    fit fails the rollout (``compaction failed``)."""
+    from verifiers.testing.scripted import error
+    from verifiers.v1.compaction import SUMMARY_FRAME, SUMMARY_REQUEST
+
+    def script_for(still_too_long: bool):
+        def script(req):
+            last = req.messages[-1]
+            if last["role"] == "tool":
+                return error(400, OVERFLOW)
+            if last["content"] == SUMMARY_REQUEST:
+                return reply("a note")
+            if last["content"].startswith(SUMMARY_FRAME):
+                return error(400, OVERFLOW) if still_too_long else reply("1")
+            return tool_calls(tool_call("bash", {"command": "true"}, id="c0"))
+
+        return script
+
+    spec = {"taskset": {"id": "vf-sums", "n": 1}, "agent": {"harness": {"id": "bash"}, "runtime": {"type": "subprocess", "workdir": str(tmp_path)}}}
+    async with ScriptedServer(script_for(False), context_window=32768) as srv:
+        out = await _run(load_environment(spec), srv)
+        assert srv.request_count == 4
+    assert out.state[0]["reward"] == 1.0 and out.state[0]["_episode"].traces[0].ok
+    async with ScriptedServer(script_for(True), context_window=32768) as srv:
+        out = await _run(load_environment(spec), srv)
+    trace = out.state[0]["_episode"].traces[0]
+    assert not trace.ok and trace.errors[-1].type == "HarnessError"
+    assert "compaction failed: the rebuilt conversation still does not fit" in trace.errors[-1].message
+    # with compaction off, the same refusal ends the run cleanly, as for the null harness
+    off = {**spec, "agent": {**spec["agent"], "harness": {"id": "bash", "compaction": None}}}
+    async with ScriptedServer(script_for(False), context_window=32768) as srv:
+        out = await _run(load_environment(off), srv)
+        assert srv.request_count == 2
+    assert out.state[0]["_episode"].traces[0].ok
+
+
+def test_the_bash_harness_takes_the_originals_knobs() -> None:
+    from verifiers.v1.harnesses.bash import BashHarness, BashHarnessConfig
+
+    plain = BashHarness(BashHarnessConfig(edit=False, compaction=None))
+    assert set(plain.extra_tools(None)) == {"bash"} and "edit" not in plain.system_prompt(None)
+    assert BashHarness(BashHarnessConfig()).system_prompt("Be brief.").endswith("edit tool, which replaces one exact occurrence of a string.\n\nBe brief.")
+    env = load_environment({"taskset": {"id": "vf-sums"}, "agent": {"harness": {"id": "bash", "search": True}}})
+    with pytest.raises(PluginError, match=r"serper\.dev web search tool, which this version does not offer"):
+        env.check()
+    with pytest.raises(PluginError, match="summarize_at_tokens"):
+        load_environment({"taskset": {"id": "vf-sums"}, "agent": {"harness": {"id": "bash", "compaction": {"summarize_at_tokens": 0}}}})

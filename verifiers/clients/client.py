@@ -281,6 +281,7 @@ class ModelClient:
         self._pool: ConnectionPool | None = None  # the lean transport's connections (per event loop)
         self._session: aiohttp.ClientSession | None = None
         self._http: httpx.AsyncClient | None = None
+        self._context_windows: dict[str, int | None] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._connections: asyncio.Semaphore | None = None  # built with the session (per event loop)
@@ -360,6 +361,25 @@ class ModelClient:
         """Model ids served at ``GET /models`` (with the same retry policy as completions)."""
         body = await self.request_json("/models", None, method="GET")
         return [str(m.get("id")) for m in body.get("data", []) if isinstance(m, dict)]
+
+    async def context_window(self, model: str) -> int | None:
+        """The context window ``GET /models`` advertises for ``model`` (vLLM's ``max_model_len``,
+        or ``context_length`` / ``context_window`` / ``max_context_length``), else None; asked once
+        per model and client (a failed listing counts as none)."""
+        windows = self._context_windows
+        if model not in windows:
+            try:
+                body = await self.request_json("/models", None, method="GET")
+            except ModelError:
+                body = {}
+            size = None
+            for card in body.get("data", []) if isinstance(body, dict) else []:
+                if isinstance(card, dict) and card.get("id") == model:
+                    size = next((v for f in ("max_model_len", "context_length", "context_window", "max_context_length")
+                                 if type(v := card.get(f)) is int and v > 0), None)  # fmt: skip
+                    break
+            windows[model] = size
+        return windows[model]
 
     @property
     def http(self) -> httpx.AsyncClient:

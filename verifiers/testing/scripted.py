@@ -239,7 +239,8 @@ class ScriptedServer:
     ``with ScriptedServer(script) as srv:`` (or ``async with``) starts it on a free port;
     ``srv.base_url`` ends in ``/v1``. ``token_ids`` / ``logprobs``: ``None`` follows each request
     (vLLM's ``return_token_ids`` / ``logprobs``), ``True``/``False`` force them. ``delay`` is added
-    before every reply. Recorded: ``requests``, ``request_count``, ``max_in_flight``.
+    before every reply. ``context_window``: the ``max_model_len`` its ``GET /models`` card advertises
+    (as vLLM's does). Recorded: ``requests``, ``request_count``, ``max_in_flight``.
     """
 
     def __init__(
@@ -253,6 +254,7 @@ class ScriptedServer:
         model: str = "scripted-model",
         host: str = "127.0.0.1",
         port: int = 0,
+        context_window: int | None = None,
     ) -> None:
         if exhausted not in ("repeat_last", "error"):
             raise ValueError("exhausted must be 'repeat_last' or 'error'")
@@ -262,6 +264,7 @@ class ScriptedServer:
         self.delay = delay
         self.exhausted = exhausted
         self.model = model
+        self.context_window = context_window
         self.host = host
         self.port = port
         self._requested_port = port
@@ -394,7 +397,10 @@ class ScriptedServer:
     async def _handle_models(self, request: Any) -> Any:
         from aiohttp import web
 
-        data = [{"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}]
+        card: dict[str, Any] = {"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}
+        if self.context_window is not None:
+            card["max_model_len"] = self.context_window  # as vLLM advertises it
+        data = [card]
         return web.json_response({"object": "list", "data": data})
 
     def _next_from_queue(self, queue: list[Any]) -> Any:

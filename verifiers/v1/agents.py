@@ -206,9 +206,9 @@ class Interaction:
         self.messages: list[Any] = []
         self.tools: dict[str, Any] = {}
         """What the harness offers the model: in-process functions and MCP tools, by name."""
-        data = task.data
-        if data.system_prompt:
-            self.messages.append(SystemMessage(content=data.system_prompt))
+        system = agent.harness.system_prompt(task.data.system_prompt)
+        if system:
+            self.messages.append(SystemMessage(content=system))
 
     @property
     def trace(self) -> Trace:
@@ -508,7 +508,8 @@ class Agent:
         harness = self.harness
         if harness.IN_PROCESS:
             available = {"trace": it.trace, "runtime": it.runtime, "state": it.trace.state, "task": it.task.data}
-            return await chat_loop(it.ctx, it.messages, it.tools, tool_timeout=harness.config.tool_timeout, available=available)
+            return await chat_loop(it.ctx, it.messages, it.tools, tool_timeout=harness.config.tool_timeout, available=available,
+                                   compaction=getattr(harness.config, "compaction", None))  # fmt: skip
         proxy: InterceptionServer | None = await self.run_ctx.proxy() if self.run_ctx.proxy is not None else None
         if proxy is None:
             raise HarnessError(f"harness {harness.config.id!r} runs a program, and this run has no interception proxy")

@@ -135,35 +135,59 @@ class Env(ABC, Generic[ConfigT]):
         """Play one episode; the traces come back unscored, with what scoring them needs (their
         task and runtime). An exception of ``run`` fails the episode (recorded, not raised)."""
         finished: list[tuple[Trace, Any]] = []
+        cut: list[tuple[Trace, Any]] = []  # runs cancelled mid-way (the env's deadline): never part of the episode
+
+        def on_trace(trace: Trace, extra: Any) -> None:
+            task_ = asyncio.current_task()
+            (cut if task_ is not None and task_.cancelling() else finished).append((trace, extra))
+
         previous = run_ctx.on_trace
-        run_ctx.on_trace = lambda trace, extra: finished.append((trace, extra))
+        run_ctx.on_trace = on_trace
         record = TraceTask.of(task)
         run_ctx.task_record = (task, task.data, record)  # the agents' traces of this task copy it
         episode = Episode(env=EnvInfo(id=self.episode_env_id, name=type(self).__name__), task=record)
+        limit = self.config.timeout.episode
+        deadline = asyncio.timeout(limit)
+        timed_out = False
         try:
             agents = self.agents_for(run_ctx)
             with running(run_ctx):
-                if overrides(self, Env, "setup"):  # the base class's setup does nothing
-                    await self.setup(agents)
-                await self.run(task, agents)
+                async with deadline:
+                    if overrides(self, Env, "setup"):  # the base class's setup does nothing
+                        await self.setup(agents)
+                    await self.run(task, agents)
+            if not finished:
+                raise EnvError(f"{type(self).__name__}.run() played no agent: an episode needs at least one agent run")
         except (asyncio.CancelledError, KeyboardInterrupt):
             # a cancelled episode (the rollout's timeout) is never scored: stop what it started
-            for _, (_, runtime) in finished:
-                if runtime is not None:
-                    with contextlib.suppress(Exception):
-                        await runtime.stop()
+            await _stop_runtimes(finished + cut)
             raise
+        except TimeoutError as exc:
+            if deadline.expired():  # [env.timeout] episode: the agent runs finished by then stay
+                timed_out = True
+                message = f"{type(self).__name__}.run() ran past its {limit:g} s deadline ([env.timeout] episode)"
+            else:
+                message = str(EnvError(f"{type(exc).__name__}: {exc}"))
+            episode.errors.append(Error(type="TimeoutError", message=message))
         except Exception as exc:
             err = exc if isinstance(exc, EnvError) else EnvError(f"{type(exc).__name__}: {exc}")
             episode.errors.append(Error(type=type(exc).__name__, message=str(err)))
         finally:
             run_ctx.on_trace = previous
+        await _stop_runtimes(cut)
         traces = [t for t, _ in finished]
         put_field(episode, "traces", traces)
         put_field(episode, "ok", not episode.errors and all(t.ok for t in traces) and bool(traces))
-        put_field(episode, "is_timeout", any(t.is_timeout for t in traces))
+        put_field(episode, "is_timeout", timed_out or any(t.is_timeout for t in traces))
         return episode, finished
 
+
+
+async def _stop_runtimes(runs: list[tuple[Trace, Any]]) -> None:
+    for _, (_, runtime) in runs:
+        if runtime is not None:
+            with contextlib.suppress(Exception):
+                await runtime.stop()
 
 
 # --- loading by id ---------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing_extensions import TypeVar
 from verifiers.engine.threads import call_sync
 from verifiers.v1.configs import BaseConfig
 from verifiers.v1.decorators import discover_decorated
-from verifiers.v1.errors import HarnessError, ToolsetError
+from verifiers.v1.errors import HarnessError, ProviderError, ToolsetError
 from verifiers.v1.messages import capped_tool_output
 from verifiers.v1.plugins import (
     PluginError,
@@ -115,6 +115,10 @@ class Harness(ABC, Generic[ConfigT]):
             )
         return None
 
+    def system_prompt(self, task_prompt: str | None) -> str | None:
+        """The system prompt the model gets: the task's, unless the harness frames it."""
+        return task_prompt
+
     async def setup(self, runtime: Runtime) -> None:
         """Prepare ``runtime`` for this harness (install the program); once per rollout."""
 
@@ -201,7 +205,7 @@ def _note_tool_error(trace: Any, tool: str, message: str) -> None:
 
 async def chat_loop(
     ctx: CallContext, messages: list[Message], tools: dict[str, Any], *, tool_timeout: float,
-    available: dict[str, Any],
+    available: dict[str, Any], compaction: Any = None,
 ) -> list[Message]:  # fmt: skip
     """The null harness's loop: call the model, run its tool calls, until it answers without any
     (or a stop ends the rollout). Returns the conversation with the new messages appended.
@@ -209,18 +213,55 @@ async def chat_loop(
     ``tools`` maps a name to an in-process function or an MCP tool
     (:class:`~verifiers.v1.mcp.client.RemoteTool`). A failed call is text the model reads,
     noted in ``trace.info["tool_errors"]``; a call past ``tool_timeout`` or a tool server that is
-    gone is recorded on the trace as a ``ToolsetError`` and ends the rollout (the run goes on)."""
+    gone is recorded on the trace as a ``ToolsetError`` and ends the rollout (the run goes on).
+
+    ``compaction`` (a :class:`~verifiers.v1.compaction.CompactionConfig`, the ``bash`` harness's)
+    resets a conversation that nears the context window to a hand-off summary; without it, a
+    request the provider refuses as too long ends the loop with the conversation so far."""
+    from verifiers.v1.compaction import (
+        Compactor,
+        compactable,
+        discover_threshold,
+        estimated_tokens,
+        is_context_overflow,
+    )
     from verifiers.v1.interception import Stopped, model_call
     from verifiers.v1.mcp.client import RemoteTool
 
     schemas = [fn.schema if isinstance(fn, RemoteTool) else tool_schema(n, fn) for n, fn in tools.items()] or None
     convo = list(messages)
     trace = ctx.trace
+    compactor = None
+    if compaction is not None:
+        compactor = Compactor(compaction.summarize_at_tokens or await discover_threshold(ctx), convo)
     while True:
         try:
             response = await model_call(ctx, convo, schemas)
         except Stopped:
             return convo
+        except ProviderError as exc:
+            if not is_context_overflow(exc):
+                raise
+            if compactor is None or not compactor.active:
+                return convo  # a full context is the run's budget spent: it ends with what it has
+            if not compactable(convo):
+                if compactor.compacted:
+                    raise compactor.failed("the compacted conversation still does not fit the context") from None
+                raise
+            response = None
+        if compactor is not None and compactor.active:
+            if response is not None and not compactor.reached(response):
+                compactor.last_good = len(convo)  # it fitted with the reserve to spare
+            elif response is None or (response.finish_reason == "length" and compactable(convo)):
+                try:
+                    convo = await compactor.compact(ctx, convo, schemas)
+                    response = await model_call(ctx, convo, schemas)
+                except Stopped:
+                    return convo
+                except ProviderError as exc:
+                    if is_context_overflow(exc):
+                        raise compactor.failed("the rebuilt conversation still does not fit the context") from None
+                    raise
         if ctx.prompt is not None:
             convo = list(ctx.prompt)  # the prompt as the task's request hooks left it
         convo.append(response.message)
@@ -228,6 +269,7 @@ async def chat_loop(
         if not calls or trace.is_completed:
             return convo  # no calls, or a stop refused the reply's calls: none of them runs
         denied = ctx.policy_state.denied if ctx.policy_state is not None else {}
+        results_from = len(convo)
         for call in calls:
             verdict = denied.get(call.id)
             if verdict is not None:  # a request hook denied the call: the model reads its verdict
@@ -251,6 +293,13 @@ async def chat_loop(
                 if not isinstance(fn, RemoteTool):  # an MCP tool's error text reaches the model as the server wrote it
                     text = f"error: {text}"
             convo.append(ToolMessage(tool_call_id=call.id, content=capped_tool_output(text), name=call.name))
+        if compactor is not None and compactor.active and not trace.is_completed:
+            results = sum(estimated_tokens(content_text(m.content)) for m in convo[results_from:])
+            if compactor.reached(response, results) and compactable(convo):
+                try:
+                    convo = await compactor.compact(ctx, convo, schemas)
+                except Stopped:
+                    return convo
 
 
 def last_reply(messages: list[Message]) -> str:

@@ -29,6 +29,12 @@ from pydantic import TypeAdapter, ValidationError
 
 from verifiers.utils.json_limits import first_non_finite, json_depth
 from verifiers.v1 import policy, prefix
+from verifiers.v1.configs.interception import (
+    ElasticInterceptionPoolConfig,
+    InterceptionConfig,
+    InterceptionServerConfig,
+    StaticInterceptionPoolConfig,
+)
 from verifiers.v1.errors import InterceptionError, ProviderError
 from verifiers.v1.scoring import first_stop
 from verifiers.v1.trace import CHAT_ENDPOINT
@@ -602,4 +608,14 @@ def _error(status: int, message: str, *, code: str | None = None) -> Any:
     return web.json_response({"error": {"message": message, "type": "interception_error", "code": code}}, status=status)
 
 
-__all__ = ["CallContext", "InterceptionError", "InterceptionServer", "Stopped", "model_call"]
+__all__ = [
+    "CallContext",
+    "ElasticInterceptionPoolConfig",
+    "InterceptionConfig",
+    "InterceptionError",
+    "InterceptionServer",
+    "InterceptionServerConfig",
+    "StaticInterceptionPoolConfig",
+    "Stopped",
+    "model_call",
+]

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from verifiers.v1.configs import BaseConfig, TaskConfig, TasksetConfig
+from verifiers.v1.configs.interception import ElasticInterceptionPoolConfig, InterceptionConfig
 from verifiers.v1.configs.retries import RetryConfig
 from verifiers.v1.fields import AS_ANY
 from verifiers.v1.plugins import (
@@ -108,6 +109,17 @@ def load_taskset(config: TasksetConfig | dict[str, Any] | str) -> Taskset:
     return cls(config)
 
 
+class EnvTimeoutConfig(BaseConfig):
+    """``[env.timeout]``: seconds the env's own hooks may take per episode (None: no bound).
+    ``episode`` bounds ``setup`` plus ``run`` (the agents they play included), ``finalize`` the
+    env's ``finalize``; each agent run's own stages are bounded by ``[env.<role>.timeout]``. Past
+    either, the episode ends with a ``TimeoutError`` and ``is_timeout`` (the traces finished by
+    then are kept and scored)."""
+
+    episode: float | None = Field(None, gt=0)
+    finalize: float | None = Field(None, gt=0)
+
+
 class EnvConfig(BaseConfig):
     """``[env]``: the env's id and its taskset, narrowed by id. An env's own config class (a
     subclass declaring its roles as ``AgentConfig`` fields) types the roles; keys it does not
@@ -121,6 +133,10 @@ class EnvConfig(BaseConfig):
     """Agent runs of one episode in flight at once (each turn holds a slot); None: no bound."""
     retries: RetryConfig = RetryConfig()
     """Whole-episode retries on recorded errors (``verifiers.v1.utils.retries``); off by default."""
+    timeout: EnvTimeoutConfig = EnvTimeoutConfig()
+    interception: InterceptionConfig = ElasticInterceptionPoolConfig()
+    """Where the interception proxy runs (``verifiers.v1.configs.interception``): the original's
+    shapes load; every consumer here is local, so none changes what a run records."""
 
     @model_validator(mode="before")
     @classmethod

@@ -111,14 +111,21 @@ async def finalize_episode(env: Env, task: Task, episode: Episode) -> None:
     """The env's ``finalize`` over a scored episode (skipped when the episode already failed); a
     failure is an episode error (``finalize: ...``). Then the episode's standing (``ok``)."""
     if not episode.errors and _finalizes(env):
+        limit = env.config.timeout.finalize
+        deadline = asyncio.timeout(limit)
         try:
-            await env.finalize(task, episode)
+            async with deadline:
+                await env.finalize(task, episode)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
             from verifiers.v1.errors import EnvError
 
-            episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"{FINALIZE_PREFIX}{exc}"))))
+            message = f"{exc}"
+            if isinstance(exc, TimeoutError) and deadline.expired():  # [env.timeout] finalize
+                message = f"{type(env).__name__}.finalize() ran past its {limit:g} s deadline ([env.timeout] finalize)"
+                episode.is_timeout = True
+            episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"{FINALIZE_PREFIX}{message}"))))
     episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
 
 

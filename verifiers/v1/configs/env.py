@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from verifiers.v1.agents import TimeoutConfig
-from verifiers.v1.loading import EnvConfig
+from verifiers.v1.loading import EnvConfig, EnvTimeoutConfig
+
+TimeoutConfig = EnvTimeoutConfig  # the original's name here: the env's own deadlines
 
 __all__ = ["EnvConfig", "TimeoutConfig"]

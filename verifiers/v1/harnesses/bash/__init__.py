@@ -5,13 +5,23 @@ from typing import Any
 
 from pydantic import Field, FiniteFloat
 
+from verifiers.v1.compaction import CompactionConfig
 from verifiers.v1.harness import Harness, HarnessConfig
+
+SYSTEM_PROMPT = "You are a coding agent. Run shell commands with the bash tool."
+EDIT_PROMPT = "Change a file with the edit tool, which replaces one exact occurrence of a string."
 
 
 class BashHarnessConfig(HarnessConfig):
     id: str = "bash"
     command_timeout: FiniteFloat = Field(120.0, gt=0)
     """Seconds one ``bash`` command may run (then it is killed)."""
+    edit: bool = True
+    """Offer the ``edit`` tool beside ``bash``."""
+    search: bool = False
+    """The original's web ``search`` tool (serper.dev): not offered here; ``true`` is refused at start."""
+    compaction: CompactionConfig | None = CompactionConfig()
+    """Context compaction (``verifiers.v1.compaction``): on by default, ``"None"`` turns it off."""
 
 
 class BashHarness(Harness[BashHarnessConfig]):
@@ -22,6 +32,16 @@ class BashHarness(Harness[BashHarnessConfig]):
     EXECUTES_CODE = True
     NEEDS_CONTAINER = False
     IN_PROCESS = True
+
+    def refusal(self, runtime_type: str) -> str | None:
+        if self.config.search:
+            return "harness 'bash': search = true asks for the serper.dev web search tool, which this version does not offer; remove it"
+        return super().refusal(runtime_type)
+
+    def system_prompt(self, task_prompt: str | None) -> str | None:
+        """The harness's own frame (the tools it offers), then the task's system prompt."""
+        frame = f"{SYSTEM_PROMPT} {EDIT_PROMPT}" if self.config.edit else SYSTEM_PROMPT
+        return f"{frame}\n\n{task_prompt}" if task_prompt else frame
 
     def extra_tools(self, runtime: Any) -> dict:
         timeout = self.config.command_timeout
@@ -50,7 +70,7 @@ class BashHarness(Harness[BashHarnessConfig]):
                 return f"error: {exc}"
             return f"edited {path}"
 
-        return {"bash": bash, "edit": edit}
+        return {"bash": bash, "edit": edit} if self.config.edit else {"bash": bash}
 
 
 __all__ = ["BashHarness", "BashHarnessConfig"]
