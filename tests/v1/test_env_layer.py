@@ -598,3 +598,60 @@ def test_the_bash_harness_takes_the_originals_knobs() -> None:
         env.check()
     with pytest.raises(PluginError, match="summarize_at_tokens"):
         load_environment({"taskset": {"id": "vf-sums"}, "agent": {"harness": {"id": "bash", "compaction": {"summarize_at_tokens": 0}}}})
+
+
+async def test_a_run_is_scored_as_it_ends_so_the_env_reads_its_reward(tmp_path) -> None:
+    """As in the original, a run's trace comes back from ``Agent.run`` scored (the task's rewards
+    and metrics, and the harness's own ``@vf.metric`` methods, in the run's box), so an env can
+    act on it: this one plays again until the answer is right. The episode keeps every run."""
+    import verifiers.v1 as vf
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+    from verifiers.v1.harnesses.null import NullHarness
+
+    seen: list[float] = []
+
+    class UntilRight(SingleAgentEnv):
+        async def run(self, task, agents):
+            for _ in range(3):
+                trace = await agents.agent.run(task)
+                seen.append(trace.reward)
+                if trace.reward == 1.0:
+                    return
+
+    class Counting(NullHarness):
+        @vf.metric
+        def replies(self, trace: vf.Trace, runtime) -> float:
+            assert runtime is not None  # the run's box, still up
+            return float(trace.num_turns)
+
+    answers = iter(["no", "still no", "1"])
+    env = UntilRight(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 1}))
+    env._harnesses["agent"] = Counting(env._harnesses["agent"].config)
+    async with ScriptedServer(lambda req: next(answers)) as srv:
+        out = await _run(env, srv, folder=tmp_path)
+    assert seen == [0.0, 0.0, 1.0]
+    (rec,) = map(json.loads, (tmp_path / "traces.jsonl").read_text().splitlines())
+    assert [t["rewards"]["correct"]["score"] for t in rec["traces"]] == [0.0, 0.0, 1.0]
+    assert all(t["metrics"]["replies"] == 1.0 and t["timing"]["scoring"]["end"] >= t["timing"]["scoring"]["start"] > 0 for t in rec["traces"])
+    assert rec["ok"] and out["metadata"]["num_errors"] == 0
+
+
+async def test_the_roles_scoring_deadline_bounds_the_whole_scoring() -> None:
+    import asyncio
+
+    import verifiers.v1 as vf
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+    from verifiers.v1.harnesses.null import NullHarness
+
+    class Slow(NullHarness):
+        @vf.metric
+        async def slow(self) -> float:
+            await asyncio.sleep(30)
+            return 1.0
+
+    env = SingleAgentEnv(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 1}, agent={"timeout": {"scoring": 0.3}}))
+    env._harnesses["agent"] = Slow(env._harnesses["agent"].config)
+    async with ScriptedServer(_sum_answer) as srv:
+        out = await _run(env, srv)
+    trace = out.state[0]["_episode"].traces[0]
+    assert trace.is_timeout and trace.stop_condition == "scoring_timeout"

@@ -26,7 +26,7 @@ from typing_extensions import TypeVar
 
 from verifiers.v1.configs import BaseConfig, WireAgentConfig
 from verifiers.v1.configs.retries import RetryConfig
-from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, ToolsetError
+from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, TaskError, ToolsetError
 from verifiers.v1.fields import AS_ANY, put_field
 from verifiers.v1.harness import Harness, HarnessConfig, chat_loop, last_reply, load_harness, tool_functions
 from verifiers.v1.plugins import narrow_field
@@ -38,6 +38,7 @@ from verifiers.v1.runtimes import (
     resolve_runtime_config,
     task_runtime_config,
 )
+from verifiers.v1.scoring import together
 from verifiers.v1.task import Task
 from verifiers.v1.trace import CHAT_ENDPOINT, AgentInfo, Trace, TraceTask
 from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMessage
@@ -160,7 +161,8 @@ class RunContext:
     proxy: Callable[[], Any] | None = None
     gate: asyncio.Semaphore | None = None
     clients: dict[str, Any] = field(default_factory=dict)
-    on_trace: Callable[[Trace, Any], None] | None = None
+    on_trace: Callable[[Trace], None] | None = None
+    """Where each finished (scored) run's trace goes: the episode playing it."""
     toolsets: SharedToolsets | None = None
     """The taskset's shared toolsets (the run starts and closes them); None: the taskset's
     ``toolsets()`` are not served."""
@@ -292,32 +294,23 @@ class Agent:
         retry = self.config.retries
         if not (retry.max_retries or retry.rules):  # the common case: one try, handed on as it ends
             return await self._run_once(task, runtime, collect_artifacts, None)
-        # whole-run retries (``[env.<role>.retries]``): each try on a fresh trace and box; a try that
-        # is retried is not handed on (not scored), and its errors go first on the final trace
+        # whole-run retries (``[env.<role>.retries]``): each try on a fresh trace and box, scored as
+        # it ends; a try that is retried is not handed on, and its errors go first on the final trace
         state, history = RetryState(retry), []
         for attempt in range(state.max_retries + 1):
-            held: list[tuple[Trace, Any]] = []
-            handed = False
-            try:
-                trace = await self._run_once(task, runtime, collect_artifacts, held)
-                again = attempt < state.max_retries and not trace.ok and state.next_error(trace.errors) is not None
-                if again and runtime is not None:
-                    logger.warning("not retrying the run in a borrowed box (its state is no longer the task's start); the error stands")
-                    again = False
-                if not again:
-                    if history:
-                        trace.errors[:0] = history  # its standing (ok) stays the last try's
-                    handed = True
-                    for kept, extra in held:
-                        await self._hand_on(kept, extra)
-                    return trace
-                history.extend(trace.errors)
-            finally:
-                if not handed:  # a try that is retried, cancelled or failed: its box is stopped here
-                    for _, (_, box) in held:
-                        if box is not None:
-                            with contextlib.suppress(Exception):
-                                await box.stop()
+            held: list[Trace] = []
+            trace = await self._run_once(task, runtime, collect_artifacts, held)
+            again = attempt < state.max_retries and not trace.ok and state.next_error(trace.errors) is not None
+            if again and runtime is not None:
+                logger.warning("not retrying the run in a borrowed box (its state is no longer the task's start); the error stands")
+                again = False
+            if not again:
+                if history:
+                    trace.errors[:0] = history  # its standing (ok) stays the last try's
+                for kept in held:
+                    self._hand_on(kept)
+                return trace
+            history.extend(trace.errors)
             logger.warning("retrying %s's run (retry %d of at most %d) after %s", self.name, attempt + 1, state.max_retries, trace.errors[-1].type if trace.errors else "an error")
             await asyncio.sleep(backoff(attempt))
         return trace  # not reached: the last try always returns
@@ -329,12 +322,10 @@ class Agent:
                 it.trace.stop("agent_completed")
         return it.trace
 
-    async def _hand_on(self, trace: Trace, extra: tuple[Any, Any]) -> None:
-        """A finished run's trace to the episode (scored there), or its own box stopped."""
+    def _hand_on(self, trace: Trace) -> None:
+        """A finished (scored) run's trace to the episode."""
         if self.run_ctx.on_trace is not None:
-            self.run_ctx.on_trace(trace, extra)
-        elif extra[1] is not None:
-            await extra[1].stop()
+            self.run_ctx.on_trace(trace)
 
     @contextlib.asynccontextmanager
     async def provision(self, task: Task | None = None) -> AsyncIterator[Runtime]:
@@ -420,23 +411,36 @@ class Agent:
                 put_field(timing.agent, "end", now)
                 put_field(timing.finalize, "start", now)
                 trace.split_agent_time()
-                if runtime is not None and not trace.is_timeout:
+                # as the original: a run that failed (an error, not a timeout: that is a stop) or is
+                # being cancelled skips its finalize and scoring; any other is scored here, in its
+                # box, before it is handed on (an env's run() reads the rewards of the runs it played)
+                current = asyncio.current_task()
+                cancelled = current is not None and current.cancelling() > 0
+                going_on = runtime is not None and not cancelled
+                if going_on and not trace.errors:
                     if overrides(task, Task, "finalize"):  # the base class's finalize does nothing
                         await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
                     if collect_artifacts and task.data.artifacts and not trace.errors:
                         await self._collect(trace, task, runtime)
-                put_field(timing.finalize, "end", time.time())
+                now = time.time()
+                put_field(timing.finalize, "end", now)
                 if not trace.is_completed:
                     # the env left the interaction with the run still going (the original's name)
                     trace.stop("user_closed")
+                if going_on and not trace.errors:
+                    put_field(timing.scoring, "start", now)
+                    await self._score(trace, task, runtime)
+                    put_field(timing.scoring, "end", time.time())
                 put_field(trace, "ok", not trace.errors)
-                # a borrowed box is its owner's: stopped when the owner's block ends, before the
-                # episode is scored, so scoring gets no runtime for it (score in the block instead)
-                extra = (task, runtime if not borrowed else None)
+                # scored: the run's own box ends with it, as in the original (a borrowed box is its
+                # owner's, stopped when the owner's block ends)
+                if runtime is not None and not borrowed:
+                    with contextlib.suppress(Exception):
+                        await runtime.stop()
                 if _held is not None:
-                    _held.append((trace, extra))  # ``run`` decides: handed on, or retried
-                else:
-                    await self._hand_on(trace, extra)
+                    _held.append(trace)  # ``run`` decides: handed on, or retried
+                elif not cancelled:  # a run cut off mid-way never joins the episode
+                    self._hand_on(trace)
         finally:
             # the rollout's own tool servers end with it, on every path (a cancel included), after
             # its trace is handed on; a rollout that started none has nothing to wait for
@@ -444,6 +448,24 @@ class Agent:
                 await finish(servers.close())
             else:
                 servers.tools = {}
+
+    async def _score(self, trace: Trace, task: Task, runtime: Runtime) -> None:
+        """The task's metrics and rewards and the harness's metrics, under the role's
+        ``timeout.scoring`` (else the task's) for the whole; past it, a ``scoring_timeout`` stop."""
+        limit = self.config.timeout.scoring
+        try:
+            async with asyncio.timeout(limit):
+                if overrides(self.harness, Harness, "score") or self.harness.has_metrics():
+                    await together([task.score(trace, runtime), self.harness.score(trace, runtime)])
+                else:
+                    await task.score(trace, runtime)
+        except TimeoutError:
+            trace.record_timeout("scoring")
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if not getattr(exc, "recorded", False):
+                trace.record_error(exc if isinstance(exc, RolloutError) else TaskError(f"scoring: {type(exc).__name__}: {exc}"))
 
     async def _collect(self, trace: Trace, task: Task, runtime: Runtime) -> None:
         from verifiers.v1.artifacts import collect
@@ -491,8 +513,6 @@ class Agent:
         it.tools = tools
 
     async def _stage(self, trace: Trace, stage: str, fn: Callable[[], Any], limit: float | None) -> None:
-        from verifiers.v1.errors import TaskError
-
         try:
             async with asyncio.timeout(limit):
                 await fn()

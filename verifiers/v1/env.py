@@ -14,7 +14,6 @@ the run: concurrency, timeouts, error recording, ``traces.jsonl``, resume and th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from abc import ABC, abstractmethod
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic
@@ -131,18 +130,12 @@ class Env(ABC, Generic[ConfigT]):
         specs = {name: spec for name in self._harnesses if isinstance(spec := getattr(config, name, None), AgentConfig)}
         return Agents(specs, make)
 
-    async def run_episode(self, task: Task, run_ctx: RunContext) -> tuple[Episode, list[tuple[Trace, Any]]]:
-        """Play one episode; the traces come back unscored, with what scoring them needs (their
-        task and runtime). An exception of ``run`` fails the episode (recorded, not raised)."""
-        finished: list[tuple[Trace, Any]] = []
-        cut: list[tuple[Trace, Any]] = []  # runs cancelled mid-way (the env's deadline): never part of the episode
-
-        def on_trace(trace: Trace, extra: Any) -> None:
-            task_ = asyncio.current_task()
-            (cut if task_ is not None and task_.cancelling() else finished).append((trace, extra))
-
+    async def run_episode(self, task: Task, run_ctx: RunContext) -> Episode:
+        """Play one episode: its traces, each scored as its run ended (the env's ``finalize`` is
+        still to run). An exception of ``run`` fails the episode (recorded, not raised)."""
+        finished: list[Trace] = []
         previous = run_ctx.on_trace
-        run_ctx.on_trace = on_trace
+        run_ctx.on_trace = finished.append  # each run that ends (one cut off mid-way never does)
         record = TraceTask.of(task)
         run_ctx.task_record = (task, task.data, record)  # the agents' traces of this task copy it
         episode = Episode(env=EnvInfo(id=self.episode_env_id, name=type(self).__name__), task=record)
@@ -159,9 +152,7 @@ class Env(ABC, Generic[ConfigT]):
             if not finished:
                 raise EnvError(f"{type(self).__name__}.run() played no agent: an episode needs at least one agent run")
         except (asyncio.CancelledError, KeyboardInterrupt):
-            # a cancelled episode (the rollout's timeout) is never scored: stop what it started
-            await _stop_runtimes(finished + cut)
-            raise
+            raise  # a cancelled episode (the rollout's timeout) is never finalized; its runs' boxes are stopped
         except TimeoutError as exc:
             if deadline.expired():  # [env.timeout] episode: the agent runs finished by then stay
                 timed_out = True
@@ -174,20 +165,11 @@ class Env(ABC, Generic[ConfigT]):
             episode.errors.append(Error(type=type(exc).__name__, message=str(err)))
         finally:
             run_ctx.on_trace = previous
-        await _stop_runtimes(cut)
-        traces = [t for t, _ in finished]
-        put_field(episode, "traces", traces)
-        put_field(episode, "ok", not episode.errors and all(t.ok for t in traces) and bool(traces))
-        put_field(episode, "is_timeout", timed_out or any(t.is_timeout for t in traces))
-        return episode, finished
+        put_field(episode, "traces", finished)
+        put_field(episode, "ok", not episode.errors and all(t.ok for t in finished) and bool(finished))
+        put_field(episode, "is_timeout", timed_out or any(t.is_timeout for t in finished))
+        return episode
 
-
-
-async def _stop_runtimes(runs: list[tuple[Trace, Any]]) -> None:
-    for _, (_, runtime) in runs:
-        if runtime is not None:
-            with contextlib.suppress(Exception):
-                await runtime.stop()
 
 
 # --- loading by id ---------------------------------------------------------------------------------

@@ -119,6 +119,16 @@ class Harness(ABC, Generic[ConfigT]):
         """The system prompt the model gets: the task's, unless the harness frames it."""
         return task_prompt
 
+    def has_metrics(self) -> bool:
+        return bool(discover_decorated(self, "metric"))
+
+    async def score(self, trace: Any, runtime: Runtime | None) -> None:
+        """The harness's own ``@vf.metric`` methods over a finished run (they may read what its
+        program left in ``runtime``), beside the task's scoring; a failure is a ``HarnessError``."""
+        from verifiers.v1.scoring import score_harness
+
+        await score_harness(self, trace, runtime)
+
     async def setup(self, runtime: Runtime) -> None:
         """Prepare ``runtime`` for this harness (install the program); once per rollout."""
 

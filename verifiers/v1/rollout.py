@@ -1,9 +1,10 @@
-"""A v1 run on the engine: an episode is one engine rollout, its traces are scored by the
-engine's scoring stage, and each episode is one line of ``traces.jsonl``.
+"""A v1 run on the engine: an episode is one engine rollout (each of its traces scored as its
+run ends, ``Agent.interaction``), the env's ``finalize`` runs in the engine's scoring stage, and
+each episode is one line of ``traces.jsonl``.
 
 * :func:`group_plan`: a :class:`~verifiers.engine.GroupPlan` whose rollouts ``play`` the env's
-  ``run_episode`` and whose :class:`V1Scorer` scores each trace (``verifiers.v1.scoring``, with
-  its runtime still up), runs the env's ``finalize`` and only then stops the runtimes.
+  ``run_episode`` and whose :class:`V1Scorer` runs the env's ``finalize`` over the scored
+  episode.
 * :class:`EpisodeRunner`: what a run holds around its episodes (the env started, the
   interception proxy, the roles' own clients, the plan): shared by :func:`run_v1` and training
   (``verifiers.train.v1_envs``), which runs one group at a time.
@@ -18,7 +19,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,8 +64,8 @@ class _Proxy:
 
 
 class V1Scorer:
-    """Scores finished episodes in place: each trace by its task's hooks, then the env's
-    ``finalize``; sets the engine's ``reward`` / ``metrics`` / ``error`` from the episode."""
+    """Finishes scored episodes in place: the env's ``finalize`` (each trace was scored as its run
+    ended); sets the engine's ``reward`` / ``metrics`` / ``error`` from the episode."""
 
     def __init__(self, env: Env) -> None:
         self.env = env
@@ -79,29 +79,19 @@ class V1Scorer:
 
     async def _score(self, state: State) -> None:
         episode: Episode | None = state.get("_episode")
-        finished = state.pop("_finished", [])
         try:
             if episode is None:
                 return
             with running(state.pop("_run_ctx", None)):
-                await self._score_episode(state, episode, finished)
+                # each trace was scored as its run ended, in its own box (``Agent.interaction``), so
+                # the env's run() saw its rewards: what is left is the env's cross-trace judgement
+                await finalize_episode(self.env, state["_task"], episode)
         finally:
-            await stop_runtimes(finished)
             earlier = state.pop("_earlier_errors", None)
             if episode is not None:
                 if earlier:  # [env.retries]: the earlier tries' errors go first, once it is scored
                     episode.errors[:0] = earlier
                 fill_state(state, episode, self.env)
-
-    async def _score_episode(self, state: State, episode: Episode, finished: list[Any]) -> None:
-        for trace, (task, runtime) in finished:
-            if trace.ok:
-                before = len(trace.errors)  # an earlier try's errors (retries) do not count
-                trace.timing.scoring.start = time.time()
-                await task.score(trace, runtime)
-                trace.timing.scoring.end = time.time()
-                trace.ok = len(trace.errors) == before
-        await finalize_episode(self.env, state["_task"], episode)
 
 
 FINALIZE_PREFIX = "finalize: "
@@ -134,13 +124,6 @@ def _finalizes(env: Env) -> bool:
     from verifiers.v1.env import Env  # env imports this module
 
     return overrides(env, Env, "finalize")
-
-
-async def stop_runtimes(finished: list[Any]) -> None:
-    for _, (_, runtime) in finished:
-        if runtime is not None:
-            with contextlib.suppress(Exception):
-                await runtime.stop()
 
 
 def fill_state(state: State, episode: Episode, env: Env) -> None:
@@ -269,11 +252,11 @@ def group_plan(
         run_ctx = RunContext(client=client, model=model, sampling=dict(sampling_args), proxy=proxy,
                              gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients, toolsets=toolsets,
                              on_open=state.get("_on_open"), wires=wires)  # fmt: skip
-        episode, finished = await env.run_episode(state["_task"], run_ctx)
+        episode = await env.run_episode(state["_task"], run_ctx)
         retry = getattr(env.config, "retries", None)
         if not episode.ok and retry is not None and (retry.max_retries or retry.rules):
-            episode, finished, state["_earlier_errors"] = await _retried(env, state["_task"], run_ctx, retry, episode, finished)
-        state["_episode"], state["_finished"], state["_run_ctx"] = episode, finished, run_ctx
+            episode, state["_earlier_errors"] = await _retried(env, state["_task"], run_ctx, retry, episode)
+        state["_episode"], state["_run_ctx"] = episode, run_ctx
         state["is_completed"] = True
         fill_state(state, episode, env)
 
@@ -285,11 +268,11 @@ def group_plan(
     return GroupPlan(plan_for=plan_for, scorer=V1Scorer(env))
 
 
-async def _retried(env: Env, task: Any, run_ctx: RunContext, retry: Any, episode: Any, finished: list) -> tuple[Any, list, list]:
+async def _retried(env: Env, task: Any, run_ctx: RunContext, retry: Any, episode: Any) -> tuple[Any, list]:
     """``[env.retries]``: the whole episode again while it fails with an error the rules allow another
     try for (the coarse fallback for faults no agent's own retries cover). A try that is retried is
-    not scored (its boxes are stopped); its errors (the third value) go first on the final episode
-    once it is scored (``V1Scorer``), its standing (``ok``) its own."""
+    dropped and never finalized (its runs' boxes stopped as they ended); its errors (the second value) go first on
+    the final episode once it is finalized (``V1Scorer``), its standing (``ok``) its own."""
     from verifiers.v1.utils.retries import RetryState, backoff
 
     state, history = RetryState(retry), []
@@ -300,14 +283,10 @@ async def _retried(env: Env, task: Any, run_ctx: RunContext, retry: Any, episode
         history.extend(episode.errors)
         for trace in episode.traces:
             history.extend(trace.errors)
-        for _, (_, box) in finished:
-            if box is not None:
-                with contextlib.suppress(Exception):
-                    await box.stop()
         logger.warning("retrying episode %s (retry %d of at most %d) after %s", episode.id, attempt + 1, state.max_retries, errors[0].type)
         await asyncio.sleep(backoff(attempt))
-        episode, finished = await env.run_episode(task, run_ctx)
-    return episode, finished, history
+        episode = await env.run_episode(task, run_ctx)
+    return episode, history
 
 
 class EpisodeRunner:

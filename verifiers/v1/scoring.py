@@ -362,6 +362,41 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         _record(trace, exc, TaskError)
 
 
+async def score_harness(harness: Any, trace: Trace, runtime: Any = None, *, timeout: float | None = DEFAULT_HOOK_TIMEOUT) -> None:
+    """A harness's ``@vf.metric`` methods on ``trace`` (they name ``task``, ``trace``, ``state``,
+    ``runtime``), each key first set to None; a failing one is a ``HarnessError`` on the trace."""
+    from verifiers.v1.decorators import discover_decorated
+    from verifiers.v1.errors import HarnessError
+
+    fns = discover_decorated(harness, "metric")
+    available: dict[Any, Any] = {"task": trace.task.data if trace.task is not None else None, "trace": trace, "state": trace.state}
+    if runtime is not None:
+        available["runtime"] = runtime
+    else:
+        fns = [fn for fn in fns if not needs_runtime(fn)]
+    for fn in fns:
+        trace.metrics[fn.__name__] = None
+    errors: list[HookError] = []
+
+    async def one(fn: Callable[..., Any]) -> None:
+        name = fn.__name__
+        try:
+            value = check_score("metric", name, await call_hook(fn, available, kind="metric", timeout=timeout))
+        except HookError as exc:
+            errors.append(exc)
+            return
+        if isinstance(value, dict):
+            if trace.metrics.get(name) is None:
+                trace.metrics.pop(name, None)
+            trace.record_metrics(value)
+        else:
+            trace.record_metric(name, value)
+
+    await together([one(fn) for fn in fns])
+    for exc in errors:
+        _record(trace, exc, HarnessError, prefix=f"harness {getattr(harness.config, 'id', type(harness).__name__)!r} ")
+
+
 _BOUNDARIES: dict[bool, weakref.WeakKeyDictionary[Any, type | None]] = {True: weakref.WeakKeyDictionary(), False: weakref.WeakKeyDictionary()}
 
 
