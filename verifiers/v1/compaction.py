@@ -81,7 +81,8 @@ def is_context_overflow(exc: BaseException) -> bool:
     """Whether a failed call was refused because the request does not fit the context."""
     if not isinstance(exc, ProviderError) or exc.status_code not in (400, 413):
         return False
-    text = str(exc).casefold()
+    code = getattr(exc.__cause__, "code", None)  # the server's error code, when the client kept it
+    text = f"{exc} {code or ''}".casefold()
     return any(marker in text for marker in OVERFLOW_MARKERS)
 
 
