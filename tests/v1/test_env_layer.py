@@ -655,3 +655,157 @@ async def test_the_roles_scoring_deadline_bounds_the_whole_scoring() -> None:
         out = await _run(env, srv)
     trace = out.state[0]["_episode"].traces[0]
     assert trace.is_timeout and trace.stop_condition == "scoring_timeout"
+
+
+async def test_a_roles_time_budget_counts_only_its_own_turns(tmp_path) -> None:
+    """user-sim with a user whose rollout budget is shorter than one assistant reply: the user's
+    own turns are quick, so neither run times out and both stay in the episode (the budget counts
+    the harness's turns, not the time the env holds the run open while another agent works)."""
+    def script(req):
+        system = req.messages[0]["content"] if req.messages and req.messages[0]["role"] == "system" else ""
+        if "USER" in system:
+            return reply("what is 0 + 1?" if len(req.messages) < 3 else "###DONE###")
+        return reply("1", delay=0.8)
+
+    env = load_environment({"id": "user-sim", "taskset": {"id": "vf-sums", "n": 1},
+                            "user": {"max_turns": 3, "timeout": {"rollout": 0.5}}})  # fmt: skip
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+    by = {t.agent.name: t for t in out.state[0]["_episode"].traces}
+    assert set(by) == {"user", "assistant"} and not any(t.is_timeout for t in by.values())
+    assert by["assistant"].ok and by["assistant"].num_turns >= 1
+
+
+async def test_a_run_whose_scoring_is_cut_off_still_stops_its_box(tmp_path, monkeypatch) -> None:
+    """The rollout's timeout fires while a reward runs in the box: the run is cancelled, and its
+    box is stopped on that path too."""
+    import asyncio
+    import tempfile
+
+    import verifiers.v1 as vf
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    boxes = tmp_path / "boxes"
+    boxes.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(boxes))
+
+    class Slow(vf.Task):
+        @vf.reward
+        async def tests_pass(self, runtime) -> float:
+            await asyncio.sleep(30)
+            return 1.0
+
+    class Env(SingleAgentEnv):
+        async def run(self, task, agents):
+            await agents.agent.run(Slow(task.data))
+
+    env = Env(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 1}))
+    async with ScriptedServer(lambda req: "1") as srv:
+        out = await _run(env, srv, timeout=1.0)
+    assert out.state[0]["error"]["type"] == "TimeoutError"
+    assert not list(boxes.iterdir())
+
+
+async def test_an_error_in_the_envs_code_between_turns_fails_the_run(tmp_path) -> None:
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    class Broken(SingleAgentEnv):
+        async def run(self, task, agents):
+            async with agents.agent.interaction(task) as it:
+                await it.turn()
+                raise RuntimeError("env bug between turns")
+
+    env = Broken(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 1}))
+    async with ScriptedServer(_sum_answer) as srv:
+        await _run(env, srv, folder=tmp_path)
+    (rec,) = map(json.loads, (tmp_path / "traces.jsonl").read_text().splitlines())
+    assert "env bug between turns" in rec["errors"][0]["message"] and not rec["ok"]
+    (trace,) = rec["traces"]
+    assert not trace["ok"] and trace["rewards"] == {} and trace["errors"][0]["type"] == "RuntimeError"
+
+
+async def test_the_tasks_scoring_deadline_is_a_stop_for_the_whole_scoring() -> None:
+    import asyncio
+
+    import verifiers.v1 as vf
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    class Slow(vf.Task):
+        @vf.reward
+        async def slow(self) -> float:
+            await asyncio.sleep(30)
+            return 1.0
+
+    class Env(SingleAgentEnv):
+        async def run(self, task, agents):
+            await agents.agent.run(Slow(vf.TaskData(prompt="p", timeout={"scoring": 0.3})))
+
+    env = Env(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 1}))
+    async with ScriptedServer(lambda req: "1") as srv:
+        out = await _run(env, srv)
+    trace = out.state[0]["_episode"].traces[0]
+    assert trace.ok and trace.is_timeout and trace.stop_condition == "scoring_timeout" and trace.errors == []
+
+
+async def test_a_length_cut_reply_at_max_turns_stays_the_runs_last_reply(tmp_path) -> None:
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    seen = {}
+
+    class Env(SingleAgentEnv):
+        async def run(self, task, agents):
+            async with agents.agent.interaction(task) as it:
+                seen["segment"] = (await it.turn()).last_reply
+
+    def script(req):
+        if req.messages[-1]["role"] == "tool":
+            return reply("the answer is 1", finish_reason="length", usage={"prompt_tokens": 150, "completion_tokens": 20, "total_tokens": 170})
+        return reply(None, tool_calls=[tool_call("bash", {"command": "true"}, id="c0")], usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15})
+
+    env = Env(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 1}, agent={"max_turns": 2, "harness": {
+        "id": "bash", "compaction": {"summarize_at_tokens": 100}}, "runtime": {"type": "subprocess", "workdir": str(tmp_path)}}))  # fmt: skip
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv)
+        assert srv.request_count == 2  # the hand-off request was refused as max_turns
+    assert seen["segment"] == "the answer is 1" == out.state[0]["_episode"].traces[0].last_reply
+
+
+async def test_the_advertised_window_is_read_defensively_and_once() -> None:
+    """A /models body from a hostile or broken server is no window (never an error); a listing that
+    failed is asked again later; callers at once share one listing."""
+    import asyncio
+
+    from aiohttp import web
+
+    from verifiers.clients import ModelClient
+
+    bodies = [{"data": None}, {"data": 5}, [1], {"data": [{"id": "m", "max_model_len": -1}]},
+              {"data": [{"id": "m", "max_model_len": True}]}, {"data": [{"id": "m", "max_model_len": 10**30}]}]  # fmt: skip
+    served = {"n": 0, "status": 500, "body": None}
+
+    async def models(request):
+        served["n"] += 1
+        await asyncio.sleep(0.05)
+        return web.json_response(served["body"], status=served["status"])
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        for body, want in zip(bodies, [None, None, None, None, None, 10**30], strict=True):
+            served.update(status=200, body=body)
+            async with ModelClient.from_any({"base_url": f"http://127.0.0.1:{port}/v1", "max_retries": 0}) as client:
+                assert await client.context_window("m") == want
+        async with ModelClient.from_any({"base_url": f"http://127.0.0.1:{port}/v1", "max_retries": 0}) as client:
+            served.update(status=404, body={"error": "no"})
+            assert await client.context_window("m") is None
+            served.update(status=200, body={"data": [{"id": "m", "max_model_len": 4096}]}, n=0)
+            assert await asyncio.gather(*(client.context_window("m") for _ in range(8))) == [4096] * 8
+            assert served["n"] == 1
+            assert await client.context_window("m") == 4096 and served["n"] == 1
+    finally:
+        await runner.cleanup()

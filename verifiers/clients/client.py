@@ -282,6 +282,7 @@ class ModelClient:
         self._session: aiohttp.ClientSession | None = None
         self._http: httpx.AsyncClient | None = None
         self._context_windows: dict[str, int | None] = {}
+        self._window_requests: dict[tuple[str, int], asyncio.Task[int | None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._connections: asyncio.Semaphore | None = None  # built with the session (per event loop)
@@ -364,22 +365,34 @@ class ModelClient:
 
     async def context_window(self, model: str) -> int | None:
         """The context window ``GET /models`` advertises for ``model`` (vLLM's ``max_model_len``,
-        or ``context_length`` / ``context_window`` / ``max_context_length``), else None; asked once
-        per model and client (a failed listing counts as none)."""
-        windows = self._context_windows
-        if model not in windows:
-            try:
+        or ``context_length`` / ``context_window`` / ``max_context_length``), else None. A listing
+        that answered is kept for the client's life; a failed one (bounded to 30 s) is asked again
+        by the next caller. Callers at once share one request."""
+        if model in self._context_windows:
+            return self._context_windows[model]
+        loop = asyncio.get_running_loop()
+        key = (model, id(loop))
+        pending = self._window_requests.get(key)
+        if pending is None or pending.get_loop() is not loop:
+            pending = self._window_requests[key] = loop.create_task(self._list_window(model))
+            pending.add_done_callback(lambda _t: self._window_requests.pop(key, None))
+        return await asyncio.shield(pending)
+
+    async def _list_window(self, model: str) -> int | None:
+        try:
+            async with asyncio.timeout(30):
                 body = await self.request_json("/models", None, method="GET")
-            except ModelError:
-                body = {}
-            size = None
-            for card in body.get("data", []) if isinstance(body, dict) else []:
-                if isinstance(card, dict) and card.get("id") == model:
-                    size = next((v for f in ("max_model_len", "context_length", "context_window", "max_context_length")
-                                 if type(v := card.get(f)) is int and v > 0), None)  # fmt: skip
-                    break
-            windows[model] = size
-        return windows[model]
+        except Exception:  # a listing is a hint: any failure is "no window", not remembered
+            return None
+        cards = body.get("data") if isinstance(body, dict) else None
+        size = None
+        for card in cards if isinstance(cards, list) else ():
+            if isinstance(card, dict) and card.get("id") == model:
+                size = next((v for f in ("max_model_len", "context_length", "context_window", "max_context_length")
+                             if type(v := card.get(f)) is int and v > 0), None)  # fmt: skip
+                break
+        self._context_windows[model] = size
+        return size
 
     @property
     def http(self) -> httpx.AsyncClient:

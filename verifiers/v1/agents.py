@@ -38,7 +38,6 @@ from verifiers.v1.runtimes import (
     resolve_runtime_config,
     task_runtime_config,
 )
-from verifiers.v1.scoring import together
 from verifiers.v1.task import Task
 from verifiers.v1.trace import CHAT_ENDPOINT, AgentInfo, Trace, TraceTask
 from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMessage
@@ -205,6 +204,9 @@ class Interaction:
 
     def __init__(self, agent: Agent, task: Task, trace: Trace, runtime: Runtime, ctx: CallContext) -> None:
         self.agent, self.task, self._trace, self.runtime, self.ctx = agent, task, trace, runtime, ctx
+        self.time_left: float | None = agent.config.timeout.rollout or task.data.timeout.agent
+        """Seconds of the run's agent budget its turns have not spent (None: no bound): as the
+        original, only the harness's own turns count, not the time the env holds the run open."""
         self.messages: list[Any] = []
         self.tools: dict[str, Any] = {}
         """What the harness offers the model: in-process functions and MCP tools, by name."""
@@ -230,18 +232,29 @@ class Interaction:
             self.messages.extend(message)
         before = len(self.messages)
         gate = self.agent.run_ctx.gate
-        try:
-            if self.ctx.intercepts:
-                # as the original: the caller's new user messages are rewritten by the task's request
-                # hooks before the harness stores them (the hooks see no tools), not again on its call
-                self.messages = await prepare_users(self.ctx, self.messages)
-            async with gate if gate is not None else contextlib.nullcontext():
-                self.messages = await self.agent._play(self)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise
-        except Exception as exc:
-            if not getattr(exc, "recorded", False):  # a failed hook is on the trace already
-                trace.record_error(exc if isinstance(exc, RolloutError) else HarnessError(f"{type(exc).__name__}: {exc}"))
+        async with gate if gate is not None else contextlib.nullcontext():
+            started = time.monotonic()
+            budget = asyncio.timeout(self.time_left)
+            try:
+                async with budget:
+                    if self.ctx.intercepts:
+                        # as the original: the caller's new user messages are rewritten by the task's request
+                        # hooks before the harness stores them (the hooks see no tools), not again on its call
+                        self.messages = await prepare_users(self.ctx, self.messages)
+                    self.messages = await self.agent._play(self)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise
+            except TimeoutError as exc:
+                if budget.expired():  # the agent's time budget is spent: a stop, not a failure
+                    trace.record_timeout("agent")
+                else:
+                    trace.record_error(HarnessError(f"{type(exc).__name__}: {exc}"))
+            except Exception as exc:
+                if not getattr(exc, "recorded", False):  # a failed hook is on the trace already
+                    trace.record_error(exc if isinstance(exc, RolloutError) else HarnessError(f"{type(exc).__name__}: {exc}"))
+            finally:
+                if self.time_left is not None:
+                    self.time_left = max(0.0, self.time_left - (time.monotonic() - started))
         # a run at its max_turns is not over until its next turn is refused (as in the original: the
         # env may still answer its last reply; the next turn ends it as max_turns)
         segment = Segment(self.messages[before:], terminated=trace.is_completed)
@@ -397,49 +410,26 @@ class Agent:
             put_field(timing.setup, "end", now)
             put_field(timing.agent, "start", now)
             try:
-                limit = self.config.timeout.rollout or task.data.timeout.agent
-                if limit:
-                    try:
-                        async with asyncio.timeout(limit):
-                            yield it
-                    except TimeoutError:
-                        trace.record_timeout("rollout")
-                else:
-                    yield it
+                yield it
+            except Exception as exc:
+                # the env's own code failed while it held the run open: as the original, the run
+                # fails with it (neither finalized nor scored), and the error goes on to the env
+                if not getattr(exc, "recorded", False):
+                    trace.record_error(exc)
+                raise
             finally:
-                now = time.time()
-                put_field(timing.agent, "end", now)
-                put_field(timing.finalize, "start", now)
-                trace.split_agent_time()
-                # as the original: a run that failed (an error, not a timeout: that is a stop) or is
-                # being cancelled skips its finalize and scoring; any other is scored here, in its
-                # box, before it is handed on (an env's run() reads the rewards of the runs it played)
+                try:
+                    await self._finish(it, collect_artifacts)
+                finally:
+                    # the run's own box ends with it on every path, as in the original (a borrowed
+                    # box is its owner's, stopped when the owner's block ends)
+                    if runtime is not None and not borrowed:
+                        with contextlib.suppress(Exception):
+                            await runtime.stop()
                 current = asyncio.current_task()
-                cancelled = current is not None and current.cancelling() > 0
-                going_on = runtime is not None and not cancelled
-                if going_on and not trace.errors:
-                    if overrides(task, Task, "finalize"):  # the base class's finalize does nothing
-                        await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
-                    if collect_artifacts and task.data.artifacts and not trace.errors:
-                        await self._collect(trace, task, runtime)
-                now = time.time()
-                put_field(timing.finalize, "end", now)
-                if not trace.is_completed:
-                    # the env left the interaction with the run still going (the original's name)
-                    trace.stop("user_closed")
-                if going_on and not trace.errors:
-                    put_field(timing.scoring, "start", now)
-                    await self._score(trace, task, runtime)
-                    put_field(timing.scoring, "end", time.time())
-                put_field(trace, "ok", not trace.errors)
-                # scored: the run's own box ends with it, as in the original (a borrowed box is its
-                # owner's, stopped when the owner's block ends)
-                if runtime is not None and not borrowed:
-                    with contextlib.suppress(Exception):
-                        await runtime.stop()
                 if _held is not None:
                     _held.append(trace)  # ``run`` decides: handed on, or retried
-                elif not cancelled:  # a run cut off mid-way never joins the episode
+                elif current is None or not current.cancelling():  # a run cut off mid-way never joins the episode
                     self._hand_on(trace)
         finally:
             # the rollout's own tool servers end with it, on every path (a cancel included), after
@@ -449,14 +439,46 @@ class Agent:
             else:
                 servers.tools = {}
 
+    async def _finish(self, it: Interaction, collect_artifacts: bool) -> None:
+        """The end of a run, as the original's: the task's finalize (and the artifacts), then the
+        scoring, in the run's box, so the env's run() reads the rewards of the runs it played.
+        A run that failed (an error; a timeout is a stop, not a failure) or is being cancelled is
+        neither finalized nor scored."""
+        trace, task, runtime, timing = it.trace, it.task, it.runtime, it.trace.timing
+        now = time.time()
+        put_field(timing.agent, "end", now)
+        put_field(timing.finalize, "start", now)
+        trace.split_agent_time()
+        current = asyncio.current_task()
+        going_on = runtime is not None and not (current is not None and current.cancelling())
+        if going_on and not trace.errors:
+            if overrides(task, Task, "finalize"):  # the base class's finalize does nothing
+                await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
+            if collect_artifacts and task.data.artifacts and not trace.errors:
+                await self._collect(trace, task, runtime)
+        now = time.time()
+        put_field(timing.finalize, "end", now)
+        if not trace.is_completed:
+            # the env left the interaction with the run still going (the original's name)
+            trace.stop("user_closed")
+        if going_on and not trace.errors:
+            put_field(timing.scoring, "start", now)
+            await self._score(trace, task, runtime)
+            put_field(timing.scoring, "end", time.time())
+        put_field(trace, "ok", not trace.errors)
+
     async def _score(self, trace: Trace, task: Task, runtime: Runtime) -> None:
         """The task's metrics and rewards and the harness's metrics, under the role's
-        ``timeout.scoring`` (else the task's) for the whole; past it, a ``scoring_timeout`` stop."""
-        limit = self.config.timeout.scoring
+        ``timeout.scoring``, else the task's, for the whole; past it, a ``scoring_timeout`` stop."""
+        limit = self.config.timeout.scoring or task.data.timeout.scoring
         try:
             async with asyncio.timeout(limit):
                 if overrides(self.harness, Harness, "score") or self.harness.has_metrics():
-                    await together([task.score(trace, runtime), self.harness.score(trace, runtime)])
+                    # both run to their end (no half of the scoring goes on after the run has ended)
+                    results = await asyncio.gather(task.score(trace, runtime), self.harness.score(trace, runtime), return_exceptions=True)
+                    failed = next((r for r in results if isinstance(r, BaseException)), None)
+                    if failed is not None:
+                        raise failed
                 else:
                     await task.score(trace, runtime)
         except TimeoutError:

@@ -99,10 +99,14 @@ async def discover_threshold(ctx: CallContext) -> int | None:
     return threshold_for(size) if size else None
 
 
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+
+
 def compactable(messages: list[Message]) -> bool:
     """Whether there is history beyond the system messages and the task's first user message."""
-    first_user = next((i for i, m in enumerate(messages) if m.role == "user"), None)
-    return any(m.role != "system" and i != first_user for i, m in enumerate(messages))
+    first_user = next((i for i, m in enumerate(messages) if _role(m) == "user"), None)
+    return any(_role(m) != "system" and i != first_user for i, m in enumerate(messages))
 
 
 def estimated_tokens(text: str) -> int:
@@ -139,7 +143,7 @@ class Compactor:
         """A fresh conversation from the model's hand-off note on ``messages``."""
         from verifiers.v1.interception import model_call
 
-        system = [m for m in messages if isinstance(m, SystemMessage)]
+        system = [m if isinstance(m, SystemMessage) else SystemMessage.model_validate(m) for m in messages if _role(m) == "system"]
         base = messages
         for _ in range(ATTEMPTS):
             request = [*base, UserMessage(content=SUMMARY_REQUEST)]

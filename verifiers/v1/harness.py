@@ -263,8 +263,15 @@ async def chat_loop(
             if response is not None and not compactor.reached(response):
                 compactor.last_good = len(convo)  # it fitted with the reserve to spare
             elif response is None or (response.finish_reason == "length" and compactable(convo)):
+                cut, asked = response, ctx.prompt  # the reply cut by its length at the threshold, and its request
                 try:
                     convo = await compactor.compact(ctx, convo, schemas)
+                except Stopped:
+                    if cut is not None:  # the run ends on the reply it had
+                        convo = list(asked) if asked is not None else convo
+                        convo.append(cut.message)
+                    return convo
+                try:
                     response = await model_call(ctx, convo, schemas)
                 except Stopped:
                     return convo
