@@ -476,14 +476,19 @@ def test_ctrl_c_during_evaluate_sync_cancels_the_run_and_raises_afterwards() -> 
     def on_main(completion, **kw) -> float:
         return float(threading.current_thread() is threading.main_thread())
 
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    with FaultServer(chat_body("ok")) as srv:
-        env = vf.SingleTurnEnv(dataset=ROWS, rubric=vf.Rubric(funcs=[interrupts]))
-        with pytest.raises(KeyboardInterrupt):
-            env.evaluate_sync(client_for(srv), "m", max_concurrent=1)
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        # the lane is whole afterwards: the next run scores, on the main thread again
-        again = vf.SingleTurnEnv(dataset=ROWS, rubric=vf.Rubric(funcs=[on_main])).evaluate_sync(client_for(srv), "m")
+    # Python's own Ctrl-C handler, as in a terminal (a runner started in the background, e.g.
+    # `nohup ... &`, hands its children SIGINT ignored)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with FaultServer(chat_body("ok")) as srv:
+            env = vf.SingleTurnEnv(dataset=ROWS, rubric=vf.Rubric(funcs=[interrupts]))
+            with pytest.raises(KeyboardInterrupt):
+                env.evaluate_sync(client_for(srv), "m", max_concurrent=1)
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back as it was
+            # the lane is whole afterwards: the next run scores, on the main thread again
+            again = vf.SingleTurnEnv(dataset=ROWS, rubric=vf.Rubric(funcs=[on_main])).evaluate_sync(client_for(srv), "m")
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     assert calls["n"] < len(ROWS)  # cancelled: not every rollout was scored
     assert [st["error"] for st in again.state] == [None] * 4 and [st["reward"] for st in again.state] == [1.0] * 4
 

@@ -350,6 +350,8 @@ async def test_a_role_without_a_harness_runs_the_taskset_packages_own() -> None:
     async with ScriptedServer(script) as srv:
         out = await _run(env, srv)
     assert [s["reward"] for s in out.state] == [1.0, 1.0]
+    # the trace records the harness the role played, the taskset's own here, as the original does
+    assert out.state[0]["_episode"].traces[0].agent.config.harness["id"] == "vf-own-harness"
     pinned = load_environment({"taskset": {"id": "vf-own-harness"}, "agent": {"harness": {"id": "null"}}})
     assert type(pinned._harnesses["agent"]).__name__ == "NullHarness"
     assert type(load_environment({"taskset": {"id": "vf-sums"}})._harnesses["agent"]).__name__ == "NullHarness"

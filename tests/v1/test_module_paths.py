@@ -26,7 +26,7 @@ _CLIENT = "the v1 agents' model clients are our ModelClient (verifiers.clients) 
 _DIALECT = "provider dialects of the interception proxy (Anthropic messages, OpenAI responses): ours speaks OpenAI chat completions, streaming included"
 _GEPA = "prompt optimisation (GEPA) is not here; vf-gepa says so in one line"
 _PROGRAM = "an agent-program harness not bundled here; docs/v1.md says which would run in our sandbox the way mini_swe_agent does and what each needs"
-_HARNESS_UTILS = "the original's helpers for its harness programs (chat loop, compaction, installs into containers); ours build a tool folder once"
+_HARNESS_UTILS = "the original's chat-program internals (its bundled loop, MCP client, installs into containers); plugins use harnesses.utils.launch, whose chat program runs in process here"
 _INTERCEPTION = "internals of the original's interception proxy (pools, tunnels to remote sandboxes); ours is one loopback proxy in verifiers.v1.interception"
 _MCP = "internals of the original's MCP tool servers; ours launch through verifiers.v1.mcp (Toolset, per rollout or shared)"
 _RUNTIME = "runtime process objects and registries of the original's container and hosted runtimes; configs load and a run is refused at start"
@@ -61,8 +61,7 @@ MODULE_REASONS: dict[str, str] = {
         for tail in ("", ".")
     },
     "verifiers.v1.harnesses.node": _PROGRAM,
-    "verifiers.v1.harnesses.utils": _HARNESS_UTILS,
-    "verifiers.v1.harnesses.utils.": _HARNESS_UTILS,
+    **{f"verifiers.v1.harnesses.utils.{name}": _HARNESS_UTILS for name in ("core", "install", "mcp")},
     "verifiers.v1.interception.": _INTERCEPTION,
     "verifiers.v1.mcp.launch": _MCP,
     "verifiers.v1.mcp.server": _MCP,
@@ -110,8 +109,8 @@ NAME_REASONS: dict[tuple[str, str], str] = {
                  "set_base_sandbox_labels")},
     **{("verifiers.v1.runtimes.modal", n): _RUNTIME for n in ("ModalProcess", "ModalRuntime", "ModalRuntimeInfo")},
     **{("verifiers.v1.runtimes.e2b", n): _RUNTIME for n in ("E2BProcess", "E2BRuntime", "E2BRuntimeInfo")},
-    **{("verifiers.v1.harnesses.bash.harness", n): "the original's bash harness prompts and context compaction; ours runs the bash tool without them"
-       for n in ("BASH_SYSTEM_PROMPT", "CompactionConfig", "EDIT_SYSTEM_PROMPT", "SEARCH_PROMPT")},
+    **{("verifiers.v1.harnesses.bash.harness", n): "the original's bash harness prompt texts; ours words its own frame (SYSTEM_PROMPT, EDIT_PROMPT), and offers no web search"
+       for n in ("BASH_SYSTEM_PROMPT", "EDIT_SYSTEM_PROMPT", "SEARCH_PROMPT")},
     **{("verifiers.v1.semantic", n): _ACP
        for n in ("ACP_EXTENSION_HEADERS", "ACP_MODEL_REQUEST_ID_HEADER", "ACP_REQUEST_ID_PATTERN", "EDGE_TYPE_PATTERN",
                  "extract_acp_info")},

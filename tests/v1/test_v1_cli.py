@@ -133,3 +133,14 @@ def test_bad_config_is_one_line(tmp_path) -> None:
     assert res.returncode == 1 and "run.dir" in res.stderr
     res = _vf("eval", "@", str(tmp_path / "missing.toml"), cwd=tmp_path)
     assert res.returncode == 1 and "does not exist" in res.stderr
+
+
+def test_list_flags_take_one_value_or_several_as_the_originals_do() -> None:
+    from verifiers.cli.v1_eval import parse_argv
+
+    assert parse_argv(["my-ts", "--select.exclude.names", "t2"])[0]["select"] == {"exclude": {"names": ["t2"]}}
+    tree, _ = parse_argv(["--select.include.names", "t3", "t5", "-n", "2"])
+    assert tree["select"] == {"include": {"names": ["t3", "t5"]}, "limit": 2}
+    tree, _ = parse_argv(["--select.include.ids", '["a", "b"]', "my-ts"])  # a JSON list is the whole value
+    assert tree["select"]["include"]["ids"] == ["a", "b"] and tree["env"]["taskset"]["id"] == "my-ts"
+    assert parse_argv(["--select.include.idx=0:5"])[0]["select"]["include"]["idx"] == ["0:5"]

@@ -75,6 +75,10 @@ class V1EvalConfig(BaseConfig):
     """With ``push``: a run with a larger share of failed episodes is not pushed (exit 1)."""
 
 
+LIST_FLAGS = frozenset(f"select.{side}.{field}" for side in ("include", "exclude") for field in ("idx", "ids", "keys", "names"))
+"""Flags whose value is a list: each takes one value or several."""
+
+
 def _value(text: str, key: str = "") -> Any:
     """A flag's value: JSON (numbers, booleans, lists, tables) when it parses, else the text.
     ``None`` is None, as the original's flags spell it (``-c None``); a plugin ``id`` is always text,
@@ -160,7 +164,21 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, Any], Path | None]:
             i += 1
             flags["resume"] = True
             continue
-        if eq:
+        if key in LIST_FLAGS:
+            # a list of tasks to match, as the original's flags take one: one value or several
+            # (``--select.include.names t3 t5``), or a JSON list
+            items = [value] if eq else []
+            while not eq and i < len(argv) and not argv[i].startswith(("-", "@")):
+                items.append(argv[i])
+                i += 1
+                if len(items) == 1 and isinstance(_value(items[0], key), list):
+                    break  # a JSON list is the whole value
+            if not items:
+                raise UserError(f"{name} needs a value")
+            parsed = [_value(item, key) for item in items]
+            val = parsed[0] if len(parsed) == 1 and isinstance(parsed[0], list) else [
+                x for p in parsed for x in (p if isinstance(p, list) else [p])]
+        elif eq:
             val: Any = _value(value, key)
         elif negate or key in FLAGS or key.rsplit(".", 1)[-1] in FLAGS:
             val = not negate

@@ -28,7 +28,16 @@ from verifiers.v1.configs import BaseConfig, WireAgentConfig
 from verifiers.v1.configs.retries import RetryConfig
 from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, TaskError, ToolsetError
 from verifiers.v1.fields import AS_ANY, put_field
-from verifiers.v1.harness import Harness, HarnessConfig, chat_loop, last_reply, load_harness, tool_functions
+from verifiers.v1.harness import (
+    _INTERACTION,
+    Harness,
+    HarnessConfig,
+    chat_loop,
+    last_reply,
+    launching,
+    load_harness,
+    tool_functions,
+)
 from verifiers.v1.plugins import narrow_field
 from verifiers.v1.policy import prepare_users
 from verifiers.v1.runtimes import (
@@ -102,11 +111,16 @@ class AgentConfig(BaseConfig):
     def _runtime(cls, value: Any) -> Any:
         return resolve_runtime_config(value)
 
-    def wire(self, *, model: str | None = None, sampling: Mapping[str, Any] | None = None, client: Any = None) -> WireAgentConfig:
-        """The config as a trace records it: with ``model``, ``sampling`` and ``client``, the role's
-        settings as the run resolved them (the run's model, the merged sampling, the run's endpoint
-        where the role names none), as the original records them."""
+    def wire(
+        self, *, model: str | None = None, sampling: Mapping[str, Any] | None = None, client: Any = None, harness: Any = None,
+    ) -> WireAgentConfig:  # fmt: skip
+        """The config as a trace records it: with ``model``, ``sampling``, ``client`` and ``harness``,
+        the role's settings as the run resolved them (the run's model, the merged sampling, the run's
+        endpoint where the role names none, the harness it plays, the taskset's own when the role
+        pins none), as the original records them."""
         data = self.model_dump(mode="json", exclude_none=True, serialize_as_any=True)
+        if "harness" not in data and harness is not None:
+            data["harness"] = harness.config.model_dump(mode="json", exclude_none=True)
         if model is not None:
             data["model"] = model
         if sampling:
@@ -172,7 +186,10 @@ class RunContext:
     """Each role config's record (``AgentConfig.wire``), made once per run: a run shares one dict
     between its episodes."""
 
-    def wire_of(self, config: AgentConfig, *, model: str | None = None, sampling: Mapping[str, Any] | None = None, client: Any = None) -> WireAgentConfig:
+    def wire_of(
+        self, config: AgentConfig, *, model: str | None = None, sampling: Mapping[str, Any] | None = None, client: Any = None,
+        harness: Any = None,
+    ) -> WireAgentConfig:  # fmt: skip
         """``config.wire(model=, sampling=, client=)``, made again only when a field of ``config``
         was assigned since (an env that sets ``max_turns`` per episode) or the resolved settings
         differ (an env server's requests each name their model and sampling); the traces of one
@@ -182,12 +199,12 @@ class RunContext:
         made = self.wires.get(id(config))
         if (
             made is None or any(a is not b for a, b in zip(made[1], values, strict=True))
-            or made[2][0] != model or made[2][2] is not client or made[2][1] != sampling
+            or made[2][0] != model or made[2][2] is not client or made[2][1] != sampling or made[2][3] is not harness
         ):  # fmt: skip
             if made is None and len(self.wires) >= MAX_WIRES:
                 self.wires.clear()  # an env that builds a fresh config per episode: the run's cache stays small
-            wire = config.wire(model=model, sampling=sampling, client=client)
-            made = self.wires[id(config)] = (config, values, (model, None if sampling is None else dict(sampling), client), wire)
+            wire = config.wire(model=model, sampling=sampling, client=client, harness=harness)
+            made = self.wires[id(config)] = (config, values, (model, None if sampling is None else dict(sampling), client, harness), wire)
         return made[3]
 
     def record_of(self, task: Task) -> TraceTask | None:
@@ -211,6 +228,7 @@ class Interaction:
         self.tools: dict[str, Any] = {}
         """What the harness offers the model: in-process functions and MCP tools, by name."""
         system = agent.harness.system_prompt(task.data.system_prompt)
+        self.system_added = bool(system)
         if system:
             self.messages.append(SystemMessage(content=system))
 
@@ -361,7 +379,7 @@ class Agent:
         servers = ToolServers()
         try:
             client, sampling, model = self._client(), self._sampling(), self.model
-            wire = self.run_ctx.wire_of(self.config, model=model, sampling=sampling, client=client)
+            wire = self.run_ctx.wire_of(self.config, model=model, sampling=sampling, client=client, harness=self.harness)
             trace = Trace.for_task(task, record=self.run_ctx.record_of(task), agent=AgentInfo(config=wire, name=self.name, trainable=self.trainable))
             # the run's own writes to its trace's plain fields (no validator, no watcher on them) go
             # straight to the model's dict: pydantic's __setattr__ is a cost per write
@@ -513,7 +531,7 @@ class Agent:
             return
         own = [t for t in declared if isinstance(t, Toolset)]
         tools: dict[str, Any] = tool_functions(task, *(t for t in declared if not isinstance(t, Toolset)))
-        if harness.IN_PROCESS:
+        if harness.runs_in_process():
             tools.update(harness.extra_tools(it.runtime))  # type: ignore[attr-defined]
         shared = self.run_ctx.toolsets
         try:
@@ -548,7 +566,7 @@ class Agent:
     async def _play(self, it: Interaction) -> list[Any]:
         """One turn of the harness: the in-process loop, or the program through the proxy."""
         harness = self.harness
-        if harness.IN_PROCESS:
+        if harness.runs_in_process():
             available = {"trace": it.trace, "runtime": it.runtime, "state": it.trace.state, "task": it.task.data}
             return await chat_loop(it.ctx, it.messages, it.tools, tool_timeout=harness.config.tool_timeout, available=available,
                                    compaction=getattr(harness.config, "compaction", None))  # fmt: skip
@@ -556,8 +574,14 @@ class Agent:
         if proxy is None:
             raise HarnessError(f"harness {harness.config.id!r} runs a program, and this run has no interception proxy")
         endpoint = proxy.register(it.ctx)
+        token = launching(it)  # a launch through the shared chat program runs the loop with its tools
         try:
-            data = it.task.data.model_copy(update={"prompt": list(it.messages)})
+            # the conversation so far, without the system message the interaction put first: the
+            # harness places ``data.system_prompt`` itself (``resolve_prompt``)
+            messages = list(it.messages)
+            if it.system_added and messages and isinstance(messages[0], SystemMessage):
+                messages = messages[1:]
+            data = it.task.data.model_copy(update={"prompt": messages})
             # the program's one network grant (a sandbox's agent phase has no other)
             if it.runtime is None:
                 raise HarnessError(f"harness {harness.config.id!r} has no runtime to run in")
@@ -568,6 +592,7 @@ class Agent:
             finally:
                 await it.runtime.prepare_execution(None)
         finally:
+            _INTERACTION.reset(token)
             proxy.unregister(endpoint)
         if result is not None and not result.ok:
             raise HarnessError(f"harness {harness.config.id!r} exited {result.returncode}: {result.stderr.strip()[-500:]}")

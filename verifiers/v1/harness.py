@@ -15,8 +15,10 @@ configs load, and starting one is refused with one line.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import json
+import os
 from abc import ABC
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, get_type_hints
@@ -79,6 +81,12 @@ class HarnessConfig(BaseConfig):
     def name(self) -> str:
         return self.id
 
+    @property
+    def resolved_env(self) -> dict[str, str]:
+        """The program's environment: the ``forward_env`` names the host has, then ``env``."""
+        forwarded = {k: os.environ[k] for k in self.forward_env if k in os.environ}
+        return {**forwarded, **self.env}
+
 
 ConfigT = TypeVar("ConfigT", bound=HarnessConfig, default=HarnessConfig)
 
@@ -119,6 +127,25 @@ class Harness(ABC, Generic[ConfigT]):
         """The system prompt the model gets: the task's, unless the harness frames it."""
         return task_prompt
 
+    def resolve_prompt(self, task: Any) -> tuple[str | None, Any]:
+        """``(system prompt, prompt)`` for a program launched on ``task`` (a ``TaskData``): the
+        system prompt apart when the harness sends it as a system message
+        (``APPENDS_SYSTEM_PROMPT``), else folded ahead of a text prompt."""
+        prompt, system = task.prompt, task.system_prompt
+        if system is None or self.APPENDS_SYSTEM_PROMPT:
+            return (system if self.APPENDS_SYSTEM_PROMPT else None), prompt
+        if not isinstance(prompt, str):
+            raise TypeError(
+                f"harness {self.config.id!r} cannot fold a system prompt into a {'message list' if prompt is not None else 'missing'} "
+                "prompt; set APPENDS_SYSTEM_PROMPT to send it as a system message"
+            )
+        return None, f"{system}\n\n{prompt}"
+
+    def runs_in_process(self) -> bool:
+        """Whether the agent runs this harness's chat loop itself (``IN_PROCESS``, and ``launch``
+        not replaced by a subclass: a replaced one is run, as the original runs it)."""
+        return self.IN_PROCESS and getattr(type(self).launch, "in_process_launch", False)
+
     def has_metrics(self) -> bool:
         return bool(discover_decorated(self, "metric"))
 
@@ -138,6 +165,20 @@ class Harness(ABC, Generic[ConfigT]):
     ) -> ProgramResult:  # fmt: skip
         """Run the program to completion; its model calls go to ``endpoint`` (bearer ``secret``)."""
         raise HarnessError(f"harness {self.config.id!r} has no launch()")
+
+    launch.in_process_launch = True  # type: ignore[attr-defined]  # an IN_PROCESS harness that keeps it runs the loop
+
+
+_INTERACTION: contextvars.ContextVar[Any] = contextvars.ContextVar("vf_interaction", default=None)
+
+
+def current_interaction() -> Any:
+    """The interaction whose harness ``launch`` is running (its tools, task and messages)."""
+    return _INTERACTION.get()
+
+
+def launching(interaction: Any) -> contextvars.Token[Any]:
+    return _INTERACTION.set(interaction)
 
 
 # --- tools ---------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -274,6 +275,32 @@ class Runtime:
         """The URL a program inside this runtime uses to reach the host's ``url``."""
         return url
 
+    async def _script_file(self, script: str | bytes | os.PathLike[str]) -> str | os.PathLike[str]:
+        """A script named by its path, or given as its source (the original's form: text with a
+        newline, or bytes), as a path in the work folder: the source is written once, at a path named
+        by its content (``.vf-scripts/<sha256>.py``, so the same script keeps one uv environment)."""
+        if isinstance(script, str) and "\n" not in script:
+            return script
+        if not isinstance(script, str | bytes):
+            return script
+        data = script.encode() if isinstance(script, str) else script
+        path = f"{SCRIPTS_DIR}/{hashlib.sha256(data).hexdigest()}.py"
+        written = self.__dict__.setdefault("_scripts_written", set())
+        if path not in written:
+            await self.write(path, data)  # type: ignore[attr-defined]
+            written.add(path)
+        return path
+
+
+SCRIPTS_DIR = ".vf-scripts"
+"""Where a script given by its source is written in the work folder."""
+
+
+def _in_process(script: Any) -> bool:
+    """A program the harness runs in this process (``harnesses.utils.launch.CHAT_PROGRAM_SOURCE``):
+    nothing to prepare, and no argv runs it."""
+    return bool(getattr(script, "in_process", False))
+
 
 def _uv() -> str:
     """The ``uv`` of this interpreter's venv (else the one on PATH): the version the project pins."""
@@ -349,7 +376,7 @@ class SubprocessRuntime(Runtime):
         return out
 
     async def run_program(
-        self, argv: list[str], *, env: dict[str, str] | None = None, timeout: float | None = None,
+        self, argv: list[str], env: dict[str, str] | None = None, *, timeout: float | None = None,
         stdin: str | None = None, cwd: str | None = None,
     ) -> ProgramResult:  # fmt: skip
         """Run ``argv`` (no shell) and wait for it; a program past ``timeout`` is killed (its
@@ -406,21 +433,30 @@ class SubprocessRuntime(Runtime):
         for path, content in (files or {}).items():
             await self.write(path, content)
 
-    async def prepare_uv_script(self, script: str | os.PathLike[str], *, timeout: float | None = 600.0) -> ProgramResult:
+    async def prepare_uv_script(
+        self, script: str | bytes | os.PathLike[str], env: dict[str, str] | None = None, *, activate: bool = True,
+        timeout: float | None = 600.0,
+    ) -> list[str]:  # fmt: skip
         """Resolve and install a PEP 723 script's dependencies into uv's cache (``uv sync
-        --script``), so that later runs can go ``offline``."""
-        result = await self.run_program([_uv(), "sync", "--script", str(self._path(script))], timeout=timeout)
+        --script``), so that later runs can go ``offline``; the argv that runs it (the original's
+        contract). ``script``: a path in the work folder, or the script's source."""
+        if _in_process(script):
+            return []
+        path = await self._script_file(script)
+        result = await self.run_program([_uv(), "sync", "--script", str(self._path(path))], env, timeout=timeout)
         if not result.ok:
-            raise SandboxError(f"uv could not prepare {script}: {result.stderr.strip()[-2000:]}")
-        return result
+            raise SandboxError(f"uv could not prepare {path}: {result.stderr.strip()[-2000:]}")
+        return [_uv(), "run", "--offline", "--script", str(self._path(path))]
 
     async def run_uv_script(
-        self, script: str | os.PathLike[str], args: list[str] | None = None, *, offline: bool = False,
-        env: dict[str, str] | None = None, timeout: float | None = None, stdin: str | None = None,
+        self, script: str | bytes | os.PathLike[str], args: list[str] | None = None, env: dict[str, str] | None = None, *,
+        offline: bool = False, timeout: float | None = None, stdin: str | None = None,
     ) -> ProgramResult:  # fmt: skip
-        """``uv run --script`` (``--offline``: only what the cache holds)."""
-        argv = [_uv(), "run", *(["--offline"] if offline else []), "--script", str(self._path(script)), *(args or [])]
-        return await self.run_program(argv, env=env, timeout=timeout, stdin=stdin)
+        """``uv run --script`` (``--offline``: only what the cache holds); ``script`` as for
+        :meth:`prepare_uv_script`."""
+        path = await self._script_file(script)
+        argv = [_uv(), "run", *(["--offline"] if offline else []), "--script", str(self._path(path)), *(args or [])]
+        return await self.run_program(argv, env, timeout=timeout, stdin=stdin)
 
 
 def _remove_tree(path: Path) -> None:
@@ -708,7 +744,7 @@ class SandboxRuntime(Runtime):
         return {"PATH": f"{self._task_env.bin}:{DEFAULT_PATH}", "VIRTUAL_ENV": self._task_env.inside, **(env or {})}
 
     async def run_program(
-        self, argv: list[str], *, env: dict[str, str] | None = None, timeout: float | None = None,
+        self, argv: list[str], env: dict[str, str] | None = None, *, timeout: float | None = None,
         stdin: str | None = None, cwd: str | None = None, limits: dict[str, Any] | None = None,
     ) -> ProgramResult:  # fmt: skip
         """Run ``argv`` (no shell) in a fresh sandbox on the work folder; past ``timeout`` (the
@@ -768,11 +804,19 @@ class SandboxRuntime(Runtime):
 
         return hosts_of(self.config.registries)
 
-    async def prepare_uv_script(self, script: str | os.PathLike[str], *, timeout: float | None = 600.0) -> ProgramResult:
+    async def prepare_uv_script(
+        self, script: str | bytes | os.PathLike[str], env: dict[str, str] | None = None, *, activate: bool = True,
+        timeout: float | None = 600.0,
+    ) -> list[str]:  # fmt: skip
         """Resolve and install a PEP 723 script's dependencies (``uv sync --script``, sandboxed, the
-        cache writable): from ``registries`` through the egress proxy, or offline when there are none."""
+        cache writable): from ``registries`` through the egress proxy, or offline when there are none.
+        The argv that runs it here (the original's contract); ``script``: a path in the work folder,
+        or the script's source."""
         from verifiers.sandbox.egress import RELAY, EgressProxy
 
+        if _in_process(script):
+            return []
+        script = await self._script_file(script)
         if self._uv_missing:
             _uv()  # raises, saying what is missing
         session = self._live()
@@ -798,15 +842,19 @@ class SandboxRuntime(Runtime):
                 why += f" (the sandbox was refused: {', '.join(sorted(set(denied)))}; add them to registries)"
             raise SandboxError(f"uv could not prepare {script} in the sandbox: {why}")
         self._envs[inside] = found[0]
-        return result
+        return [found[0], inside]
 
     async def run_uv_script(
-        self, script: str | os.PathLike[str], args: list[str] | None = None, *, offline: bool = False,
-        env: dict[str, str] | None = None, timeout: float | None = None, stdin: str | None = None,
+        self, script: str | bytes | os.PathLike[str], args: list[str] | None = None, env: dict[str, str] | None = None, *,
+        offline: bool = False, timeout: float | None = None, stdin: str | None = None,
     ) -> ProgramResult:  # fmt: skip
         """Run a prepared script in its environment (always offline here: programs have no network;
-        ``offline`` is accepted for the runtimes' common signature)."""
+        ``offline`` is accepted for the runtimes' common signature). A script given by its source
+        is prepared first, as the original's ``run_uv_script`` does."""
+        script = await self._script_file(script)
         inside = self._inside(script)
+        if inside not in self._envs and not isinstance(script, os.PathLike) and str(script).startswith(SCRIPTS_DIR + "/"):
+            await self.prepare_uv_script(script, env)
         python = self._envs.get(inside)
         if python is None:
             raise SandboxError(f"{script} was not prepared in this sandbox runtime (call prepare_uv_script first; programs here have no network)")

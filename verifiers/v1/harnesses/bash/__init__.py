@@ -7,6 +7,7 @@ from pydantic import Field, FiniteFloat
 
 from verifiers.v1.compaction import CompactionConfig
 from verifiers.v1.harness import Harness, HarnessConfig
+from verifiers.v1.harnesses.utils.launch import CHAT_PROGRAM_SOURCE, launch_chat_program
 
 SYSTEM_PROMPT = "You are a coding agent. Run shell commands with the bash tool."
 EDIT_PROMPT = "Change a file with the edit tool, which replaces one exact occurrence of a string."
@@ -44,33 +45,54 @@ class BashHarness(Harness[BashHarnessConfig]):
         return f"{frame}\n\n{task_prompt}" if task_prompt else frame
 
     def extra_tools(self, runtime: Any) -> dict:
-        timeout = self.config.command_timeout
+        return bash_tools(runtime, self.config.command_timeout, edit=self.config.edit)
 
-        # the tools as the original's bash harness offers them (names and parameters): a model that
-        # learned them there calls them the same way here
-        async def bash(command: str) -> str:
-            """Run a bash command in the working directory; returns its output (stdout, then stderr)."""
-            r = await runtime.run(command, timeout=timeout)
-            out = r.stdout + r.stderr
-            return f"error: the command did not finish within {timeout:g} s\n{out}" if r.timed_out else out
+    async def setup(self, runtime: Any) -> None:
+        await runtime.prepare_uv_script(CHAT_PROGRAM_SOURCE, self.config.resolved_env)
 
-        async def edit(path: str, old_str: str, new_str: str) -> str:
-            """Replace the one occurrence of `old_str` in the file at `path` with `new_str`."""
-            if not old_str:
-                return "error: `old_str` must not be empty (it would match everywhere)"
-            # a path the runtime refuses (outside a sandbox's work folder, a planted link) is the
-            # model's error to read, like a missing file
-            try:
-                text = (await runtime.read(path)).decode(errors="replace")
-                n = text.count(old_str)
-                if n != 1:
-                    return f"error: `old_str` occurs {n} times in {path}; it must occur exactly once"
-                await runtime.write(path, text.replace(old_str, new_str, 1))
-            except (OSError, ValueError) as exc:
-                return f"error: {exc}"
-            return f"edited {path}"
+    async def launch(self, ctx: Any, trace: Any, runtime: Any, endpoint: str, secret: str, mcp_urls: dict[str, str],
+                     data: Any, tool_interception_url: str | None = None) -> Any:  # fmt: skip
+        """The chat program with the ``bash`` (and ``edit``) tools and compaction as configured,
+        under the harness's frame: what a subclass's ``launch`` reaches with ``super().launch``."""
+        system_prompt, prompt = self.resolve_prompt(data)
+        args = ["--bash", *(["--edit"] if self.config.edit else [])]
+        if self.config.compaction is not None:
+            args.append("--compaction")
+            if self.config.compaction.summarize_at_tokens is not None:
+                args.append(f"--summarize-at-tokens={self.config.compaction.summarize_at_tokens}")
+        return await launch_chat_program(CHAT_PROGRAM_SOURCE, self.config, ctx, trace, runtime, endpoint, secret,
+                                         mcp_urls, self.system_prompt(system_prompt), prompt, extra_args=args)  # fmt: skip
 
-        return {"bash": bash, "edit": edit} if self.config.edit else {"bash": bash}
+    launch.in_process_launch = True  # type: ignore[attr-defined]
 
 
-__all__ = ["BashHarness", "BashHarnessConfig"]
+def bash_tools(runtime: Any, timeout: float, *, edit: bool = True) -> dict:
+    """The ``bash`` and ``edit`` tools on ``runtime``, as the original's bash harness offers them
+    (names and parameters): a model that learned them there calls them the same way here."""
+
+    async def bash(command: str) -> str:
+        """Run a bash command in the working directory; returns its output (stdout, then stderr)."""
+        r = await runtime.run(command, timeout=timeout)
+        out = r.stdout + r.stderr
+        return f"error: the command did not finish within {timeout:g} s\n{out}" if r.timed_out else out
+
+    async def edit_file(path: str, old_str: str, new_str: str) -> str:
+        """Replace the one occurrence of `old_str` in the file at `path` with `new_str`."""
+        if not old_str:
+            return "error: `old_str` must not be empty (it would match everywhere)"
+        # a path the runtime refuses (outside a sandbox's work folder, a planted link) is the
+        # model's error to read, like a missing file
+        try:
+            text = (await runtime.read(path)).decode(errors="replace")
+            n = text.count(old_str)
+            if n != 1:
+                return f"error: `old_str` occurs {n} times in {path}; it must occur exactly once"
+            await runtime.write(path, text.replace(old_str, new_str, 1))
+        except (OSError, ValueError) as exc:
+            return f"error: {exc}"
+        return f"edited {path}"
+
+    return {"bash": bash, "edit": edit_file} if edit else {"bash": bash}
+
+
+__all__ = ["BashHarness", "BashHarnessConfig", "CompactionConfig", "bash_tools"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from verifiers.v1.compaction import CompactionConfig
 from verifiers.v1.harnesses.bash import BashHarness, BashHarnessConfig
 
-__all__ = ["BashHarness", "BashHarnessConfig"]
+__all__ = ["BashHarness", "BashHarnessConfig", "CompactionConfig"]

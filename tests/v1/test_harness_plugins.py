@@ -1,0 +1,117 @@
+"""Harness plugins written the original's way: on the built-ins (a ``NullHarness`` subclass whose
+``launch`` changes the task and calls ``super().launch``), on the shared chat program
+(``verifiers.v1.harnesses.utils.launch``), and with a PEP 723 program of their own given by its
+source (prepared and run in the runtime, its model traffic through the interception proxy)."""
+
+from __future__ import annotations
+
+import verifiers.v1 as vf
+from verifiers.clients import ModelClient
+from verifiers.testing.scripted import ScriptedServer
+from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+from verifiers.v1.harnesses import NullHarness, NullHarnessConfig
+from verifiers.v1.harnesses.utils.launch import CHAT_PROGRAM_SOURCE, launch_chat_program
+from verifiers.v1.rollout import run_v1
+
+
+class TagConfig(NullHarnessConfig):
+    tag: str = "plain"
+
+
+class TagHarness(NullHarness, vf.Harness[TagConfig]):
+    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):
+        data = data.model_copy(update={"prompt": [m.model_copy(update={"content": f"[{self.config.tag}] {m.content}"}) for m in data.prompt]})
+        return await super().launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url)
+
+    @vf.metric
+    async def reply_words(self, trace: vf.Trace) -> float:
+        return float(len(trace.last_reply.split()))
+
+
+class PoliteConfig(vf.HarnessConfig):
+    greeting: str = "Please be polite."
+
+
+class PoliteHarness(vf.Harness[PoliteConfig]):
+    APPENDS_SYSTEM_PROMPT = True
+    NEEDS_CONTAINER = False
+    EXECUTES_CODE = False
+
+    async def setup(self, runtime):
+        await runtime.prepare_uv_script(CHAT_PROGRAM_SOURCE, self.config.resolved_env)
+
+    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):
+        system_prompt, prompt = self.resolve_prompt(data)
+        return await launch_chat_program(CHAT_PROGRAM_SOURCE, self.config, ctx, trace, runtime, endpoint, secret,
+                                         mcp_urls, f"{self.config.greeting} {system_prompt or ''}".strip(), prompt)  # fmt: skip
+
+
+PROGRAM = """# /// script
+# requires-python = ">=3.10"
+# dependencies = []
+# ///
+import argparse, json, os, urllib.request
+p = argparse.ArgumentParser()
+for flag in ("--base-url", "--api-key", "--model", "--system-prompt", "--prompt", "--initial-messages-file", "--shout"):
+    p.add_argument(flag, default="")
+a = p.parse_args()
+messages = [{"role": "system", "content": a.system_prompt}] if a.system_prompt else []
+messages += json.load(open(a.initial_messages_file)) if a.initial_messages_file else [{"role": "user", "content": a.prompt}]
+body = json.dumps({"model": a.model, "messages": messages}).encode()
+req = urllib.request.Request(a.base_url + "/chat/completions", data=body,
+                             headers={"content-type": "application/json", "authorization": "Bearer " + a.api_key})
+with urllib.request.urlopen(req) as r:
+    reply = json.load(r)["choices"][0]["message"]["content"]
+print(reply.upper() if a.shout else reply, os.environ.get("OWN_VAR", ""))
+"""
+
+
+class OwnProgramHarness(vf.Harness[vf.HarnessConfig]):
+    APPENDS_SYSTEM_PROMPT = True
+    NEEDS_CONTAINER = False
+
+    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):
+        system_prompt, prompt = self.resolve_prompt(data)
+        result = await launch_chat_program(PROGRAM, self.config, ctx, trace, runtime, endpoint, secret, mcp_urls,
+                                           system_prompt, prompt, extra_args=["--shout=1"])  # fmt: skip
+        trace.info["stdout"] = result.stdout.strip()
+        return result
+
+
+async def _run(harness, srv, **spec):
+    env = SingleAgentEnv(SingleAgentEnvConfig(taskset={"id": "vf-capitals", "n": 1}, **spec))
+    env._harnesses["agent"] = harness
+    client = ModelClient.from_any(srv.base_url)
+    try:
+        out = await run_v1(env, list(env.taskset), client, model="scripted-model")
+    finally:
+        await client.aclose()
+    return out.state[0]["_episode"].traces[0]
+
+
+async def test_a_null_harness_subclass_launch_is_run_and_its_metrics_recorded() -> None:
+    async with ScriptedServer(lambda req: "Paris it is") as srv:
+        trace = await _run(TagHarness(TagConfig(tag="shiny")), srv)
+        (request,) = srv.requests
+    assert request.messages[-1]["content"].startswith("[shiny] ")
+    assert trace.ok and trace.metrics["reply_words"] == 3.0
+
+
+async def test_a_harness_on_the_shared_chat_program_places_its_own_system_prompt() -> None:
+    async with ScriptedServer(lambda req: "Paris") as srv:
+        trace = await _run(PoliteHarness(PoliteConfig()), srv)
+        (request,) = srv.requests
+    roles = [m["role"] for m in request.messages]
+    assert roles == ["system", "user"] and request.messages[0]["content"].startswith("Please be polite.")
+    assert trace.ok and trace.last_reply == "Paris"
+
+
+async def test_a_harness_program_given_by_its_source_runs_in_the_runtime_through_the_proxy(tmp_path) -> None:
+    config = vf.HarnessConfig(id="own", env={"OWN_VAR": "from-env"})
+    async with ScriptedServer(lambda req: "paris") as srv:
+        trace = await _run(OwnProgramHarness(config), srv, agent={"runtime": {"type": "subprocess", "workdir": str(tmp_path)}})
+        (request,) = srv.requests
+    assert trace.ok, trace.errors
+    assert trace.info["stdout"] == "PARIS from-env" and trace.last_reply == "paris"
+    assert request.messages[-1]["role"] == "user" and len(trace.calls) == 1
+    assert list((tmp_path / ".vf-scripts").glob("*.py"))  # written once, named by its content
