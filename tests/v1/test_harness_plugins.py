@@ -20,7 +20,7 @@ class TagConfig(NullHarnessConfig):
 
 class TagHarness(NullHarness, vf.Harness[TagConfig]):
     async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):
-        data = data.model_copy(update={"prompt": [m.model_copy(update={"content": f"[{self.config.tag}] {m.content}"}) for m in data.prompt]})
+        data = data.model_copy(update={"prompt": f"[{self.config.tag}] {data.prompt}"})  # the task's text, first turn
         return await super().launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url)
 
     @vf.metric
@@ -106,12 +106,93 @@ async def test_a_harness_on_the_shared_chat_program_places_its_own_system_prompt
     assert trace.ok and trace.last_reply == "Paris"
 
 
-async def test_a_harness_program_given_by_its_source_runs_in_the_runtime_through_the_proxy(tmp_path) -> None:
+async def test_a_harness_program_given_by_its_source_runs_in_the_runtime_through_the_proxy(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     config = vf.HarnessConfig(id="own", env={"OWN_VAR": "from-env"})
+    work = tmp_path / "work"
     async with ScriptedServer(lambda req: "paris") as srv:
-        trace = await _run(OwnProgramHarness(config), srv, agent={"runtime": {"type": "subprocess", "workdir": str(tmp_path)}})
+        trace = await _run(OwnProgramHarness(config), srv, agent={"runtime": {"type": "subprocess", "workdir": str(work)}})
         (request,) = srv.requests
     assert trace.ok, trace.errors
     assert trace.info["stdout"] == "PARIS from-env" and trace.last_reply == "paris"
-    assert request.messages[-1]["role"] == "user" and len(trace.calls) == 1
-    assert list((tmp_path / ".vf-scripts").glob("*.py"))  # written once, named by its content
+    # the first turn hands the program the task's text prompt (the original's --prompt, not a file)
+    assert request.messages[-1] == {"role": "user", "content": "What is the capital of France? Answer with the city only."}
+    assert len(trace.calls) == 1
+    # the script lives in the user's cache, named by its content, outside the work folder
+    assert len(list((tmp_path / "cache" / "verifiers" / "scripts").glob("*.py"))) == 1
+    assert not (work / ".vf-scripts").exists()
+
+
+TWICE = PROGRAM.replace("with urllib.request.urlopen(req) as r:", "urllib.request.urlopen(req).read()\nwith urllib.request.urlopen(req) as r:")
+
+
+class TwiceHarness(OwnProgramHarness):
+    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):
+        system_prompt, prompt = self.resolve_prompt(data)
+        return await launch_chat_program(TWICE, self.config, ctx, trace, runtime, endpoint, secret, mcp_urls, system_prompt, prompt)
+
+
+async def test_a_program_that_exits_on_the_refusal_after_max_turns_is_not_a_failure(tmp_path) -> None:
+    async with ScriptedServer(lambda req: "paris") as srv:
+        trace = await _run(TwiceHarness(vf.HarnessConfig(id="twice")), srv,
+                           agent={"max_turns": 1, "runtime": {"type": "subprocess", "workdir": str(tmp_path)}})  # fmt: skip
+        assert srv.request_count == 1  # the second call was refused by the proxy
+    assert trace.ok and trace.errors == [] and trace.stop_condition == "max_turns" and trace.rewards
+
+
+class FoldingHarness(OwnProgramHarness):
+    APPENDS_SYSTEM_PROMPT = False
+
+
+async def test_a_harness_that_folds_the_system_prompt_gets_the_tasks_text(tmp_path) -> None:
+    from verifiers.v1.envs.single_agent import SingleAgentEnv
+
+    class Brief(SingleAgentEnv):
+        async def run(self, task, agents):
+            await agents.agent.run(task.with_data(system_prompt="Be brief."))
+
+    async with ScriptedServer(lambda req: "paris") as srv:
+        env = Brief(SingleAgentEnvConfig(taskset={"id": "vf-capitals", "n": 1}, agent={"runtime": {"type": "subprocess", "workdir": str(tmp_path)}}))
+        env._harnesses["agent"] = FoldingHarness(vf.HarnessConfig(id="fold"))
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            out = await run_v1(env, list(env.taskset), client, model="scripted-model")
+        finally:
+            await client.aclose()
+        (request,) = srv.requests
+    assert out.state[0]["_episode"].traces[0].ok
+    assert [m["role"] for m in request.messages] == ["user"] and request.messages[0]["content"].startswith("Be brief.\n\nWhat is")
+
+
+async def test_the_shared_chat_program_is_known_by_its_text_and_turns_keep_their_segments() -> None:
+    """A source built on ``CHAT_PROGRAM_SOURCE`` is still the in-process program; over two turns of
+    an interaction each segment holds that turn's reply only."""
+    from verifiers.v1.envs.single_agent import SingleAgentEnv
+
+    seen = []
+
+    class Tweaked(PoliteHarness):
+        async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):
+            _system, prompt = self.resolve_prompt(data)
+            return await launch_chat_program(CHAT_PROGRAM_SOURCE + "# a tweak\n", self.config, ctx, trace, runtime, endpoint,
+                                             secret, mcp_urls, "Please be polite.", prompt)  # fmt: skip
+
+    class TwoTurns(SingleAgentEnv):
+        async def run(self, task, agents):
+            async with agents.agent.interaction(task) as it:
+                seen.append([m.role for m in (await it.turn()).messages])
+                seen.append([m.role for m in (await it.turn("And of Spain?")).messages])
+
+    replies = iter(["Paris", "Madrid"])
+    async with ScriptedServer(lambda req: next(replies)) as srv:
+        env = TwoTurns(SingleAgentEnvConfig(taskset={"id": "vf-capitals", "n": 1}))
+        env._harnesses["agent"] = Tweaked(PoliteConfig())
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            out = await run_v1(env, list(env.taskset), client, model="scripted-model")
+        finally:
+            await client.aclose()
+        second = srv.requests[1].messages
+    assert seen == [["assistant"], ["assistant"]]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"] and second[-1]["content"] == "And of Spain?"
+    assert out.state[0]["_episode"].traces[0].last_reply == "Madrid"

@@ -79,6 +79,14 @@ LIST_FLAGS = frozenset(f"select.{side}.{field}" for side in ("include", "exclude
 """Flags whose value is a list: each takes one value or several."""
 
 
+def _json_list(text: str) -> list[Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, list) else None
+
+
 def _value(text: str, key: str = "") -> Any:
     """A flag's value: JSON (numbers, booleans, lists, tables) when it parses, else the text.
     ``None`` is None, as the original's flags spell it (``-c None``); a plugin ``id`` is always text,
@@ -166,18 +174,23 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, Any], Path | None]:
             continue
         if key in LIST_FLAGS:
             # a list of tasks to match, as the original's flags take one: one value or several
-            # (``--select.include.names t3 t5``), or a JSON list
-            items = [value] if eq else []
+            # (``--select.include.names t3 t5``: every word up to the next flag), or a JSON list;
+            # names, ids and keys stay text (``--select.include.ids 123``), an empty ``=`` is none
+            items = [value] if eq and value else []
             while not eq and i < len(argv) and not argv[i].startswith(("-", "@")):
                 items.append(argv[i])
                 i += 1
-                if len(items) == 1 and isinstance(_value(items[0], key), list):
+                if len(items) == 1 and _json_list(items[0]) is not None:
                     break  # a JSON list is the whole value
-            if not items:
+            if not items and not eq:
                 raise UserError(f"{name} needs a value")
-            parsed = [_value(item, key) for item in items]
-            val = parsed[0] if len(parsed) == 1 and isinstance(parsed[0], list) else [
-                x for p in parsed for x in (p if isinstance(p, list) else [p])]
+            whole = _json_list(items[0]) if len(items) == 1 else None
+            if whole is not None:
+                val = whole
+            elif key.endswith(".idx"):
+                val = [_value(item, key) for item in items]
+            else:
+                val = list(items)
         elif eq:
             val: Any = _value(value, key)
         elif negate or key in FLAGS or key.rsplit(".", 1)[-1] in FLAGS:

@@ -49,7 +49,7 @@ from verifiers.v1.runtimes import (
 )
 from verifiers.v1.task import Task
 from verifiers.v1.trace import CHAT_ENDPOINT, AgentInfo, Trace, TraceTask
-from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMessage
+from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMessage, content_text
 from verifiers.v1.utils.retries import RetryState, backoff
 
 logger = logging.getLogger(__name__)
@@ -225,6 +225,10 @@ class Interaction:
         """Seconds of the run's agent budget its turns have not spent (None: no bound): as the
         original, only the harness's own turns count, not the time the env holds the run open."""
         self.messages: list[Any] = []
+        self.opening = False
+        """Whether the turn under way sends the task's own prompt (the first one)."""
+        self.launched = False
+        """Whether the turn under way ran the shared chat program (``harnesses.utils.launch``)."""
         self.tools: dict[str, Any] = {}
         """What the harness offers the model: in-process functions and MCP tools, by name."""
         system = agent.harness.system_prompt(task.data.system_prompt)
@@ -242,7 +246,8 @@ class Interaction:
         trace = self._trace
         if trace.is_completed:
             return Segment([], terminated=True)
-        if message is None and len(self.messages) <= 1:
+        self.opening = message is None and len(self.messages) <= 1  # the task's own prompt, first
+        if self.opening:
             message = self.task.data.prompt
         if isinstance(message, str):
             self.messages.append(UserMessage(content=message))
@@ -495,6 +500,9 @@ class Agent:
                     # both run to their end (no half of the scoring goes on after the run has ended)
                     results = await asyncio.gather(task.score(trace, runtime), self.harness.score(trace, runtime), return_exceptions=True)
                     failed = next((r for r in results if isinstance(r, BaseException)), None)
+                    current = asyncio.current_task()
+                    if isinstance(failed, asyncio.CancelledError) and not (current is not None and current.cancelling()):
+                        failed = TaskError("scoring: a scoring hook was cancelled")  # its own doing, not this run's cancel
                     if failed is not None:
                         raise failed
                 else:
@@ -575,13 +583,20 @@ class Agent:
             raise HarnessError(f"harness {harness.config.id!r} runs a program, and this run has no interception proxy")
         endpoint = proxy.register(it.ctx)
         token = launching(it)  # a launch through the shared chat program runs the loop with its tools
+        it.ctx.gates_tools = False  # a program runs its own tools: a denied call stops the rollout
+        it.launched = False
+        seen = list(it.trace.messages) if it.trace.nodes else []
         try:
-            # the conversation so far, without the system message the interaction put first: the
-            # harness places ``data.system_prompt`` itself (``resolve_prompt``)
+            # as the original: the task's data, its prompt as written on the first turn (the text
+            # the task's request hooks may have rewritten), the conversation so far on a later one;
+            # never the system message the interaction put first (``resolve_prompt`` places it)
             messages = list(it.messages)
             if it.system_added and messages and isinstance(messages[0], SystemMessage):
                 messages = messages[1:]
-            data = it.task.data.model_copy(update={"prompt": messages})
+            prompt: Any = messages
+            if it.opening and isinstance(it.task.data.prompt, str) and messages and isinstance(messages[-1], UserMessage):
+                prompt = content_text(messages[-1].content)
+            data = it.task.data.model_copy(update={"prompt": prompt})
             # the program's one network grant (a sandbox's agent phase has no other)
             if it.runtime is None:
                 raise HarnessError(f"harness {harness.config.id!r} has no runtime to run in")
@@ -594,9 +609,17 @@ class Agent:
         finally:
             _INTERACTION.reset(token)
             proxy.unregister(endpoint)
-        if result is not None and not result.ok:
+            it.ctx.gates_tools = harness.IN_PROCESS
+        if result is not None and not result.ok and not (it.trace.is_completed and not it.trace.errors):
+            # (a program that exits on the refusal of a call after a stop or max_turns ended the
+            # rollout is not a failure, as in the original)
             raise HarnessError(f"harness {harness.config.id!r} exited {result.returncode}: {result.stderr.strip()[-500:]}")
-        return list(it.trace.messages) if it.trace.nodes else list(it.messages)
+        if it.launched:  # the shared chat program kept the conversation, as the in-process loop does
+            return list(it.messages)
+        # a program's turn: the conversation so far, then what the trace gained past what it had
+        after = list(it.trace.messages) if it.trace.nodes else []
+        gained = after[len(seen):] if after[: len(seen)] == seen else after
+        return [*it.messages, *gained]
 
 
 AgentT = TypeVar("AgentT", bound=Agent, default=Agent)

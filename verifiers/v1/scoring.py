@@ -311,12 +311,7 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
             errors.append(exc)
             return
         if kind == "metric":
-            if isinstance(value, dict):
-                if trace.metrics.get(name) is None:
-                    trace.metrics.pop(name, None)
-                trace.record_metrics(value)
-            else:
-                trace.record_metric(name, value)
+            _record_metric(trace, name, value)
         else:
             weight = getattr(fn, "reward_weight", 1.0)
             if isinstance(value, dict):
@@ -362,6 +357,17 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         _record(trace, exc, TaskError)
 
 
+def _record_metric(trace: Trace, name: str, value: Any) -> None:
+    """A metric hook's value on the trace: a dict is several metrics (the hook's own unscored key
+    then goes), a number is the hook's."""
+    if isinstance(value, dict):
+        if trace.metrics.get(name) is None:
+            trace.metrics.pop(name, None)
+        trace.record_metrics(value)
+    else:
+        trace.record_metric(name, value)
+
+
 async def score_harness(harness: Any, trace: Trace, runtime: Any = None, *, timeout: float | None = DEFAULT_HOOK_TIMEOUT) -> None:
     """A harness's ``@vf.metric`` methods on ``trace`` (they name ``task``, ``trace``, ``state``,
     ``runtime``), each key first set to None; a failing one is a ``HarnessError`` on the trace."""
@@ -385,12 +391,7 @@ async def score_harness(harness: Any, trace: Trace, runtime: Any = None, *, time
         except HookError as exc:
             errors.append(exc)
             return
-        if isinstance(value, dict):
-            if trace.metrics.get(name) is None:
-                trace.metrics.pop(name, None)
-            trace.record_metrics(value)
-        else:
-            trace.record_metric(name, value)
+        _record_metric(trace, name, value)
 
     await together([one(fn) for fn in fns])
     for exc in errors:

@@ -22,6 +22,7 @@ import shutil
 import subprocess as _subprocess  # not `subprocess`: the submodule runtimes.subprocess (the original's path) takes that name in this package
 import tempfile
 import threading
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,29 +278,42 @@ class Runtime:
 
     async def _script_file(self, script: str | bytes | os.PathLike[str]) -> str | os.PathLike[str]:
         """A script named by its path, or given as its source (the original's form: text with a
-        newline, or bytes), as a path in the work folder: the source is written once, at a path named
-        by its content (``.vf-scripts/<sha256>.py``, so the same script keeps one uv environment)."""
-        if isinstance(script, str) and "\n" not in script:
+        newline, or bytes), as a path in the work folder (``.vf-scripts/<sha256>.py``, named by its
+        content). The source is written again on every use: a program of the box may have changed
+        the file since, and what runs must be the caller's script."""
+        data = _script_source(script)
+        if data is None:
             return script
-        if not isinstance(script, str | bytes):
-            return script
-        data = script.encode() if isinstance(script, str) else script
         path = f"{SCRIPTS_DIR}/{hashlib.sha256(data).hexdigest()}.py"
-        written = self.__dict__.setdefault("_scripts_written", set())
-        if path not in written:
-            await self.write(path, data)  # type: ignore[attr-defined]
-            written.add(path)
+        await self.write(path, data)  # type: ignore[attr-defined]
         return path
+
+
+def _script_source(script: Any) -> bytes | None:
+    """A script's source when it is given by its source (bytes, or text with a newline), else None
+    (a path)."""
+    if isinstance(script, bytes):
+        return script
+    if isinstance(script, str) and "\n" in script:
+        return script.encode()
+    return None
 
 
 SCRIPTS_DIR = ".vf-scripts"
 """Where a script given by its source is written in the work folder."""
 
 
-def _in_process(script: Any) -> bool:
-    """A program the harness runs in this process (``harnesses.utils.launch.CHAT_PROGRAM_SOURCE``):
-    nothing to prepare, and no argv runs it."""
-    return bool(getattr(script, "in_process", False))
+IN_PROCESS_MARK = "# verifiers: the shared chat program, run in the harness's process"
+"""The line that marks ``harnesses.utils.launch.CHAT_PROGRAM_SOURCE`` (and a text built on it)."""
+
+
+def is_in_process_program(script: Any) -> bool:
+    """A program the harness runs in this process (``harnesses.utils.launch.CHAT_PROGRAM_SOURCE``,
+    or a text built on it): nothing to prepare, and no argv runs it."""
+    if isinstance(script, bytes):
+        return IN_PROCESS_MARK.encode() in script
+    return isinstance(script, str) and IN_PROCESS_MARK in script
+
 
 
 def _uv() -> str:
@@ -369,8 +383,32 @@ class SubprocessRuntime(Runtime):
         p = Path(path)
         return p if p.is_absolute() else self.workdir / p
 
+    async def _script_file(self, script: str | bytes | os.PathLike[str]) -> str | os.PathLike[str]:
+        """A script given by its source is written (atomically, when it changed) to this user's
+        cache, ``~/.cache/verifiers/scripts/<sha256>.py``: outside the work folder (never in an
+        agent's patch), and one path per script across rollouts, so uv keeps one environment for it."""
+        data = _script_source(script)
+        if data is None:
+            return script
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verifiers" / "scripts"
+        target = folder / f"{hashlib.sha256(data).hexdigest()}.py"
+
+        def put() -> None:
+            if target.is_file() and target.read_bytes() == data:
+                return
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}"
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+
+        await asyncio.to_thread(put)
+        return str(target)
+
     def _env(self, env: dict[str, str] | None) -> dict[str, str]:
-        out = {**os.environ, **self.config.env, **(env or {})}
+        # as the original: what a program inherits from the host leaves out every name holding
+        # API_KEY (a key given in the runtime's or the call's own env still reaches it)
+        inherited = {k: v for k, v in os.environ.items() if "API_KEY" not in k.upper()}
+        out = {**inherited, **self.config.env, **(env or {})}
         if self.config.uv_cache_dir is not None:
             out["UV_CACHE_DIR"] = str(self.config.uv_cache_dir)
         return out
@@ -440,7 +478,7 @@ class SubprocessRuntime(Runtime):
         """Resolve and install a PEP 723 script's dependencies into uv's cache (``uv sync
         --script``), so that later runs can go ``offline``; the argv that runs it (the original's
         contract). ``script``: a path in the work folder, or the script's source."""
-        if _in_process(script):
+        if is_in_process_program(script):
             return []
         path = await self._script_file(script)
         result = await self.run_program([_uv(), "sync", "--script", str(self._path(path))], env, timeout=timeout)
@@ -814,7 +852,7 @@ class SandboxRuntime(Runtime):
         or the script's source."""
         from verifiers.sandbox.egress import RELAY, EgressProxy
 
-        if _in_process(script):
+        if is_in_process_program(script):
             return []
         script = await self._script_file(script)
         if self._uv_missing:
@@ -823,7 +861,7 @@ class SandboxRuntime(Runtime):
         inside = self._inside(script)
         allowed = self._allowed()
         argv = ["/bin/bash", "-c", _PREPARE, "prepare", RELAY, inside, "" if allowed else "offline", self._inside(_EGRESS_SOCKET)]
-        env = {"SSL_CERT_FILE": _CA_INSIDE} if _ca_bundle() is not None else {}
+        env = {**(env or {}), **({"SSL_CERT_FILE": _CA_INSIDE} if _ca_bundle() is not None else {})}
         assert self._cache is not None
         rw = {str(self._cache): _CACHE_INSIDE}
         denied: list[str] = []

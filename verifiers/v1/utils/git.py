@@ -97,7 +97,8 @@ async def capture_patch(
         VF_PATCH_LIMIT=str(PATCH_CAP_BYTES + 1),
     )
     try:
-        result = await runtime.run(["sh", "-c", _SCRIPT, "vf-capture-patch", *(ignore or [])], variables)
+        # the scripts a harness gave by their source (``.vf-scripts``) are never the agent's change
+        result = await runtime.run(["sh", "-c", _SCRIPT, "vf-capture-patch", *(ignore or []), ".vf-scripts"], variables)
         if result.exit_code != 0:
             # some runtimes report a dead box as a failed command: one probe tells git's refusal
             # from a box that is gone

@@ -8,6 +8,7 @@ from pydantic import Field, FiniteFloat
 from verifiers.v1.compaction import CompactionConfig
 from verifiers.v1.harness import Harness, HarnessConfig
 from verifiers.v1.harnesses.utils.launch import CHAT_PROGRAM_SOURCE, launch_chat_program
+from verifiers.v1.harnesses.utils.tools import bash_tools
 
 SYSTEM_PROMPT = "You are a coding agent. Run shell commands with the bash tool."
 EDIT_PROMPT = "Change a file with the edit tool, which replaces one exact occurrence of a string."
@@ -45,7 +46,7 @@ class BashHarness(Harness[BashHarnessConfig]):
         return f"{frame}\n\n{task_prompt}" if task_prompt else frame
 
     def extra_tools(self, runtime: Any) -> dict:
-        return bash_tools(runtime, self.config.command_timeout, edit=self.config.edit)
+        return bash_tools(runtime, self.config.command_timeout, edit=self.config.edit, env=self.config.resolved_env)
 
     async def setup(self, runtime: Any) -> None:
         await runtime.prepare_uv_script(CHAT_PROGRAM_SOURCE, self.config.resolved_env)
@@ -64,35 +65,6 @@ class BashHarness(Harness[BashHarnessConfig]):
                                          mcp_urls, self.system_prompt(system_prompt), prompt, extra_args=args)  # fmt: skip
 
     launch.in_process_launch = True  # type: ignore[attr-defined]
-
-
-def bash_tools(runtime: Any, timeout: float, *, edit: bool = True) -> dict:
-    """The ``bash`` and ``edit`` tools on ``runtime``, as the original's bash harness offers them
-    (names and parameters): a model that learned them there calls them the same way here."""
-
-    async def bash(command: str) -> str:
-        """Run a bash command in the working directory; returns its output (stdout, then stderr)."""
-        r = await runtime.run(command, timeout=timeout)
-        out = r.stdout + r.stderr
-        return f"error: the command did not finish within {timeout:g} s\n{out}" if r.timed_out else out
-
-    async def edit_file(path: str, old_str: str, new_str: str) -> str:
-        """Replace the one occurrence of `old_str` in the file at `path` with `new_str`."""
-        if not old_str:
-            return "error: `old_str` must not be empty (it would match everywhere)"
-        # a path the runtime refuses (outside a sandbox's work folder, a planted link) is the
-        # model's error to read, like a missing file
-        try:
-            text = (await runtime.read(path)).decode(errors="replace")
-            n = text.count(old_str)
-            if n != 1:
-                return f"error: `old_str` occurs {n} times in {path}; it must occur exactly once"
-            await runtime.write(path, text.replace(old_str, new_str, 1))
-        except (OSError, ValueError) as exc:
-            return f"error: {exc}"
-        return f"edited {path}"
-
-    return {"bash": bash, "edit": edit_file} if edit else {"bash": bash}
 
 
 __all__ = ["BashHarness", "BashHarnessConfig", "CompactionConfig", "bash_tools"]

@@ -29,17 +29,15 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from verifiers.v1.runtimes import ProgramResult
+from verifiers.v1.runtimes import IN_PROCESS_MARK, ProgramResult, is_in_process_program
 
-
-class _InProcessProgram(str):
-    in_process = True
-
-
-CHAT_PROGRAM_SOURCE = _InProcessProgram(
-    "# /// script\n# requires-python = \">=3.10\"\n# dependencies = []\n# ///\n"
-    "# The verifiers chat program: run in the harness's process (verifiers.v1.harness.chat_loop).\n"
+CHAT_PROGRAM_SOURCE = (
+    '# /// script\n# requires-python = ">=3.10"\n# dependencies = []\n# ///\n'
+    f"{IN_PROCESS_MARK}\n"
+    "raise SystemExit('this chat program runs inside a verifiers harness (verifiers.v1.harness.chat_loop), not on its own')\n"
 )
+"""The shared chat program: its text carries :data:`~verifiers.v1.runtimes.IN_PROCESS_MARK`, so
+it (or a text built on it) is recognised wherever it goes, and it refuses to run on its own."""
 CHAT_PROGRAM = CHAT_PROGRAM_SOURCE
 
 
@@ -57,12 +55,12 @@ async def launch_chat_program(
     env: dict[str, str] | None = None, activate: bool = True,
 ) -> ProgramResult:  # fmt: skip
     """Run the chat program (see the module docstring) to its end; the program's exit."""
-    if not getattr(source, "in_process", False):
+    if not is_in_process_program(source):
         return await _run_program(source, config, ctx, trace, runtime, endpoint, secret, system_prompt, prompt,
                                   extra_args, env, activate)  # fmt: skip
     from verifiers.v1.compaction import CompactionConfig
     from verifiers.v1.harness import chat_loop, current_interaction
-    from verifiers.v1.harnesses.bash import bash_tools
+    from verifiers.v1.harnesses.utils.tools import bash_tools
     from verifiers.v1.messages import Message, SystemMessage, UserMessage
 
     it = current_interaction()
@@ -75,15 +73,23 @@ async def launch_chat_program(
         messages.extend(m if not isinstance(m, dict) else adapter.validate_python(m) for m in prompt)
     tools = dict(it.tools) if it is not None else {}
     if flags.get("bash"):
-        tools.update(bash_tools(runtime, getattr(config, "command_timeout", 120.0), edit=bool(flags.get("edit"))))
+        tools.update(bash_tools(runtime, getattr(config, "command_timeout", 120.0), edit=bool(flags.get("edit")),
+                                env=env if env is not None else dict(config.resolved_env)))  # fmt: skip
     compaction = None
     if flags.get("compaction"):
         at = flags.get("summarize_at_tokens")
         compaction = CompactionConfig(summarize_at_tokens=int(at) if isinstance(at, str) else None)
     available = {"trace": trace, "runtime": runtime, "state": trace.state, "task": it.task.data if it is not None else None}
-    convo = await chat_loop(ctx, messages, tools, tool_timeout=config.tool_timeout, available=available, compaction=compaction)
+    gates, ctx.gates_tools = ctx.gates_tools, True  # this loop reads a denied call's verdict
+    try:
+        convo = await chat_loop(ctx, messages, tools, tool_timeout=config.tool_timeout, available=available, compaction=compaction)
+    finally:
+        ctx.gates_tools = gates
     if it is not None:
-        it.messages = convo
+        # the interaction's conversation goes on with what this turn added (a conversation the
+        # loop compacted is replaced: the next turn goes on from it)
+        added = convo[len(messages):] if convo[: len(messages)] == messages else None
+        it.messages, it.launched = ([*it.messages, *added] if added is not None else convo), True
     return ProgramResult(returncode=0, stdout="", stderr="")
 
 
