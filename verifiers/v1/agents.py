@@ -585,7 +585,6 @@ class Agent:
         token = launching(it)  # a launch through the shared chat program runs the loop with its tools
         it.ctx.gates_tools = False  # a program runs its own tools: a denied call stops the rollout
         it.launched = False
-        seen = list(it.trace.messages) if it.trace.nodes else []
         try:
             # as the original: the task's data, its prompt as written on the first turn (the text
             # the task's request hooks may have rewritten), the conversation so far on a later one;
@@ -616,10 +615,9 @@ class Agent:
             raise HarnessError(f"harness {harness.config.id!r} exited {result.returncode}: {result.stderr.strip()[-500:]}")
         if it.launched:  # the shared chat program kept the conversation, as the in-process loop does
             return list(it.messages)
-        # a program's turn: the conversation so far, then what the trace gained past what it had
-        after = list(it.trace.messages) if it.trace.nodes else []
-        gained = after[len(seen):] if after[: len(seen)] == seen else after
-        return [*it.messages, *gained]
+        # a program's turn: the conversation is the program's, as the trace's path now holds it (a
+        # program may rewrite its history: the path is what it sent last, and what it was answered)
+        return list(it.trace.messages) if it.trace.nodes else list(it.messages)
 
 
 AgentT = TypeVar("AgentT", bound=Agent, default=Agent)

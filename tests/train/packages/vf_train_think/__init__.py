@@ -55,8 +55,13 @@ class ThinkHarness(vf.Harness[ThinkHarnessConfig]):
     NEEDS_CONTAINER = False  # the test's own program: the subprocess runtime is enough
 
     async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data):
+        # as the original hands a launch its task: the prompt as written on the first turn (text),
+        # the conversation so far on a later one; the system prompt placed by resolve_prompt
+        system, prompt = self.resolve_prompt(data)
+        convo = [{"role": "system", "content": system}] if system else []
+        convo += [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [_openai(m) for m in prompt or []]
         await runtime.write("agent.py", PROGRAM)
-        await runtime.write("convo.json", json.dumps([_openai(m) for m in data.prompt]))
+        await runtime.write("convo.json", json.dumps(convo))
         strip = "1" if data.strip_history else "0"
         return await runtime.run_program([sys.executable, "agent.py", endpoint, "convo.json", strip], env={"AGENT_API_KEY": secret}, timeout=60)
 
