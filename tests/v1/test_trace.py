@@ -76,7 +76,7 @@ def test_the_views_environments_read() -> None:
     assert trace.transcript == "[user]\nsummary: 4\n\n[assistant]\n4"
     whole = vf.Trace(task=trace.task, nodes=trace.nodes[:5])
     assert whole.transcript == (
-        "[system]\nbe brief\n\n[user]\nwhat is 2+2?\n\n[assistant]\n[tool_call calc({\"a\": 2})]\n\n[tool calc]\n\n[assistant]\n4 done"
+        "[system]\nbe brief\n\n[user]\nwhat is 2+2?\n\n[assistant]\n[tool_call calc({\"a\": 2})]\n\n[tool calc]\n4\n\n[assistant]\n4 done"
     )
     assert trace.num_output_tokens == 5 and trace.usage.prompt_tokens == 12
     trace.stop("later")  # the first stop condition stays

@@ -50,6 +50,8 @@ facts = {
     "last_reply": trace.last_reply,
     "num_turns": trace.num_turns,
     "transcript": trace.transcript,
+    # the transcript of the trace cut after each node: tool results, tool calls, every role
+    "prefix_transcripts": [trace.model_copy(update={"nodes": trace.nodes[:k]}).transcript for k in range(1, len(trace.nodes) + 1)],
     "record_equal": WireTrace.model_validate(trace.to_record()).to_record() == trace.to_record(),
 }
 assembly = EpisodeAssembly()
@@ -179,6 +181,8 @@ def test_our_records_load_in_the_original_and_theirs_here(original_python: Path,
     assert facts["logprobs"] == trace.branches[0].logprobs
     assert (facts["last_reply"], facts["num_turns"], facts["transcript"]) == (trace.last_reply, trace.num_turns, trace.transcript)
     assert facts["record_equal"]
+    ours_prefixes = [vf.Trace(task=trace.task, nodes=trace.nodes[:k]).transcript for k in range(1, len(trace.nodes) + 1)]
+    assert facts["prefix_transcripts"] == ours_prefixes and any("[tool calc]\n4" in t for t in ours_prefixes)
 
     # ... and what it writes back reads here as the same record, field for field
     redumped = vf.WireEpisode.model_validate(out["redumped"])

@@ -599,7 +599,8 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
 
     @property
     def transcript(self) -> str:
-        """The last branch as text, one ``[role]`` block per message; tool outputs show only their name."""
+        """The last branch as text, one ``[role]`` block per message: an assistant's text and its
+        tool calls, a tool result under ``[tool <name>]`` with its text, any other message's text."""
         blocks = []
         for m in self.messages:
             lines = [f"[{m.role}]"]
@@ -609,9 +610,11 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
                 for call in m.tool_calls or []:
                     ns = f"{call.namespace}." if call.namespace else ""
                     lines.append(f"[tool_call {ns}{call.name}({call.arguments})]")
-            elif isinstance(m, ToolMessage):
-                lines[0] = f"[tool {m.name}]" if m.name else "[tool]"
-            elif text := content_text(m.content):
+                blocks.append("\n".join(lines))
+                continue
+            if isinstance(m, ToolMessage) and m.name:
+                lines[0] = f"[tool {m.name}]"
+            if text := content_text(m.content):
                 lines.append(text)
             blocks.append("\n".join(lines))
         return "\n\n".join(blocks)
