@@ -611,12 +611,15 @@ async def test_a_run_is_scored_as_it_ends_so_the_env_reads_its_reward(tmp_path) 
     from verifiers.v1.harnesses.null import NullHarness
 
     seen: list[float] = []
+    ok_while_scored: list[bool] = []
+    ok_after: list[bool] = []
 
     class UntilRight(SingleAgentEnv):
         async def run(self, task, agents):
             for _ in range(3):
                 trace = await agents.agent.run(task)
                 seen.append(trace.reward)
+                ok_after.append(trace.ok)
                 if trace.reward == 1.0:
                     return
 
@@ -624,6 +627,7 @@ async def test_a_run_is_scored_as_it_ends_so_the_env_reads_its_reward(tmp_path) 
         @vf.metric
         def replies(self, trace: vf.Trace, runtime) -> float:
             assert runtime is not None  # the run's box, still up
+            ok_while_scored.append(trace.ok)
             return float(trace.num_turns)
 
     answers = iter(["no", "still no", "1"])
@@ -632,6 +636,8 @@ async def test_a_run_is_scored_as_it_ends_so_the_env_reads_its_reward(tmp_path) 
     async with ScriptedServer(lambda req: next(answers)) as srv:
         out = await _run(env, srv, folder=tmp_path)
     assert seen == [0.0, 0.0, 1.0]
+    # as in the original, a run is ok only once it has ended: its scoring hooks read it False
+    assert ok_while_scored == [False] * 3 and ok_after == [True] * 3
     (rec,) = map(json.loads, (tmp_path / "traces.jsonl").read_text().splitlines())
     assert [t["rewards"]["correct"]["score"] for t in rec["traces"]] == [0.0, 0.0, 1.0]
     assert all(t["metrics"]["replies"] == 1.0 and t["timing"]["scoring"]["end"] >= t["timing"]["scoring"]["start"] > 0 for t in rec["traces"])

@@ -387,8 +387,9 @@ class Agent:
             wire = self.run_ctx.wire_of(self.config, model=model, sampling=sampling, client=client, harness=self.harness)
             trace = Trace.for_task(task, record=self.run_ctx.record_of(task), agent=AgentInfo(config=wire, name=self.name, trainable=self.trainable))
             # the run's own writes to its trace's plain fields (no validator, no watcher on them) go
-            # straight to the model's dict: pydantic's __setattr__ is a cost per write
-            put_field(trace, "ok", True)
+            # straight to the model's dict: pydantic's __setattr__ is a cost per write. ``ok``
+            # stays False until the run has ended (its hooks, finalize and scoring read it False,
+            # as in the original)
             if self.run_ctx.on_open is not None:
                 self.run_ctx.on_open(trace)
             borrowed = runtime is not None
