@@ -392,3 +392,43 @@ def test_a_hook_plan_keeps_neither_its_task_nor_its_function_alive() -> None:
     del fn
     gc.collect()
     assert fn_ref() is None  # nor its own cache key
+
+
+class StageViews(vf.Task):
+    """Each hook notes what of its own stage it sees on the trace; the quick ones finish first."""
+
+    seen: dict[str, object] = {}
+
+    @vf.metric
+    async def slow_metric(self, trace) -> float:
+        await asyncio.sleep(0.05)
+        StageViews.seen["slow_metric"] = dict(trace.metrics)
+        return 2.0
+
+    @vf.metric
+    def quick_metric(self) -> float:
+        return 1.0
+
+    @vf.reward
+    async def slow_reward(self, trace) -> float:
+        await asyncio.sleep(0.05)
+        StageViews.seen["slow_reward"] = ({k: r and r.score for k, r in trace.rewards.items()}, dict(trace.metrics))
+        return 0.5
+
+    @vf.reward
+    def quick_reward(self) -> dict:
+        return {"k1": 1.0, "k2": 0.0}
+
+
+def test_a_stage_is_recorded_once_all_its_hooks_are_back_in_their_order() -> None:
+    """As the original: metrics, then rewards, each stage concurrently and recorded when the whole
+    stage is back, in the hooks' order, so no hook reads a score of its own stage (a quick
+    reward's value is not there for a slow one to read), and a reward reads every metric."""
+    StageViews.seen.clear()
+    trace = _trace(StageViews(vf.WireTaskData(prompt="p")))
+    asyncio.run(StageViews(vf.WireTaskData(prompt="p")).score(trace))
+    assert StageViews.seen["slow_metric"] == {"quick_metric": None, "slow_metric": None}
+    assert StageViews.seen["slow_reward"] == ({"quick_reward": None, "slow_reward": None}, {"quick_metric": 1.0, "slow_metric": 2.0})
+    assert list(trace.metrics) == ["quick_metric", "slow_metric"]  # the hooks' order: by name
+    assert [(k, r.score) for k, r in trace.rewards.items()] == [("slow_reward", 0.5), ("k1", 1.0), ("k2", 0.0)]
+    assert trace.errors == []

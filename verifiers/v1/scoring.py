@@ -217,12 +217,18 @@ class _Resumed:
                     return done.value
 
 
-async def together(coros: list[Any]) -> None:
-    """Await ``coros`` concurrently (``gather``); one is awaited as it is, none costs nothing."""
+async def together(coros: list[Any]) -> list[Any]:
+    """Await ``coros`` concurrently (``gather``); their results in order. One is awaited as it
+    is, none costs nothing."""
     if len(coros) == 1:
-        await coros[0]
-    elif coros:
-        await asyncio.gather(*coros)
+        return [await coros[0]]
+    if coros:
+        return list(await asyncio.gather(*coros))
+    return []
+
+
+_UNSCORED = object()
+"""A scoring hook that failed (its error is kept; its key stays unscored)."""
 
 
 async def _settle(result: Any) -> Any:
@@ -303,17 +309,26 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
     if runtime is None:
         judges = [j for j in judges if not needs_runtime(j.score)]
 
-    async def one(kind: str, fn: Callable[..., Any]) -> None:
-        name = fn.__name__
+    async def one(kind: str, fn: Callable[..., Any]) -> Any:
         try:
-            value = check_score(kind, name, await call_hook(fn, available, kind=kind, timeout=timeout))
+            return check_score(kind, fn.__name__, await call_hook(fn, available, kind=kind, timeout=timeout))
         except HookError as exc:
             errors.append(exc)
-            return
-        if kind == "metric":
-            _record_metric(trace, name, value)
-        else:
-            weight = getattr(fn, "reward_weight", 1.0)
+            return _UNSCORED
+
+    # metrics first, then rewards, as the original does: a reward may read a metric off the trace
+    # (one metric runs the program, the reward reads ``passed``). Each stage runs concurrently and
+    # is recorded once the whole stage is back, in the hooks' order: no hook of a stage reads
+    # another's score of the same stage
+    if metrics:
+        for fn, value in zip(metrics, await together([one("metric", fn) for fn in metrics]), strict=True):
+            if value is not _UNSCORED:
+                _record_metric(trace, fn.__name__, value)
+    if rewards:
+        for fn, value in zip(rewards, await together([one("reward", fn) for fn in rewards]), strict=True):
+            if value is _UNSCORED:
+                continue
+            name, weight = fn.__name__, getattr(fn, "reward_weight", 1.0)
             if isinstance(value, dict):
                 if trace.rewards.get(name) is None:
                     trace.rewards.pop(name, None)
@@ -322,31 +337,27 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
             else:
                 trace.record_reward(name, value, weight)
 
-    # metrics first, then rewards (each stage concurrently), as the original does: a reward may
-    # read a metric off the trace (one metric runs the program, the reward reads ``passed``)
-    if metrics:
-        await together([one("metric", fn) for fn in metrics])
-    if rewards:
-        await together([one("reward", fn) for fn in rewards])
-
-    async def judged(judge: Any) -> None:
+    async def judged(judge: Any) -> Any:
         # a plugged judge: after the task's own rewards; its reward is `name or id`, its weight
         # the config's; a failing, hanging or unparseable judge leaves it unscored, with an error
         name = judge.reward_name
         try:
-            value = check_score("judge", name, await call_hook(judge.score, available, kind="judge", timeout=timeout, name=name))
+            return check_score("judge", name, await call_hook(judge.score, available, kind="judge", timeout=timeout, name=name))
         except HookError as exc:
             errors.append(exc)
-            return
-        if isinstance(value, dict):
-            trace.rewards.pop(name, None)
-            for key, v in value.items():
-                trace.record_reward(key, v, judge.config.weight)
-        else:
-            trace.record_reward(name, value, judge.config.weight)
+            return _UNSCORED
 
     if judges:
-        await together([judged(j) for j in judges])
+        for judge, value in zip(judges, await together([judged(j) for j in judges]), strict=True):
+            if value is _UNSCORED:
+                continue
+            name = judge.reward_name
+            if isinstance(value, dict):
+                trace.rewards.pop(name, None)
+                for key, v in value.items():
+                    trace.record_reward(key, v, judge.config.weight)
+            else:
+                trace.record_reward(name, value, judge.config.weight)
     if not errors:
         return
     from verifiers.v1.errors import TaskError
@@ -384,16 +395,16 @@ async def score_harness(harness: Any, trace: Trace, runtime: Any = None, *, time
         trace.metrics[fn.__name__] = None
     errors: list[HookError] = []
 
-    async def one(fn: Callable[..., Any]) -> None:
-        name = fn.__name__
+    async def one(fn: Callable[..., Any]) -> Any:
         try:
-            value = check_score("metric", name, await call_hook(fn, available, kind="metric", timeout=timeout))
+            return check_score("metric", fn.__name__, await call_hook(fn, available, kind="metric", timeout=timeout))
         except HookError as exc:
             errors.append(exc)
-            return
-        _record_metric(trace, name, value)
+            return _UNSCORED
 
-    await together([one(fn) for fn in fns])
+    for fn, value in zip(fns, await together([one(fn) for fn in fns]), strict=True):  # recorded once all are back
+        if value is not _UNSCORED:
+            _record_metric(trace, fn.__name__, value)
     for exc in errors:
         _record(trace, exc, HarnessError, prefix=f"harness {getattr(harness.config, 'id', type(harness).__name__)!r} ")
 
