@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from pydantic import ValidationError
 
 import verifiers.v1 as vf
 from verifiers.clients import ModelClient
@@ -118,14 +119,17 @@ choices = ["no", "partly", "yes"]
 def test_rubric_criteria_and_verdict_scoring(tmp_path) -> None:
     criteria = load_criteria(_rubric(tmp_path, RUBRIC), {"terse": 1.0})
     assert [(c.name, c.weight, c.choices) for c in criteria] == [("correct", 3.0, ["no", "yes"]), ("terse", 1.0, ["no", "partly", "yes"])]
-    scores = score_verdicts([CriterionVerdict(name="correct", verdict="yes"), CriterionVerdict(name="terse", verdict="partly")], criteria)
+    scores = score_verdicts([CriterionVerdict(name="correct", reason="", verdict="yes"), CriterionVerdict(name="terse", reason="", verdict="partly")], criteria)
     assert scores == {"correct": 1.0, "terse": 0.5}
-    with pytest.raises(JudgeError, match="answered 'maybe' for 'correct'"):
-        score_verdicts([CriterionVerdict(name="correct", verdict="maybe"), CriterionVerdict(name="terse", verdict="no")], criteria)
+    # a verdict the judge cannot give is also a ValueError, as the original raises for it
+    with pytest.raises(ValueError, match="answered 'maybe' for 'correct'"):
+        score_verdicts([CriterionVerdict(name="correct", reason="", verdict="maybe"), CriterionVerdict(name="terse", reason="", verdict="no")], criteria)
     with pytest.raises(JudgeError, match="not the criteria"):
-        score_verdicts([CriterionVerdict(name="correct", verdict="yes")], criteria)
+        score_verdicts([CriterionVerdict(name="correct", reason="", verdict="yes")], criteria)
     with pytest.raises(JudgeError, match="twice"):
-        score_verdicts([CriterionVerdict(name="correct", verdict="yes")] * 2, criteria)
+        score_verdicts([CriterionVerdict(name="correct", reason="", verdict="yes")] * 2, criteria)
+    with pytest.raises(ValidationError, match="reason"):  # as the original: a verdict gives its reason
+        CriterionVerdict.model_validate({"name": "correct", "verdict": "yes"})
     with pytest.raises(ValueError, match="weights name no criterion"):
         load_criteria(_rubric(tmp_path, RUBRIC), {"nope": 1.0})
     with pytest.raises(ValueError, match="repeat an answer"):
@@ -295,6 +299,12 @@ async def test_rubric_judge_structured_output_asks_for_the_schema(tmp_path) -> N
     assert out.state[0]["_episode"].traces[0].rewards["rubric"].score == 1.0
     (body,) = bodies
     assert body["response_format"]["type"] == "json_schema" and "verdicts" in json.dumps(body["response_format"])
+    # in OpenAI's strict form, as the original's SDK sends it: closed objects, every property required
+    schema = body["response_format"]["json_schema"]["schema"]
+    verdict = schema["$defs"]["CriterionVerdict"]
+    assert body["response_format"]["json_schema"]["strict"] is True
+    assert (schema["additionalProperties"], schema["required"]) == (False, ["verdicts"])
+    assert (verdict["additionalProperties"], verdict["required"]) == (False, ["name", "reason", "verdict"])
     assert "Reply with one JSON object" not in body["messages"][-1]["content"]  # the schema asks instead
 
 
@@ -459,3 +469,26 @@ async def test_a_decision_service_grading_with_a_non_number_is_a_judge_error() -
     assert [t.rewards["decision"] is None for t in traces] == [True, True, True, False]
     for t in traces[:3]:
         assert "no grade score" in t.errors[-1].message, t.errors[-1].message
+
+
+def test_a_strict_schema_closes_every_object_and_requires_every_property() -> None:
+    from pydantic import BaseModel
+
+    from verifiers.v1.judge import strict_json_schema
+
+    class Inner(BaseModel):
+        a: int = 3
+        b: str | None = None
+
+    class Outer(BaseModel):
+        inner: Inner
+        many: list[Inner] = []
+        either: Inner | int = 0
+
+    raw = Outer.model_json_schema()
+    strict = strict_json_schema(raw)
+    inner = strict["$defs"]["Inner"]
+    assert (strict["additionalProperties"], strict["required"]) == (False, ["inner", "many", "either"])
+    assert (inner["additionalProperties"], inner["required"]) == (False, ["a", "b"])
+    assert inner["properties"]["a"]["default"] == 3 and "default" not in inner["properties"]["b"]  # a None default goes
+    assert "additionalProperties" not in raw and raw["required"] == ["inner"]  # the model's own schema is untouched

@@ -50,6 +50,40 @@ class JudgeError(Exception):
     verdict. Raised, so the scoring stage records it instead of scoring the model 0."""
 
 
+class JudgeVerdictError(JudgeError, ValueError):
+    """The judge's reply holds no usable verdict, or the judge cannot be asked (a missing task
+    field, no prompt, no endpoint). Also a ``ValueError``, as the original raises for these, so
+    a reward written ``except ValueError:`` around a judge catches it the same way; a failed or
+    timed-out call stays a plain ``JudgeError``."""
+
+
+def strict_json_schema(schema: Any) -> Any:
+    """``schema`` in the form OpenAI's strict structured outputs accept (the form the original's
+    SDK sends): every object closed (``additionalProperties: false``) with all its properties
+    required, a ``default`` of None dropped, a lone ``allOf`` unwrapped; through properties,
+    items, ``anyOf``/``allOf`` and ``$defs``. Returns a new schema; ``schema`` is left as it is."""
+    if isinstance(schema, list):
+        return [strict_json_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strict_json_schema(v) if k in ("items", "anyOf", "allOf", "additionalProperties") else v for k, v in schema.items()}
+    for defs in ("$defs", "definitions"):
+        if isinstance(out.get(defs), dict):
+            out[defs] = {name: strict_json_schema(s) for name, s in out[defs].items()}
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {name: strict_json_schema(s) for name, s in out["properties"].items()}
+    if out.get("type") == "object" or "properties" in out:
+        out["additionalProperties"] = False
+        out["required"] = list(out.get("properties", {}))
+    if "default" in out and out["default"] is None:
+        del out["default"]
+    all_of = out.get("allOf")
+    if isinstance(all_of, list) and len(all_of) == 1:
+        rest = {k: v for k, v in out.items() if k != "allOf"}
+        out = {**all_of[0], **rest}
+    return out
+
+
 class JudgeResponse(BaseModel, Generic[ParsedT]):
     text: str
     parsed: ParsedT | None = None
@@ -137,7 +171,7 @@ def judge_verdict(text: str, choices: Sequence[str]) -> str:
     """``parse_judge_choice``, raising when the reply names no choice."""
     verdict = parse_judge_choice(text, choices)
     if verdict is None:
-        raise JudgeError(f"the judge's reply names none of {'/'.join(choices)}: {text[:300]!r}")
+        raise JudgeVerdictError(f"the judge's reply names none of {'/'.join(choices)}: {text[:300]!r}")
     return verdict
 
 
@@ -150,7 +184,7 @@ def judge_question(task: TaskData, question_field: str = "") -> str:
         return task.prompt_text
     value = getattr(task, question_field, None)
     if value is None:
-        raise JudgeError(f"the task has no {question_field!r} field (question_field); leave it empty to use the prompt")
+        raise JudgeVerdictError(f"the task has no {question_field!r} field (question_field); leave it empty to use the prompt")
     return str(value)
 
 
@@ -158,7 +192,7 @@ def judge_field(task: TaskData, field: str, what: str) -> str:
     """A task field as text (a list: one item a line); a missing field is a ``JudgeError``."""
     value = getattr(task, field, None)
     if value is None:
-        raise JudgeError(f"the task has no {field!r} field ({what})")
+        raise JudgeVerdictError(f"the task has no {field!r} field ({what})")
     if isinstance(value, list | tuple):
         return "\n".join(str(v) for v in value)
     return str(value)
@@ -209,7 +243,7 @@ class Judge(Generic[ParsedT, ConfigT]):
 
     def build_messages(self, **fields: Any) -> str | Messages:
         if self.prompt is None:
-            raise JudgeError(f"{type(self).__name__} has no prompt: set `prompt` or override build_messages")
+            raise JudgeVerdictError(f"{type(self).__name__} has no prompt: set `prompt` or override build_messages")
         return fill(self.prompt, fields)
 
     def parse(self, response: JudgeResponse[ParsedT]) -> ParsedT:
@@ -237,7 +271,7 @@ class Judge(Generic[ParsedT, ConfigT]):
         if schema is not None:
             args["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": True},
+                "json_schema": {"name": schema.__name__, "schema": strict_json_schema(schema.model_json_schema()), "strict": True},
             }
         response: JudgeResponse[Any] | None = None
         try:
@@ -258,7 +292,7 @@ class Judge(Generic[ParsedT, ConfigT]):
                 try:
                     response.parsed = schema.model_validate_json(response.text)
                 except ValidationError as exc:
-                    raise JudgeError(f"judge {self.reward_name!r} replied no valid {schema.__name__}: {response.text[:300]!r}") from exc
+                    raise JudgeVerdictError(f"judge {self.reward_name!r} replied no valid {schema.__name__}: {response.text[:300]!r}") from exc
             if parse is not None:
                 response.parsed = parse(response)
             return response
@@ -286,13 +320,13 @@ class Judge(Generic[ParsedT, ConfigT]):
         model = cfg.model or (run.model if run is not None else None)
         if cfg.base_url is None:
             if run is None:
-                raise JudgeError(
+                raise JudgeVerdictError(
                     f"judge {self.reward_name!r} has no endpoint: set its base_url (and model), "
                     "or call it inside a v1 run, whose model client it then uses"
                 )
             return run.client, cast(str, model), False
         if model is None:
-            raise JudgeError(f"judge {self.reward_name!r} sets base_url but no model, and there is no run to take one from")
+            raise JudgeVerdictError(f"judge {self.reward_name!r} sets base_url but no model, and there is no run to take one from")
         return self.own_client(), model, True
 
     def own_client(self) -> Any:
@@ -323,7 +357,7 @@ def load_judge(config: JudgeConfig | Mapping[str, Any]) -> Judge:
     """The judge a config names (``id``), built with its config validated into its own class."""
     judge_id = str(config.get("id") or "") if isinstance(config, Mapping) else config.id
     if not judge_id:
-        raise JudgeError("a plugged judge needs an id (reference, rubric, decision, or an installed package)")
+        raise JudgeVerdictError("a plugged judge needs an id (reference, rubric, decision, or an installed package)")
     if isinstance(config, Mapping):
         config = judge_config_type(judge_id).model_validate(dict(config))
     return judge_class(judge_id)(config)
@@ -352,6 +386,7 @@ __all__ = [
     "JudgeConfig",
     "JudgeError",
     "JudgeResponse",
+    "JudgeVerdictError",
     "JudgeView",
     "Judges",
     "extract_boxed_answer",

@@ -20,6 +20,7 @@ from verifiers.v1.judge import (
     Judge,
     JudgeError,
     JudgeResponse,
+    JudgeVerdictError,
     JudgeView,
     judge_field,
     judge_question,
@@ -83,9 +84,9 @@ class DecisionJudge(Judge[float, DecisionJudgeConfig]):
                     raise TypeError(f"a {type(score).__name__}, not a number")  # true or "1" is no grade
                 value = float(score) / (len(self.config.levels) - 1)
             except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
-                raise JudgeError(f"judge {self.reward_name!r} answered no grade score: {response.text[:300]!r}") from exc
+                raise JudgeVerdictError(f"judge {self.reward_name!r} answered no grade score: {response.text[:300]!r}") from exc
             if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-                raise JudgeError(f"judge {self.reward_name!r} graded {value!r}, outside [0, 1]")
+                raise JudgeVerdictError(f"judge {self.reward_name!r} graded {value!r}, outside [0, 1]")
             response.parsed = value
             return response
         finally:

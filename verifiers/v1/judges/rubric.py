@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, TypeAdapter, field_validator
 from verifiers.v1.configs import JudgeConfig
 from verifiers.v1.judge import (
     Judge,
-    JudgeError,
+    JudgeVerdictError,
     JudgeView,
     first_json_object,
     judge_field,
@@ -107,7 +107,7 @@ def load_criteria(path: Path, weights: dict[str, float] | None = None) -> list[C
 
 class CriterionVerdict(BaseModel):
     name: str
-    reason: str = ""
+    reason: str
     verdict: str
 
 
@@ -121,14 +121,14 @@ def score_verdicts(verdicts: list[CriterionVerdict], criteria: list[Criterion], 
     given: dict[str, str] = {}
     for v in verdicts:
         if v.name in given:
-            raise JudgeError(f"the judge answered {v.name!r} twice")
+            raise JudgeVerdictError(f"the judge answered {v.name!r} twice")
         given[v.name] = v.verdict
     if set(given) != set(wanted):
-        raise JudgeError(f"the judge answered {sorted(given)}, not {what} {sorted(wanted)}")
+        raise JudgeVerdictError(f"the judge answered {sorted(given)}, not {what} {sorted(wanted)}")
     out = {}
     for name, verdict in given.items():
         if verdict not in wanted[name].choices:
-            raise JudgeError(f"the judge answered {verdict!r} for {name!r}, not one of {wanted[name].choices}")
+            raise JudgeVerdictError(f"the judge answered {verdict!r} for {name!r}, not one of {wanted[name].choices}")
         out[name] = wanted[name].score(verdict)
     return out
 
@@ -182,11 +182,11 @@ class RubricJudge(Judge[RubricVerdicts, RubricJudgeConfig]):
             result = await self.complete(str(self.build_messages(**fields)) + JSON_REPLY, trace=trace)
             found = first_json_object(result.text, "verdicts")
             if found is None:
-                raise JudgeError(f"the judge's reply has no verdicts object: {result.text[:300]!r}")
+                raise JudgeVerdictError(f"the judge's reply has no verdicts object: {result.text[:300]!r}")
             try:
                 verdicts = RubricVerdicts.model_validate(found).verdicts
             except ValueError as exc:
-                raise JudgeError(f"the judge's verdicts are malformed: {exc}") from exc
+                raise JudgeVerdictError(f"the judge's verdicts are malformed: {exc}") from exc
         return score_verdicts(verdicts, batch, "the batch's criteria")
 
     async def score(self, task: TaskData, trace: Trace) -> float:
