@@ -85,7 +85,7 @@ import time
 import verifiers as vf
 
 def load_environment(**kwargs):
-    time.sleep(20)
+    time.sleep(10)  # long enough to be caught mid-check; the rescuer then waits it out
     rows = [{"question": "What is 2+2?", "answer": "4"}]
     def correct(completion, answer, **_):
         return 1.0 if answer in vf.completion_text(completion) else 0.0
@@ -226,7 +226,7 @@ def push(hub: Hub, name: str, source: str, version: str = "0.1.0") -> None:
     assert r.status_code == 201, r.text
 
 
-def start_worker(hub: Hub, name: str, *extra: str) -> subprocess.Popen[bytes]:
+def start_worker(hub: Hub, name: str, *extra: str, timeout: float = 60) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VF_HUB")}
     env["VF_HUB_WORKER_TOKEN"] = hub.worker_token
     log = open(hub.root / f"worker-{name}.log", "ab")
@@ -243,7 +243,7 @@ def start_worker(hub: Hub, name: str, *extra: str) -> subprocess.Popen[bytes]:
             "--poll-interval",
             "0.3",
             "--timeout",
-            "60",
+            str(timeout),
             "--memory-mb",
             "3072",
             *extra,
@@ -342,8 +342,10 @@ def verdicts(hub: Hub) -> dict[str, dict]:
     push(hub, "chk-hostile", HOSTILE.format(mark=MARK, hub_port=hub.proc.port))
     for name in [*CASES, "chk-hostile"]:
         assert checks_of(hub, name)[0]["status"] in ("queued", "running")  # queued by the push itself
-    start_worker(hub, "w1")
-    start_worker(hub, "w2")
+    # a check here takes a few seconds (its install is a separate limit): 25 s of wall clock is
+    # room enough for a loaded machine, and is how long the hanging case holds its worker
+    start_worker(hub, "w1", timeout=25)
+    start_worker(hub, "w2", timeout=25)
     return {name: wait_for(hub, name, ("passed", "failed", "error")) for name in [*CASES, "chk-hostile"]}
 
 
