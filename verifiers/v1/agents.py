@@ -29,10 +29,10 @@ from verifiers.v1.configs.retries import RetryConfig
 from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, TaskError, ToolsetError
 from verifiers.v1.fields import AS_ANY, put_field
 from verifiers.v1.harness import (
-    _INTERACTION,
     Harness,
     HarnessConfig,
     chat_loop,
+    done_launching,
     last_reply,
     launching,
     load_harness,
@@ -607,7 +607,7 @@ class Agent:
             finally:
                 await it.runtime.prepare_execution(None)
         finally:
-            _INTERACTION.reset(token)
+            done_launching(token)
             proxy.unregister(endpoint)
             it.ctx.gates_tools = harness.IN_PROCESS
         if result is not None and not result.ok and not (it.trace.is_completed and not it.trace.errors):

@@ -178,7 +178,12 @@ def current_interaction() -> Any:
 
 
 def launching(interaction: Any) -> contextvars.Token[Any]:
+    """Mark ``interaction`` as the one whose ``launch`` runs now; ``done_launching(token)`` ends it."""
     return _INTERACTION.set(interaction)
+
+
+def done_launching(token: contextvars.Token[Any]) -> None:
+    _INTERACTION.reset(token)
 
 
 # --- tools ---------------------------------------------------------------------------------------
