@@ -144,3 +144,94 @@ def test_list_flags_take_one_value_or_several_as_the_originals_do() -> None:
     tree, _ = parse_argv(["--select.include.ids", '["a", "b"]', "my-ts"])  # a JSON list is the whole value
     assert tree["select"]["include"]["ids"] == ["a", "b"] and tree["env"]["taskset"]["id"] == "my-ts"
     assert parse_argv(["--select.include.idx=0:5"])[0]["select"]["include"]["idx"] == ["0:5"]
+
+
+def test_a_config_in_the_originals_resolved_shape_runs_and_its_other_keys_act(tmp_path) -> None:
+    """The keys the original's eval config has beyond ours' core ones: ``[client]`` ``type``,
+    ``headers_from_env`` and the per-phase ``timeout`` table, ``rich``, ``dry_run``, ``clean``,
+    ``run.attach``. Each is taken and does what it says, or is refused in one line."""
+    import os
+
+    from tests.cli.helpers import REPO
+    from verifiers.cli.v1_eval import ClientSection
+
+    env = {"PYTHONPATH": f"{REPO}{os.pathsep}{PACKAGES}", "VF_TEST_TEAM": "team-7"}
+    config = tmp_path / "eval.toml"
+    config.write_text(
+        """
+model = "scripted-model"
+output_dir = "out"
+
+[rich]
+show_logs = false
+
+[client]
+type = "eval"
+base_url = "BASE"
+headers = {X-Team = "static", X-Static = "s"}
+headers_from_env = {X-Team = "VF_TEST_TEAM", X-Unset = "VF_TEST_NOT_SET"}
+
+[client.timeout]
+connect = 30.0
+read = 90.0
+
+[run]
+dir = "r"
+
+[select]
+limit = 2
+
+[env.taskset]
+id = "vf-sums"
+n = 3
+
+[env.agent.harness]
+id = "null"
+
+[env.agent.runtime]
+type = "subprocess"
+"""
+    )
+    seen: list[dict] = []
+
+    def script(req):
+        seen.append(req.headers)
+        return _answer(req)
+
+    with ScriptedServer(script) as srv:
+        config.write_text(config.read_text().replace("BASE", srv.base_url))
+        run = tmp_path / "out" / "r"
+
+        dry = run_vf("eval", "@", str(config), "--dry-run", cwd=tmp_path, env=env)
+        assert dry.returncode == 0, dry.stderr
+        resolved = json.loads(dry.stdout)
+        assert resolved["client"]["timeout"] == {"connect": 30.0, "read": 90.0, "write": None, "pool": None}
+        assert resolved["env"]["taskset"]["id"] == "vf-sums" and not run.exists() and seen == []  # nothing ran
+
+        first = run_vf("eval", "@", str(config), cwd=tmp_path, env=env)
+        assert first.returncode == 0, first.stderr
+        assert len(seen) == 2 and all(h["x-team"] == "team-7" and h["x-static"] == "s" and "x-unset" not in h for h in seen)
+        again = run_vf("eval", "@", str(config), cwd=tmp_path, env=env)
+        assert again.returncode == 1 and "already holds a run" in again.stderr
+        (run / "keep-me").write_text("x")
+        clean = run_vf("eval", "@", str(config), "--clean", cwd=tmp_path, env=env)
+        assert clean.returncode == 0, clean.stderr
+        assert not (run / "keep-me").exists() and len((run / "traces.jsonl").read_text().splitlines()) == 2
+
+        # clean never deletes what is not a run folder inside output_dir
+        (tmp_path / "out" / "precious").mkdir()
+        (tmp_path / "out" / "precious" / "data").write_text("x")
+        for where in ("..", "precious"):
+            refused = run_vf("eval", "@", str(config), "--clean", "--run.dir", where, cwd=tmp_path, env=env)
+            assert refused.returncode == 1 and "nothing was deleted" in refused.stderr, refused.stderr
+        assert (tmp_path / "out" / "precious" / "data").is_file() and config.is_file()
+
+        for flag, value, needle in (("--client.type", "train", "TrainClient"), ("--run.attach", "eval-123", "run.attach")):
+            res = run_vf("eval", "@", str(config), flag, value, "--run.dir", "x", cwd=tmp_path, env=env)
+            assert res.returncode == 1 and needle in res.stderr and "Traceback" not in res.stderr, res.stderr
+            assert res.stderr.strip().count("\n") == 0
+
+    # the timeout table is one bound on our client: connect + read; without read, our own default
+    assert ClientSection.model_validate({"timeout": {"connect": 5, "read": 20}}).client_fields()["timeout"] == 25.0
+    assert "timeout" not in ClientSection.model_validate({"timeout": {"connect": 30}}).client_fields()
+    assert ClientSection.model_validate({"timeout": 12}).client_fields()["timeout"] == 12.0

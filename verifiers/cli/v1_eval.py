@@ -3,7 +3,8 @@
 The original's keys: ``model``, ``[client]`` (``base_url``, ``api_key_var``), ``[sampling]``,
 ``[env]`` (``id``, ``[env.taskset]``, ``[env.<role>.harness]``, ``[env.<role>.runtime]``),
 ``[select]`` (``limit`` / ``-n``), ``num_rollouts`` / ``-r``, ``max_concurrent`` / ``-c``,
-``output_dir`` / ``-o``, ``[run]`` (``name``, ``dir``), ``resume``. Any key can be set with a
+``output_dir`` / ``-o``, ``[run]`` (``name``, ``dir``), ``resume``, ``dry_run``, ``clean``, ``rich``;
+``[client]`` also takes ``headers_from_env`` and the per-phase ``timeout`` table. Any key can be set with a
 dotted flag (``--env.agent.max-turns 3``, ``--sampling.temperature=0.2``; ``-`` and ``_`` are the
 same); flags override the file. The run writes ``output_dir/<run>/traces.jsonl`` (one episode a
 line), ``metadata.json`` and ``configs/eval.json``; ``--resume`` (with the same config, or
@@ -19,9 +20,9 @@ import json
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, ValidationError
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 
 from verifiers.cli.errors import UserError
 from verifiers.v1.configs import BaseConfig
@@ -34,21 +35,65 @@ LONG_ALIASES = {
     "rollouts_per_example": "num_rollouts", "api_base_url": "client.base_url", "save_dataset": "save",
     "max_tokens": "sampling.max_tokens", "temperature": "sampling.temperature",
 }  # fmt: skip
-FLAGS = {"verbose", "resume", "save", "select.shuffle", "push", "push_samples", "push_anyway"}  # take no value
+FLAGS = {"verbose", "resume", "save", "select.shuffle", "push", "push_samples", "push_anyway", "dry_run", "clean",
+         "rich", "rich.show_logs"}  # take no value  # fmt: skip
 #: What a run does after it ends, not part of its plan: left out of configs/eval.json (a resume does not push again).
-AFTER_RUN = {"resume", "push", "push_samples", "push_anyway", "hub"}
+AFTER_RUN = {"resume", "push", "push_samples", "push_anyway", "hub", "dry_run", "clean"}
+
+
+class ClientTimeout(BaseConfig):
+    """The original's per-phase table (seconds; None: unbounded there). Our client bounds a whole
+    request with one figure: ``connect + read`` when ``read`` is set, else its own default."""
+
+    connect: float | None = Field(30.0, gt=0)
+    read: float | None = Field(None, gt=0)
+    write: float | None = Field(None, gt=0)
+    pool: float | None = Field(None, gt=0)
 
 
 class ClientSection(BaseConfig):
+    type: Literal["eval", "train"] = "eval"
+    """The original's client kinds: ``eval`` (OpenAI chat completions, what this command speaks);
+    ``train`` (its TrainClient: vLLM's token endpoint with client-side rendering) is refused."""
     base_url: str = "http://127.0.0.1:8000/v1"
     api_key_var: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout: float | None = Field(None, gt=0)
+    headers_from_env: dict[str, str] = Field(default_factory=dict)
+    """Header name -> environment variable; a variable that is set overrides the static header."""
+    timeout: float | ClientTimeout | None = Field(None)
+    # the train client's own keys, so a config written for it gets the one refusal line
+    renderer: Any = None
+    renderer_model_name: str | None = None
+    multiplex: int | None = None
+
+    @field_validator("timeout")
+    @classmethod
+    def _positive(cls, value: Any) -> Any:
+        if isinstance(value, float) and value <= 0:
+            raise ValueError("timeout must be above 0 seconds")
+        return value
+
+    def client_fields(self) -> dict[str, Any]:
+        """Our ``ClientConfig`` fields for this section (headers from the environment resolved now)."""
+        import os
+
+        headers = {**self.headers, **{name: os.environ[var] for name, var in self.headers_from_env.items() if var in os.environ}}
+        out: dict[str, Any] = {"base_url": self.base_url, "headers": headers}
+        if self.api_key_var is not None:
+            out["api_key_var"] = self.api_key_var
+        timeout = self.timeout
+        if isinstance(timeout, ClientTimeout):
+            timeout = (timeout.connect or 0.0) + timeout.read if timeout.read is not None else None
+        if timeout is not None:
+            out["timeout"] = timeout
+        return out
 
 
 class RunSection(BaseConfig):
     name: str | None = None
     dir: str | None = None
+    attach: str | None = None
+    """The original's hosted-platform run to stream into: refused here (``--push`` posts to our hub)."""
 
 
 class V1EvalConfig(BaseConfig):
@@ -73,6 +118,13 @@ class V1EvalConfig(BaseConfig):
     hub: str | None = None
     max_error_rate: float = Field(0.1, ge=0.0, le=1.0)
     """With ``push``: a run with a larger share of failed episodes is not pushed (exit 1)."""
+    dry_run: bool = False
+    """Resolve and check the config, print it (JSON), and exit without running."""
+    clean: bool = False
+    """Delete the run's folder (``output_dir / run.dir``) first: only a folder that holds a run."""
+    rich: bool | dict[str, Any] | None = None
+    """The original's live dashboard switch (``--no-rich``, ``--rich.show-logs``): taken, and our
+    progress line is shown either way (on a terminal)."""
 
 
 LIST_FLAGS = frozenset(f"select.{side}.{field}" for side in ("include", "exclude") for field in ("idx", "ids", "keys", "names"))
@@ -209,6 +261,21 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, Any], Path | None]:
     return tree, resume_dir
 
 
+def _clean(folder: Path, cfg: V1EvalConfig) -> None:
+    """``clean``: the run's old folder goes, only when it is a run folder inside ``output_dir``
+    (a ``run.dir`` of ``..`` or ``/`` never deletes what is not a run)."""
+    import shutil
+
+    root, target = cfg.output_dir.resolve(), folder.resolve()
+    if target == root or root not in target.parents or folder.is_symlink():
+        raise UserError(f"clean: {folder} is not a run folder inside {cfg.output_dir}; nothing was deleted")
+    if not ((folder / "configs" / "eval.json").is_file() or (folder / "traces.jsonl").is_file()):
+        raise UserError(f"clean: {folder} holds no run (no configs/eval.json or traces.jsonl); nothing was deleted")
+    if cfg.resume:
+        raise UserError("clean deletes the run that resume would continue: choose one")
+    shutil.rmtree(folder)
+
+
 def _run_folder(cfg: V1EvalConfig, env: Any) -> Path:
     name = cfg.run.dir or cfg.run.name
     if not name:
@@ -243,6 +310,15 @@ def run(argv: list[str]) -> int:
         raise UserError(f"eval config: {validation_message(exc)}") from None
     if cfg.resume and not (cfg.run.dir or cfg.run.name):
         raise UserError("resume needs the run's folder: set run.dir (or run.name) in the config, or pass --resume <run folder>")
+    if cfg.client.type == "train":
+        raise UserError(
+            "client.type = 'train' is the original's TrainClient (vLLM's token endpoint, rendered on the "
+            "client); vf eval speaks OpenAI chat completions: use type = 'eval' (token ids come back when "
+            "the server gives them), or vf train to train"
+        )
+    if cfg.run.attach:
+        raise UserError("run.attach streams into a run on the original's hosted platform; this vf eval posts "
+                        "finished runs to a verifiers hub with --push instead: drop run.attach")  # fmt: skip
     if cfg.push_samples:  # as in the classic vf eval: --push-samples implies --push
         cfg = cfg.model_copy(update={"push": True})
     if cfg.push and not cfg.save:
@@ -258,6 +334,13 @@ def run(argv: list[str]) -> int:
     if not tasks:
         raise UserError("the selection holds no tasks")
     folder = _run_folder(cfg, env) if cfg.save else None
+    if cfg.dry_run:
+        import sys
+
+        sys.stdout.write(json.dumps(cfg.model_dump(mode="json", exclude={"dry_run", "clean"}), indent=2) + "\n")
+        return 0
+    if cfg.clean and folder is not None and folder.exists():
+        _clean(folder, cfg)
     if folder is not None and not cfg.resume and (folder / "traces.jsonl").exists():
         raise UserError(f"{folder} already holds a run", hint=f"resume it: vf eval --resume {folder}")
     err = Console(stderr=True)
@@ -274,7 +357,7 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
     from verifiers.clients import ModelClient
     from verifiers.v1.rollout import run_v1
 
-    client = ModelClient.from_any(cfg.client.model_dump(exclude_none=True))
+    client = ModelClient.from_any(cfg.client.client_fields())
     try:
         model = cfg.model
         if model is None:
