@@ -129,6 +129,8 @@ async def test_a_shared_server_is_one_process_with_each_rollouts_own_state() -> 
         if tool["tool_call_id"] == "r1":
             return tool_calls(tool_call("ledger_record", {"item": f"{a}-second"}, id="r2"))
         if tool["tool_call_id"] == "r2":
+            return tool_calls(tool_call("ledger_record_then_fail", {"item": f"{a}-lost"}, id="rf"))
+        if tool["tool_call_id"] == "rf":
             return tool_calls(tool_call("calc_add", {"a": a, "b": b}, id="add"))
         return reply(tool["content"])
 
@@ -139,9 +141,11 @@ async def test_a_shared_server_is_one_process_with_each_rollouts_own_state() -> 
     for trace in traces:
         a = trace.task.data.a
         # each rollout saw only its own items, though all six used one server at once
+        # (and, as in the original, what a tool changed before it raised is dropped with it)
         assert trace.state.items == [f"{a}-first", f"{a}-second"]
         assert trace.metrics["ledger"] == 2.0
         assert [m.content for m in trace.tool_messages[:2]] == [f"1 items: {a}-first", f"2 items: {a}-first,{a}-second"]
+        assert f"no room for {a}-lost" in trace.tool_messages[2].content
         ledger_pids.update(trace.state.pids)
     assert len(ledger_pids) == 1  # one shared server for the whole run
     (pid,) = ledger_pids

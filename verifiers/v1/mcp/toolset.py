@@ -242,8 +242,10 @@ def _server_for(toolset: Toolset) -> FastMCP:
             try:
                 try:
                     result = await super().call_tool(name, arguments)
-                except ToolError as exc:  # the model reads it; the state the tool left still counts
-                    return CallToolResult(content=[TextContent(type="text", text=str(exc))], isError=True, _meta=_state_meta(state))
+                except ToolError as exc:
+                    # the model reads it; as in the original, a tool that raised sends no state
+                    # back: what it changed before raising is dropped, the rollout's state stays
+                    return CallToolResult(content=[TextContent(type="text", text=str(exc))], isError=True)
             finally:
                 _call_state.reset(token)
             if isinstance(result, CallToolResult):  # a tool that built its own result

@@ -82,6 +82,12 @@ class LedgerToolset(vf.Toolset[vf.SharedToolsetConfig, LedgerState]):
         self.state.pids.append(os.getpid())
         return f"{len(self.state.items)} items: {','.join(self.state.items)}"
 
+    @vf.tool
+    async def record_then_fail(self, item: str) -> str:
+        """Append ``item``, then fail: a tool that raises sends no state back."""
+        self.state.items.append(item)
+        raise ValueError(f"no room for {item}")
+
 
 class BrokenToolset(vf.Toolset[vf.ToolsetConfig]):
     """Its server fails in setup()."""
