@@ -316,17 +316,35 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
             errors.append(exc)
             return _UNSCORED
 
-    # metrics first, then rewards, as the original does: a reward may read a metric off the trace
-    # (one metric runs the program, the reward reads ``passed``). Each stage runs concurrently and
-    # is recorded once the whole stage is back, in the hooks' order: no hook of a stage reads
-    # another's score of the same stage
-    if metrics:
-        for fn, value in zip(metrics, await together([one("metric", fn) for fn in metrics]), strict=True):
-            if value is not _UNSCORED:
+    # metrics first, then rewards, then the plugged judges, as the original does: a reward may
+    # read a metric off the trace (one metric runs the program, the reward reads ``passed``).
+    # Each stage runs concurrently and is recorded once the whole stage is back, in the hooks'
+    # order: no hook of a stage reads another's score of the same stage. As in the original, the
+    # scoring is one whole: a stage with a failed hook records none of its scores and the later
+    # stages do not run (their keys stay unscored), the failures are the trace's errors
+    async def judged(judge: Any) -> Any:
+        # a plugged judge: its reward is `name or id`, its weight the config's
+        name = judge.reward_name
+        try:
+            return check_score("judge", name, await call_hook(judge.score, available, kind="judge", timeout=timeout, name=name))
+        except HookError as exc:
+            errors.append(exc)
+            return _UNSCORED
+
+    stages = [(metrics, [one("metric", fn) for fn in metrics]), (rewards, [one("reward", fn) for fn in rewards])]
+    for stage, (hooks, calls) in enumerate(stages):
+        if not hooks:
+            continue
+        before = len(errors)
+        values = await together(calls)
+        if len(errors) > before:
+            for later in stages[stage + 1 :]:
+                for call in later[1]:
+                    call.close()  # never awaited: the stage before it failed
+            break
+        for fn, value in zip(hooks, values, strict=True):
+            if stage == 0:
                 _record_metric(trace, fn.__name__, value)
-    if rewards:
-        for fn, value in zip(rewards, await together([one("reward", fn) for fn in rewards]), strict=True):
-            if value is _UNSCORED:
                 continue
             name, weight = fn.__name__, getattr(fn, "reward_weight", 1.0)
             if isinstance(value, dict):
@@ -336,28 +354,19 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
                     trace.record_reward(key, v, weight)
             else:
                 trace.record_reward(name, value, weight)
-
-    async def judged(judge: Any) -> Any:
-        # a plugged judge: after the task's own rewards; its reward is `name or id`, its weight
-        # the config's; a failing, hanging or unparseable judge leaves it unscored, with an error
-        name = judge.reward_name
-        try:
-            return check_score("judge", name, await call_hook(judge.score, available, kind="judge", timeout=timeout, name=name))
-        except HookError as exc:
-            errors.append(exc)
-            return _UNSCORED
-
-    if judges:
-        for judge, value in zip(judges, await together([judged(j) for j in judges]), strict=True):
-            if value is _UNSCORED:
-                continue
-            name = judge.reward_name
-            if isinstance(value, dict):
-                trace.rewards.pop(name, None)
-                for key, v in value.items():
-                    trace.record_reward(key, v, judge.config.weight)
-            else:
-                trace.record_reward(name, value, judge.config.weight)
+    else:
+        if judges:
+            before = len(errors)
+            values = await together([judged(j) for j in judges])
+            if len(errors) == before:
+                for judge, value in zip(judges, values, strict=True):
+                    name = judge.reward_name
+                    if isinstance(value, dict):
+                        trace.rewards.pop(name, None)
+                        for key, v in value.items():
+                            trace.record_reward(key, v, judge.config.weight)
+                    else:
+                        trace.record_reward(name, value, judge.config.weight)
     if not errors:
         return
     from verifiers.v1.errors import TaskError
