@@ -451,3 +451,23 @@ def test_a_stage_is_recorded_once_all_its_hooks_are_back_in_their_order() -> Non
     assert list(trace.metrics) == ["quick_metric", "slow_metric"]  # the hooks' order: by name
     assert [(k, r.score) for k, r in trace.rewards.items()] == [("slow_reward", 0.5), ("k1", 1.0), ("k2", 0.0)]
     assert trace.errors == []
+
+
+def test_a_harness_metric_that_fails_leaves_the_harness_metrics_unscored() -> None:
+    from verifiers.v1.harnesses.null import NullHarness, NullHarnessConfig
+    from verifiers.v1.scoring import score_harness
+
+    class Measured(NullHarness):
+        @vf.metric
+        def fine(self) -> float:
+            return 1.0
+
+        @vf.metric
+        def broken(self, trace) -> float:
+            raise RuntimeError("no log to read")
+
+    trace = _trace(vf.Task(vf.TaskData(prompt="p")))
+    asyncio.run(score_harness(Measured(NullHarnessConfig()), trace))
+    assert trace.metrics == {"broken": None, "fine": None}
+    (error,) = trace.errors
+    assert error.type == "HookError" and "no log to read" in error.message and "harness" in error.message

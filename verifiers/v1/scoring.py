@@ -411,8 +411,9 @@ async def score_harness(harness: Any, trace: Trace, runtime: Any = None, *, time
             errors.append(exc)
             return _UNSCORED
 
-    for fn, value in zip(fns, await together([one(fn) for fn in fns]), strict=True):  # recorded once all are back
-        if value is not _UNSCORED:
+    values = await together([one(fn) for fn in fns])
+    if not errors:  # recorded once all are back; as in the original, none when one failed
+        for fn, value in zip(fns, values, strict=True):
             _record_metric(trace, fn.__name__, value)
     for exc in errors:
         _record(trace, exc, HarnessError, prefix=f"harness {getattr(harness.config, 'id', type(harness).__name__)!r} ")
