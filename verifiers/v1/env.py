@@ -167,7 +167,7 @@ class Env(ABC, Generic[ConfigT]):
             run_ctx.on_trace = previous
         put_field(episode, "traces", finished)
         put_field(episode, "ok", not episode.errors and all(t.ok for t in finished) and bool(finished))
-        put_field(episode, "is_timeout", timed_out or any(t.is_timeout for t in finished))
+        put_field(episode, "is_timeout", timed_out)  # the env's own deadline only; a run's stage deadline flags its trace
         return episode
 
 
