@@ -238,6 +238,18 @@ def test_vf_replay_console_script(run, tmp_path) -> None:
     first_two = [x["example_id"] for x in _lines(folder / "traces.jsonl")[:2]]
     assert [x["reward"] for x in _lines(_replayed(res))] == [0.0 if i == 2 else 1.0 for i in first_two]
 
+    # the original's other spellings: -r re-scores each one that many times (each its own line),
+    # --no-rich and -v are taken, --dry-run writes the config and re-scores nothing
+    res = run_vf(str(copy), "-n", "2", "-r", "3", "--no-rich", "-v", "-o", str(tmp_path / "thrice"), script="vf-replay",
+                 cwd=tmp_path, env={**env, "RP_REWARD": "right"})  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [x["example_id"] for x in _lines(tmp_path / "thrice" / "traces.jsonl")] == [i for i in first_two for _ in range(3)]
+    res = run_vf(str(copy), "--dry-run", "-o", str(tmp_path / "dry"), script="vf-replay", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (tmp_path / "dry" / "configs" / "replay.json").is_file() and not (tmp_path / "dry" / "traces.jsonl").exists()
+    res = run_vf(str(copy), "-r", "0", script="vf-replay", cwd=tmp_path, env=env)
+    assert res.returncode == 1 and "--num-rescores" in res.stderr
+
 
 def test_a_multi_agent_run_rescores_each_trace_then_the_envs_finalize(run, tmp_path) -> None:
     _, env = run

@@ -43,6 +43,8 @@ REPLAY_CONFIG = Path("configs") / "replay.json"  # {"env": the env table a repla
 MAX_LINE_BYTES = 64 * 1024 * 1024
 #: Episodes held and re-scored at once (each up to MAX_LINE_BYTES read).
 MAX_CONCURRENT = 1024
+#: Re-scorings of one episode at most (``-r``): each is a line of the output.
+MAX_RESCORES = 1000
 
 
 @dataclass
@@ -361,8 +363,9 @@ def _mean(values: list[float]) -> float | None:
 
 
 async def replay_file(replayer: Replayer, source: Path, part: Path, summary: Summary, *,
-                      limit: int | None, max_concurrent: int) -> None:  # fmt: skip
-    """Re-score ``source`` into ``part``, ``max_concurrent`` episodes at a time, in input order."""
+                      limit: int | None, max_concurrent: int, rescores: int = 1) -> None:  # fmt: skip
+    """Re-score ``source`` into ``part``, ``max_concurrent`` episodes at a time, in input order;
+    each episode ``rescores`` times (each its own line: a judge's variance over one run)."""
     window: list[tuple[int, bytes]] = []
 
     async def flush(fh: Any) -> None:
@@ -383,9 +386,10 @@ async def replay_file(replayer: Replayer, source: Path, part: Path, summary: Sum
             if raw is None:
                 summary.unreadable.append(f"line {number}: {problem}")
                 continue
-            window.append((number, raw))
-            if len(window) >= max_concurrent:
-                await flush(fh)
+            for _ in range(rescores):
+                window.append((number, raw))
+                if len(window) >= max_concurrent:
+                    await flush(fh)
         if window:
             await flush(fh)
         fh.flush()
@@ -393,9 +397,11 @@ async def replay_file(replayer: Replayer, source: Path, part: Path, summary: Sum
 
 
 def run_replay(path: Path, *, taskset: str | None = None, output: Path | None = None, limit: int | None = None,
-               max_concurrent: int = 16, overrides: dict[str, Any] | None = None) -> int:  # fmt: skip
+               max_concurrent: int = 16, overrides: dict[str, Any] | None = None, rescores: int = 1,
+               dry_run: bool = False) -> int:  # fmt: skip
     """Re-score, write, print the summary; 0 when every trace that could be re-scored was, with no
-    scoring error and no unreadable line, else 1."""
+    scoring error and no unreadable line, else 1. ``dry_run``: the config is resolved and written
+    (``configs/replay.json``), nothing is re-scored."""
     from rich.console import Console
 
     from verifiers.v1.env import load_environment
@@ -405,6 +411,8 @@ def run_replay(path: Path, *, taskset: str | None = None, output: Path | None = 
         raise UserError("-n/--num-episodes must be 0 or more")
     if not 1 <= max_concurrent <= MAX_CONCURRENT:
         raise UserError(f"-c/--max-concurrent must be between 1 and {MAX_CONCURRENT}")
+    if not 1 <= rescores <= MAX_RESCORES:
+        raise UserError(f"-r/--num-rescores must be between 1 and {MAX_RESCORES}")
     source = find_source(path)
     env_table = env_config_for(source, taskset, overrides or {})
     try:
@@ -415,13 +423,17 @@ def run_replay(path: Path, *, taskset: str | None = None, output: Path | None = 
     out.mkdir(parents=True, exist_ok=True)
     (out / "configs").mkdir(exist_ok=True)
     (out / REPLAY_CONFIG).write_text(json.dumps({"env": env_table, "source": str(source.traces)}, indent=2, default=str))
+    if dry_run:
+        print(f"config: {out / REPLAY_CONFIG}", flush=True)
+        return 0
     summary = Summary(source=str(source.traces), output=str(out / TRACES_FILE), taskset=str(env.config.taskset.id), env=env.env_id)
     part = out / f".{TRACES_FILE}.part"
     from verifiers.engine.threads import reset_sync_pool, run_on_main_thread
 
     try:
         # the taskset's sync hooks on this, the main thread, as under vf eval
-        run_on_main_thread(lambda: replay_file(Replayer(env), source.traces, part, summary, limit=limit, max_concurrent=max_concurrent))
+        run_on_main_thread(lambda: replay_file(Replayer(env), source.traces, part, summary, limit=limit,
+                                               max_concurrent=max_concurrent, rescores=rescores))  # fmt: skip
         os.replace(part, out / TRACES_FILE)
     finally:
         part.unlink(missing_ok=True)
@@ -476,8 +488,14 @@ def parser() -> argparse.ArgumentParser:
                    help="taskset id to re-score with (default: the run's own)")  # fmt: skip
     p.add_argument("-o", "--output", "--output-dir", dest="output", type=Path, default=None,
                    help="folder for the new traces.jsonl (default: <run>/replays/<stamp>)")  # fmt: skip
-    p.add_argument("-n", "--num-episodes", dest="limit", type=int, default=None, help="re-score the first N lines only")
+    p.add_argument("-n", "--num-episodes", "--num-traces", dest="limit", type=int, default=None, help="re-score the first N lines only")
+    p.add_argument("-r", "--num-rescores", dest="rescores", type=int, default=1,
+                   help="re-score each episode this many times, each its own line (a judge's variance)")  # fmt: skip
     p.add_argument("-c", "--max-concurrent", type=int, default=16, help="episodes re-scored at once (default 16)")
+    p.add_argument("--dry-run", action="store_true", help="resolve and write the config (configs/replay.json), re-score nothing")
+    # the original's display switches: taken; the summary table is printed either way
+    p.add_argument("--rich", "--no-rich", dest="rich", action="store_const", const=None, help=argparse.SUPPRESS)
+    p.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -512,6 +530,7 @@ def main(argv: list[str] | None = None) -> None:
     def command(args_in: list[str]) -> int:
         args, overrides = parse(args_in)
         return run_replay(args.source, taskset=args.taskset, output=args.output, limit=args.limit,
-                          max_concurrent=args.max_concurrent, overrides=overrides)  # fmt: skip
+                          max_concurrent=args.max_concurrent, overrides=overrides, rescores=args.rescores,
+                          dry_run=args.dry_run)  # fmt: skip
 
     raise SystemExit(command(list(sys.argv[1:] if argv is None else argv)))
