@@ -250,6 +250,16 @@ def test_vf_replay_console_script(run, tmp_path) -> None:
     res = run_vf(str(copy), "-r", "0", script="vf-replay", cwd=tmp_path, env=env)
     assert res.returncode == 1 and "--num-rescores" in res.stderr
 
+    # a run folder laid out as the original's vf-eval leaves it (configs/resolved/eval.json)
+    (copy / "configs" / "resolved").mkdir()
+    (copy / "configs" / "eval.json").rename(copy / "configs" / "resolved" / "eval.json")
+    (copy / "metadata.json").unlink()  # the original writes none
+    res = run_vf("replay", str(copy), "-n", "1", "-o", str(tmp_path / "theirs"), cwd=tmp_path, env={**env, "RP_REWARD": "right"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads((tmp_path / "theirs" / "configs" / "replay.json").read_text())["env"]["taskset"]["id"] == "rp-pairs"
+    res = run_vf("eval", "--resume", str(copy), "--dry-run", cwd=tmp_path, env=env)  # and vf eval resumes it
+    assert res.returncode == 0 and json.loads(res.stdout)["env"]["taskset"]["id"] == "rp-pairs", res.stderr
+
 
 def test_a_multi_agent_run_rescores_each_trace_then_the_envs_finalize(run, tmp_path) -> None:
     _, env = run

@@ -36,7 +36,7 @@ from typing import Any
 from verifiers.cli.errors import UserError
 
 TRACES_FILE = "traces.jsonl"  # verifiers.v1.rollout.TRACES_FILE (not imported: it loads the engine)
-SAVED_CONFIG = Path("configs") / "eval.json"
+SAVED_CONFIG = Path("configs") / "eval.json"  # (or the original's configs/resolved/eval.json: v1_eval.saved_config)
 REPLAY_CONFIG = Path("configs") / "replay.json"  # {"env": the env table a replay used, "source": ...}
 #: An episode line longer than this is refused unread (a hostile or corrupt file must not take
 #: the machine's memory); real episodes, token ids and logprobs included, are far smaller.
@@ -67,7 +67,10 @@ def find_source(path: Path) -> Source:
         raise UserError(f"{path} does not exist")
     run_dir = traces.parent
     source = Source(traces=traces, run_dir=run_dir)
-    saved = SAVED_CONFIG if (run_dir / SAVED_CONFIG).is_file() else REPLAY_CONFIG  # a replay's own output
+    from verifiers.cli.v1_eval import saved_config
+
+    found = saved_config(run_dir)
+    saved = found.relative_to(run_dir) if found is not None else REPLAY_CONFIG  # else a replay's own output
     for name, attr in ((saved, "saved"), (Path("metadata.json"), "metadata")):
         file = run_dir / name
         if file.is_file():

@@ -41,6 +41,15 @@ FLAGS = {"verbose", "resume", "save", "select.shuffle", "push", "push_samples", 
 AFTER_RUN = {"resume", "push", "push_samples", "push_anyway", "hub", "dry_run", "clean"}
 
 
+SAVED_CONFIGS = (Path("configs") / "eval.json", Path("configs") / "resolved" / "eval.json")
+"""Where a run folder keeps the config it ran with: ours, then the original's resolved dump."""
+
+
+def saved_config(run_dir: Path) -> Path | None:
+    """The config a run folder was run with (ours or the original's), None when it has none."""
+    return next((run_dir / rel for rel in SAVED_CONFIGS if (run_dir / rel).is_file()), None)
+
+
 class ClientTimeout(BaseConfig):
     """The original's per-phase table (seconds; None: unbounded there). Our client bounds a whole
     request with one figure: ``connect + read`` when ``read`` is set, else its own default."""
@@ -269,7 +278,7 @@ def _clean(folder: Path, cfg: V1EvalConfig) -> None:
     root, target = cfg.output_dir.resolve(), folder.resolve()
     if target == root or root not in target.parents or folder.is_symlink():
         raise UserError(f"clean: {folder} is not a run folder inside {cfg.output_dir}; nothing was deleted")
-    if not ((folder / "configs" / "eval.json").is_file() or (folder / "traces.jsonl").is_file()):
+    if not (saved_config(folder) is not None or (folder / "traces.jsonl").is_file()):
         raise UserError(f"clean: {folder} holds no run (no configs/eval.json or traces.jsonl); nothing was deleted")
     if cfg.resume:
         raise UserError("clean deletes the run that resume would continue: choose one")
@@ -295,8 +304,8 @@ def run(argv: list[str]) -> int:
 
     tree, resume_dir = parse_argv(argv)
     if resume_dir is not None:
-        saved = resume_dir / "configs" / "eval.json"
-        if not saved.is_file():
+        saved = saved_config(resume_dir)
+        if saved is None:
             raise UserError(f"{resume_dir} is not a v1 run folder (no configs/eval.json)")
         base = read_config_file(saved)
         tree = _merge(base, tree)
@@ -457,7 +466,7 @@ def wants_v1(argv: list[str]) -> bool:
     if any(a.startswith(("--env.", "--sampling.", "--select.", "--client.", "--run.")) for a in argv):
         return True
     for flag, folder in itertools.pairwise(argv):
-        if flag == "--resume" and (Path(folder) / "configs" / "eval.json").is_file():
+        if flag == "--resume" and saved_config(Path(folder)) is not None:
             return True  # a v1 run folder (a classic one holds results.jsonl and no eval.json)
     first, i = None, 0
     while i < len(argv):  # the first argument that is not a flag's value
