@@ -165,3 +165,22 @@ async def test_a_cancelled_run_with_retries_stops_its_box(monkeypatch) -> None:
             finally:
                 await client.aclose()
         assert len(started) == 1 and stopped == started and handed == [], retries
+
+
+async def test_a_tasks_setup_and_finalize_get_the_arguments_they_name() -> None:
+    """As the original calls them: by parameter name, in any order, only those named."""
+    seen: list[tuple[str, str]] = []
+
+    class Named(vf.Task):
+        async def setup(self, runtime) -> None:  # the runtime only
+            await runtime.write("note.txt", b"from setup")
+            seen.append(("setup", type(runtime).__name__))
+
+        async def finalize(self, runtime, trace) -> None:  # reversed order
+            trace.info["note"] = (await runtime.read("note.txt")).decode()
+            seen.append(("finalize", f"{type(runtime).__name__}/{type(trace).__name__}"))
+
+    trace, _ = await _run(lambda req: reply("ok"), vf.AgentConfig(), Named(vf.TaskData(prompt="p")))
+    assert trace.errors == [] and trace.ok, trace.errors
+    assert seen == [("setup", "SubprocessRuntime"), ("finalize", "SubprocessRuntime/Trace")]
+    assert trace.info["note"] == "from setup"

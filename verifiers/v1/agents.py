@@ -47,6 +47,7 @@ from verifiers.v1.runtimes import (
     resolve_runtime_config,
     task_runtime_config,
 )
+from verifiers.v1.scoring import invoke
 from verifiers.v1.task import Task
 from verifiers.v1.trace import CHAT_ENDPOINT, AgentInfo, Trace, TraceTask
 from verifiers.v1.types import Messages, SamplingConfig, SystemMessage, UserMessage, content_text
@@ -425,7 +426,7 @@ class Agent:
             if runtime is not None and not trace.is_completed:
                 # the base classes' hooks do nothing: a stage is run only for an override
                 if overrides(task, Task, "setup"):
-                    await self._stage(trace, "setup", lambda: task.setup(trace, runtime), self.config.timeout.setup or task.data.timeout.setup)
+                    await self._stage(trace, "setup", lambda: invoke(task.setup, {"trace": trace, "runtime": runtime}), self.config.timeout.setup or task.data.timeout.setup)
                 if overrides(self.harness, Harness, "setup"):
                     await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
             if runtime is not None and not trace.is_completed:
@@ -477,7 +478,7 @@ class Agent:
         going_on = runtime is not None and not (current is not None and current.cancelling())
         if going_on and not trace.errors:
             if overrides(task, Task, "finalize"):  # the base class's finalize does nothing
-                await self._stage(trace, "finalize", lambda: task.finalize(trace, runtime), self.config.timeout.finalize or task.data.timeout.finalize)
+                await self._stage(trace, "finalize", lambda: invoke(task.finalize, {"trace": trace, "runtime": runtime}), self.config.timeout.finalize or task.data.timeout.finalize)
             if collect_artifacts and task.data.artifacts and not trace.errors:
                 await self._collect(trace, task, runtime)
         now = time.time()

@@ -341,6 +341,7 @@ async def _one_model_free(
     """One task's check: (True valid | False invalid or failed | None nothing to check, why)."""
     from verifiers.v1.configs import WireAgentConfig
     from verifiers.v1.runtimes import make_runtime
+    from verifiers.v1.scoring import invoke
     from verifiers.v1.trace import AgentInfo, Trace
 
     runtime = None
@@ -351,7 +352,7 @@ async def _one_model_free(
         setup_limit = options.setup_timeout if options.setup_timeout is not None else task.data.timeout.setup
         try:
             async with asyncio.timeout(setup_limit):
-                await task.setup(trace, runtime)
+                await invoke(task.setup, {"trace": trace, "runtime": runtime})
         except TimeoutError:
             return False, f"setup() did not finish within {setup_limit:g} s"
         if kind == "setup":
@@ -363,7 +364,7 @@ async def _one_model_free(
                     if valid is None or isinstance(valid, bool):
                         return valid, "" if valid is not False else "validate() returned False: the reference answer does not pass"
                     return False, f"validate() returned {type(valid).__name__}, not a bool or None"
-                await task.finalize(trace, runtime)
+                await invoke(task.finalize, {"trace": trace, "runtime": runtime})
                 await task.score(trace, runtime)
         except TimeoutError:
             return False, f"{kind} did not finish within {options.check_timeout:g} s"

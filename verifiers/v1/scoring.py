@@ -127,6 +127,13 @@ def _arguments(plan: _Plan, available: Mapping[Any, Any]) -> dict[str, Any]:
     return kwargs
 
 
+async def invoke(fn: Callable[..., Any], available: Mapping[Any, Any]) -> Any:
+    """Call ``fn`` with the arguments it names (by name, else by annotated type), awaiting what it
+    returns: how a task's ``setup`` and ``finalize`` are called, as in the original (a
+    ``setup(self, runtime)`` gets the runtime; parameter order does not matter)."""
+    return await _settle(fn(**hook_arguments(fn, available)))
+
+
 async def call_hook(
     fn: Callable[..., Any], available: Mapping[Any, Any], *, kind: str, timeout: float | None, name: str | None = None
 ) -> Any:

@@ -25,6 +25,7 @@ from verifiers.v1.episode import Episode
 from verifiers.v1.errors import TaskError
 from verifiers.v1.loading import EnvConfig
 from verifiers.v1.runtimes import RuntimeConfig, SubprocessConfig, make_runtime, resolve_runtime_config
+from verifiers.v1.scoring import invoke
 from verifiers.v1.task import Task
 from verifiers.v1.trace import Trace
 
@@ -71,7 +72,7 @@ class IsolatedVerifierEnv(Env[IsolatedVerifierEnvConfig]):
     async def stage_verifier(self, task: Task, solution: Trace, runtime: Any) -> None:
         from verifiers.v1.artifacts import restore
 
-        await task.setup(solution, runtime)
+        await invoke(task.setup, {"trace": solution, "runtime": runtime})
         await restore(runtime, dict(solution.state.artifacts))
         await task.stage_verifier(solution, runtime)
 
