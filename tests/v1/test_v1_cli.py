@@ -6,6 +6,8 @@ import json
 import re
 import threading
 
+import pytest
+
 from tests.cli.helpers import run_vf
 from tests.v1.conftest import PACKAGES
 from verifiers.testing.scripted import ScriptedServer
@@ -136,11 +138,12 @@ def test_bad_config_is_one_line(tmp_path) -> None:
 
 
 def test_list_flags_take_one_value_or_several_as_the_originals_do() -> None:
-    from verifiers.cli.v1_eval import parse_argv
+    from verifiers.cli.v1_eval import V1EvalConfig, parse_argv
 
     assert parse_argv(["my-ts", "--select.exclude.names", "t2"])[0]["select"] == {"exclude": {"names": ["t2"]}}
     tree, _ = parse_argv(["--select.include.names", "t3", "t5", "-n", "2"])
-    assert tree["select"] == {"include": {"names": ["t3", "t5"]}, "limit": 2}
+    assert tree["select"] == {"include": {"names": ["t3", "t5"]}, "limit": "2"}  # text until typed by its field
+    assert V1EvalConfig.model_validate(tree).select.limit == 2
     tree, _ = parse_argv(["--select.include.ids", '["a", "b"]', "my-ts"])  # a JSON list is the whole value
     assert tree["select"]["include"]["ids"] == ["a", "b"] and tree["env"]["taskset"]["id"] == "my-ts"
     assert parse_argv(["--select.include.idx=0:5"])[0]["select"]["include"]["idx"] == ["0:5"]
@@ -235,3 +238,35 @@ type = "subprocess"
     assert ClientSection.model_validate({"timeout": {"connect": 5, "read": 20}}).client_fields()["timeout"] == 25.0
     assert "timeout" not in ClientSection.model_validate({"timeout": {"connect": 30}}).client_fields()
     assert ClientSection.model_validate({"timeout": 12}).client_fields()["timeout"] == 12.0
+
+
+def test_flag_values_are_typed_by_the_knob_they_set_as_the_originals_are() -> None:
+    """A text knob keeps what was written (``2024``, ``true``, ``[1]``, ``null``), any other reads
+    it as JSON; a bare knob flag is true; a knob given several words is a list; what is saved reads
+    back as it ran."""
+    from verifiers.cli.v1_eval import V1EvalConfig, parse_argv
+    from verifiers.v1.configs.flags import resolved_like
+    from verifiers.v1.env import load_environment
+
+    argv = ["vf-knobs", "--env.taskset.subset", "2024", "--env.taskset.tag", "null", "--env.taskset.words", "a", "1", "[x]",
+            "--env.taskset.hint", "--env.taskset.count", "3", "--env.taskset.weights.k", "1.5", "--env.agent.max-turns", "2",
+            "--sampling.temperature", "0.5", "--sampling.extra_body.top_k", "20", "-n", "1", "--env.agent.harness.id", "null"]  # fmt: skip
+    tree, _ = parse_argv(argv)
+    cfg = V1EvalConfig.model_validate(tree)
+    env = load_environment(cfg.env)
+    knobs = env.config.taskset
+    assert (knobs.subset, knobs.tag, knobs.words, knobs.hint, knobs.count, knobs.weights) == ("2024", "null", ["a", "1", "[x]"], True, 3, {"k": 1.5})
+    assert env.config.agent.max_turns == 2 and env.config.agent.harness.id == "null"
+    assert cfg.sampling == {"temperature": 0.5, "extra_body": {"top_k": 20}} and cfg.select.limit == 1
+    saved = resolved_like(cfg.env, env.config)
+    assert saved["taskset"] == {"id": "vf-knobs", "subset": "2024", "tag": "null", "words": ["a", "1", "[x]"], "hint": True,
+                                "count": 3, "weights": {"k": 1.5}}  # fmt: skip
+    assert load_environment(json.loads(json.dumps(saved))).config.taskset == knobs  # reads back as it ran
+    # a knob flag that is last, or before another flag, is a bare flag; a top-level one needs its value
+    assert parse_argv(["vf-knobs", "--env.taskset.hint"])[0]["env"]["taskset"]["hint"] is True
+    from verifiers.cli.errors import UserError
+
+    with pytest.raises(UserError, match="-m needs a value"):
+        parse_argv(["vf-knobs", "-m"])
+    # a negative number is a value, not a flag
+    assert parse_argv(["vf-knobs", "--env.taskset.count", "-1"])[0]["env"]["taskset"]["count"] == "-1"

@@ -425,7 +425,10 @@ def run_replay(path: Path, *, taskset: str | None = None, output: Path | None = 
     out = output_folder(source, output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "configs").mkdir(exist_ok=True)
-    (out / REPLAY_CONFIG).write_text(json.dumps({"env": env_table, "source": str(source.traces)}, indent=2, default=str))
+    from verifiers.v1.configs.flags import resolved_like
+
+    saved_env = resolved_like(env_table, env.config)  # command-line values as they ran
+    (out / REPLAY_CONFIG).write_text(json.dumps({"env": saved_env, "source": str(source.traces)}, indent=2, default=str))
     if dry_run:
         print(f"config: {out / REPLAY_CONFIG}", flush=True)
         return 0

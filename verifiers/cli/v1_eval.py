@@ -106,6 +106,7 @@ class RunSection(BaseConfig):
 
 
 class V1EvalConfig(BaseConfig):
+    FLAGS_LATER = frozenset({"env"})  # typed by the env's own configs when the env loads
     env: dict[str, Any] = Field(default_factory=dict)
     run: RunSection = RunSection()
     model: str | None = Field(None, validation_alias=AliasChoices("model", "m"))
@@ -149,17 +150,26 @@ def _json_list(text: str) -> list[Any] | None:
 
 
 def _value(text: str, key: str = "") -> Any:
-    """A flag's value: JSON (numbers, booleans, lists, tables) when it parses, else the text.
-    ``None`` is None, as the original's flags spell it (``-c None``); a plugin ``id`` is always text,
-    so ``--env.agent.harness.id null`` names the null harness."""
+    """A flag's value: the text as written (``FlagText``), typed by the config field it lands in,
+    as the original's typed flags are (``--env.taskset.subset 2024`` stays the text ``"2024"`` for a
+    text knob, and is the number 2024 for a number knob; ``configs.flags``). ``None`` is None, as
+    the original's flags spell it (``-c None``)."""
+    from verifiers.v1.configs.flags import FlagText
+
     if text == "None":
         return None
-    if key.rsplit(".", 1)[-1] == "id":
-        return text
+    return FlagText(text)
+
+
+def _is_flag(token: str) -> bool:
+    """Whether a token is a flag, not a value (``-1`` and ``-0.5`` are values)."""
+    if not token.startswith("-") or token == "-":
+        return False
     try:
-        return json.loads(text)
+        float(token)
     except ValueError:
-        return text
+        return True
+    return False
 
 
 def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -256,11 +266,22 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, Any], Path | None]:
             val: Any = _value(value, key)
         elif negate or key in FLAGS or key.rsplit(".", 1)[-1] in FLAGS:
             val = not negate
-        else:
-            if i >= len(argv):
+        elif i >= len(argv) or _is_flag(argv[i]):
+            if "." not in key:
                 raise UserError(f"{name} needs a value")
+            val = True  # a bare knob flag is true, as the original's (``--env.taskset.hint``)
+        else:
             val = _value(argv[i], key)
             i += 1
+            if "." in name:
+                # a config knob given several values is a list, as the original's
+                # (``--env.taskset.words a b``); a bare word is the taskset id only first
+                more = []
+                while i < len(argv) and not _is_flag(argv[i]) and not argv[i].startswith("@"):
+                    more.append(_value(argv[i], key))
+                    i += 1
+                if more:
+                    val = [val, *more]
         _set(flags, key, val)
     if len(positional) > 1:
         raise UserError(f"one taskset id, got {positional}")
@@ -346,7 +367,11 @@ def run(argv: list[str]) -> int:
     if cfg.dry_run:
         import sys
 
-        sys.stdout.write(json.dumps(cfg.model_dump(mode="json", exclude={"dry_run", "clean"}), indent=2) + "\n")
+        from verifiers.v1.configs.flags import resolved_like
+
+        dump = cfg.model_dump(mode="json", exclude={"dry_run", "clean"})
+        dump["env"] = resolved_like(cfg.env, env.config)
+        sys.stdout.write(json.dumps(dump, indent=2) + "\n")
         return 0
     if cfg.clean and folder is not None and folder.exists():
         _clean(folder, cfg)
@@ -364,6 +389,7 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from verifiers.clients import ModelClient
+    from verifiers.v1.configs.flags import resolved_like
     from verifiers.v1.rollout import run_v1
 
     client = ModelClient.from_any(cfg.client.client_fields())
@@ -380,6 +406,7 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
         if folder is not None:
             (folder / "configs").mkdir(parents=True, exist_ok=True)
             saved = cfg.model_dump(mode="json", exclude=AFTER_RUN)
+            saved["env"] = resolved_like(cfg.env, env.config)  # command-line values as they ran
             saved["model"] = model
             (folder / "configs" / "eval.json").write_text(json.dumps(saved, indent=2), encoding="utf-8")
         err.print(f"[bold]{env.env_id}[/] over [bold]{env.config.taskset.id}[/] with [bold]{model}[/]: "

@@ -11,7 +11,7 @@ setting). Sub-plugin configs are narrowed by id (``verifiers.v1.plugins``).
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     AliasChoices,
@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from verifiers.v1.configs.flags import has_flags, typed_fields
 from verifiers.v1.fields import AS_ANY, base_built_on_first_use, new_list
 from verifiers.v1.plugins import (
     ID,
@@ -42,12 +43,16 @@ class BaseConfig(BaseModel):
     another plugin (``id``, a runtime's ``type``) than the default's replaces it."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
+    FLAGS_LATER: ClassVar[frozenset[str]] = frozenset()
+    """Fields whose command-line values a config validated later types (``configs.flags``)."""
 
     @model_validator(mode="before")
     @classmethod
     def _over_defaults(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
+        if has_flags(data):  # command-line text, typed by the field it lands in
+            data = typed_fields(cls, data, later=cls.FLAGS_LATER)
         out = None
         for name, default in _set_defaults(cls):
             value = data.get(name)
