@@ -139,8 +139,20 @@ def test_configs_narrow_to_the_plugin_class_by_id() -> None:
     assert type(env_cfg.taskset.task) is ArithTaskConfig
     ts = vf.load_taskset({"id": "vf-arith", "n": 2, "task": {"bonus": 0.5}})
     assert type(ts.config.task) is ArithTaskConfig and next(iter(ts)).config.bonus == 0.5
-    env = vf.resolve_env_config({"id": "single-agent", "taskset": {"id": "vf-arith", "start": 10}, "solver": {"max_turns": 3}})
+    env = vf.resolve_env_config({"id": "single-agent", "taskset": {"id": "vf-arith", "start": 10}, "agent": {"max_turns": 3}})
     assert type(env.taskset) is ArithConfig and env.taskset.start == 10
+    # narrowed to the env's own config class, as the original: roles typed, knobs and roles checked
+    from verifiers.v1.agents import AgentConfig
+    from verifiers.v1.envs.single_agent import SingleAgentEnvConfig
+
+    assert type(env) is SingleAgentEnvConfig and type(env.agent) is AgentConfig and env.agent.max_turns == 3
+    assert vf.resolve_env_config(env) is env
+    with pytest.raises(PluginError, match="solver"):  # single-agent has no `solver` role
+        vf.resolve_env_config({"taskset": {"id": "vf-arith"}, "solver": {"max_turns": 3}})
+    with pytest.raises(PluginError, match="max_turns"):
+        vf.resolve_env_config({"taskset": {"id": "vf-arith"}, "agent": {"max_turns": "many"}})
+    best = vf.resolve_env_config(vf.EnvConfig(id="best-of-n", taskset={"id": "vf-arith"}))
+    assert type(best).__name__ == "BestOfNEnvConfig" and type(best.taskset) is ArithConfig
     assert vf.taskset_config_type("vf-arith") is ArithConfig and vf.task_type("vf-arith").__name__ == "ArithTask"
     # the narrowed config dumps its own fields (SerializeAsAny): they survive a round trip
     again = vf.resolve_env_config(env.model_dump())
@@ -285,14 +297,14 @@ bonus = 0.5
 [env.taskset.task.rewards.correct]
 weight = 4.0
 
-[env.solver.runtime]
+[env.agent.runtime]
 type = "subprocess"
 """
     env = vf.resolve_env_config(tomllib.loads(text)["env"])
     assert type(env.taskset) is ArithConfig and type(env.taskset.task) is ArithTaskConfig
     ts = vf.load_taskset(env.taskset)
     assert len(list(ts)) == 3 and next(iter(ts)).hooks("reward")[-1].reward_weight == 4.0
-    assert env.model_extra == {"solver": {"runtime": {"type": "subprocess"}}}  # roles: typed by the env layer
+    assert env.model_extra == {} and env.agent.runtime.type == "subprocess"  # the role, typed
 
 
 def test_sampling_folds_its_provider_layers_and_keeps_a_plain_table() -> None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
     from verifiers.v1.configs.select import SelectCLIConfig
     from verifiers.v1.decorators import intercept, metric, reward, stop, tool
+    from verifiers.v1.env import resolve_env_config
     from verifiers.v1.episode import (
         EnvInfo,
         Episode,
@@ -84,7 +85,6 @@ if TYPE_CHECKING:
         EnvConfig,
         import_taskset,
         load_taskset,
-        resolve_env_config,
         task_type,
         taskset_config_type,
     )
@@ -236,7 +236,7 @@ _LAZY: dict[str, str] = {
     "EnvConfig": "verifiers.v1.loading:EnvConfig",
     "import_taskset": "verifiers.v1.loading:import_taskset",
     "load_taskset": "verifiers.v1.loading:load_taskset",
-    "resolve_env_config": "verifiers.v1.loading:resolve_env_config",
+    "resolve_env_config": "verifiers.v1.env:resolve_env_config",
     "task_type": "verifiers.v1.loading:task_type",
     "taskset_config_type": "verifiers.v1.loading:taskset_config_type",
     # the env, agent, harness and runtime layer

@@ -53,11 +53,7 @@ class Env(ABC, Generic[ConfigT]):
         config_cls = self.config_type()
         if not isinstance(config, config_cls):
             raise TypeError(f"{type(self).__name__} declares Env[{config_cls.__name__}], but was handed a {type(config).__name__}")
-        if config.model_extra:
-            raise PluginError(
-                f"env {type(self).__name__}: unknown keys {', '.join(sorted(config.model_extra))} "
-                f"(its roles: {', '.join(agent_config_fields(config)) or 'none'})"
-            )
+        refuse_unknown_keys(type(self), config)
         if not config.taskset.id:
             raise PluginError(f"{type(self).__name__} needs a taskset: set [env.taskset] id (or `vf eval <taskset-id>`)")
         self.config: ConfigT = config
@@ -179,6 +175,15 @@ def import_environment(env_id: str) -> Any:
     return import_plugin(env_id, "environment")
 
 
+def refuse_unknown_keys(env_cls: type, config: EnvConfig) -> None:
+    """An env config's keys its class does not declare (a role the env has not) are refused."""
+    if config.model_extra:
+        raise PluginError(
+            f"env {env_cls.__name__}: unknown keys {', '.join(sorted(config.model_extra))} "
+            f"(its roles: {', '.join(agent_config_fields(config)) or 'none'})"
+        )
+
+
 def environment_class(taskset_id: str | None = None, env_id: str | None = None) -> type[Env]:
     """The env ``env_id`` names; else the one the taskset package exports; else ``single-agent``
     (the original's argument order: the taskset first)."""
@@ -199,22 +204,36 @@ def env_config_type(taskset_id: str | None = None, env_id: str | None = None) ->
     return environment_class(taskset_id, env_id).config_type()
 
 
+def resolve_env_config(data: dict[str, Any] | EnvConfig | None) -> EnvConfig:
+    """Validate raw env config (a CLI, a TOML file, the env-server wire) into the config class of
+    the env it names (``id``, else the taskset package's own env, else ``single-agent``), as the
+    original does: its roles typed, its knobs checked, its taskset narrowed. An ``EnvConfig``
+    already of that class (or a subclass) is returned as it is."""
+    from pydantic import ValidationError
+    if data is not None and not isinstance(data, dict | EnvConfig):
+        raise PluginError(f"an env config is a table, not {type(data).__name__}")
+    if isinstance(data, EnvConfig):
+        cls = environment_class(data.taskset.id or None, data.id or None).config_type()
+        if isinstance(data, cls):
+            return data
+        data = data.model_dump(exclude_unset=True, serialize_as_any=True) | {"id": data.id, "taskset": data.taskset}
+    raw = dict(data or {})
+    taskset = raw.get("taskset")
+    taskset_id = taskset.get("id") if isinstance(taskset, dict) else getattr(taskset, "id", None)
+    env_cls = environment_class(taskset_id or None, raw.get("id") or None)
+    try:
+        validated = env_cls.config_type().model_validate(raw)
+    except ValidationError as exc:
+        raise PluginError(f"env config: {validation_message(exc)}") from None
+    refuse_unknown_keys(env_cls, validated)
+    return validated
+
+
 def load_environment(config: dict[str, Any] | EnvConfig) -> Env:
     """The env ``config`` (an ``[env]`` table) names, with its config validated into the env's
     own class (roles typed, taskset narrowed). One ``PluginError`` line for a bad config."""
-    from pydantic import ValidationError
-
-    if isinstance(config, EnvConfig):
-        config = config.model_dump(exclude_unset=True, serialize_as_any=True) | {"id": config.id, "taskset": config.taskset}
-    data = dict(config)
-    taskset = data.get("taskset")
-    taskset_id = taskset.get("id") if isinstance(taskset, dict) else getattr(taskset, "id", None)
-    cls = environment_class(taskset_id or None, data.get("id") or None)
-    try:
-        validated = cls.config_type().model_validate(data)
-    except ValidationError as exc:
-        raise PluginError(f"env config: {validation_message(exc)}") from None
-    return cls(validated)
+    validated = resolve_env_config(config)
+    return environment_class(validated.taskset.id or None, validated.id or None)(validated)
 
 
 def env_table(taskset_id: str, env_args: dict[str, Any]) -> dict[str, Any]:
@@ -242,4 +261,4 @@ def v1_factory(module: ModuleType, taskset_id: str) -> Any:
     return factory
 
 
-__all__ = ["Env", "EnvConfig", "env_config_type", "environment_class", "import_environment", "load_environment"]
+__all__ = ["Env", "EnvConfig", "env_config_type", "environment_class", "import_environment", "load_environment", "resolve_env_config"]

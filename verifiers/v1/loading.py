@@ -1,4 +1,4 @@
-"""Loading v1 packages by id: ``vf.load_taskset(TasksetConfig)``, ``vf.resolve_env_config(dict)``.
+"""Loading v1 packages by id: ``vf.load_taskset(TasksetConfig)`` (an env config: ``verifiers.v1.env``).
 
 A v1 environment is a plain package whose ``__init__.py`` lists in ``__all__`` exactly one
 ``Taskset`` subclass (and optionally one Env and one Harness subclass). Ids map to modules as
@@ -145,19 +145,6 @@ class EnvConfig(BaseConfig):
             data = dict(data)
             narrow_field(data, "taskset", "taskset")
         return data
-
-
-def resolve_env_config(data: dict[str, Any] | EnvConfig | None) -> EnvConfig:
-    """Validate raw env config (a CLI, a TOML file, the env-server wire) with its taskset
-    narrowed to the taskset's own config class."""
-    if isinstance(data, EnvConfig):
-        return data
-    if data is not None and not isinstance(data, dict):
-        raise PluginError(f"an env config is a table, not {type(data).__name__}")
-    try:
-        return EnvConfig.model_validate(dict(data or {}))
-    except ValidationError as exc:
-        raise PluginError(f"env config: {validation_message(exc)}") from None
 
 
 def v1_taskset_class(module: ModuleType) -> type[Taskset] | None:

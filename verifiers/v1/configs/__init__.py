@@ -23,7 +23,6 @@ from pydantic import (
     model_validator,
 )
 
-from verifiers.v1.configs.flags import has_flags, typed_fields
 from verifiers.v1.fields import AS_ANY, base_built_on_first_use, new_list
 from verifiers.v1.plugins import (
     ID,
@@ -51,8 +50,11 @@ class BaseConfig(BaseModel):
     def _over_defaults(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        if has_flags(data):  # command-line text, typed by the field it lands in
-            data = typed_fields(cls, data, later=cls.FLAGS_LATER)
+        # command-line text, typed by the field it lands in (only a command line loads the flags
+        # module: without it there is no such text to type)
+        flags = sys.modules.get("verifiers.v1.configs.flags")
+        if flags is not None and flags.has_flags(data):
+            data = flags.typed_fields(cls, data, later=cls.FLAGS_LATER)
         out = None
         for name, default in _set_defaults(cls):
             value = data.get(name)

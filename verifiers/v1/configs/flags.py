@@ -84,9 +84,7 @@ def typed(value: Any, annotation: Any = Any) -> Any:
         if model is not None:
             # a config class types its own fields when it is validated (it, or the plugin class
             # it is narrowed to); another model's fields are typed here
-            from verifiers.v1.configs import BaseConfig
-
-            if issubclass(model, BaseConfig) or not has_flags(value):
+            if getattr(model, "FLAGS_LATER", None) is not None or not has_flags(value):  # a BaseConfig
                 return value
             return typed_fields(model, value)
         args = typing.get_args(_unwrap(annotation))

@@ -4,7 +4,13 @@ launch scripts import these names from here). Each is ours, from its own home.""
 from __future__ import annotations
 
 from verifiers.v1.configs import judge_config_type
-from verifiers.v1.env import env_config_type, environment_class, import_environment, load_environment
+from verifiers.v1.env import (
+    env_config_type,
+    environment_class,
+    import_environment,
+    load_environment,
+    resolve_env_config,
+)
 from verifiers.v1.harness import (
     default_harness_id,
     harness_class,
@@ -16,7 +22,6 @@ from verifiers.v1.judge import import_judge, judge_class, load_judge
 from verifiers.v1.loading import (
     import_taskset,
     load_taskset,
-    resolve_env_config,
     task_type,
     taskset_class,
     taskset_config_type,
