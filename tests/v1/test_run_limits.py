@@ -184,3 +184,14 @@ async def test_a_tasks_setup_and_finalize_get_the_arguments_they_name() -> None:
     assert trace.errors == [] and trace.ok, trace.errors
     assert seen == [("setup", "SubprocessRuntime"), ("finalize", "SubprocessRuntime/Trace")]
     assert trace.info["note"] == "from setup"
+
+
+async def test_an_empty_task_prompt_sends_the_system_prompt_alone() -> None:
+    bodies: list[dict] = []
+
+    def script(req):
+        bodies.append(req.body)
+        return reply("ok")
+
+    trace, _ = await _run(script, vf.AgentConfig(), vf.Task(vf.TaskData(prompt="", system_prompt="You add numbers.")))
+    assert [m["role"] for m in bodies[0]["messages"]] == ["system"] and trace.ok

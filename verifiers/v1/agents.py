@@ -251,7 +251,8 @@ class Interaction:
         if self.opening:
             message = self.task.data.prompt
         if isinstance(message, str):
-            self.messages.append(UserMessage(content=message))
+            if message or not self.opening:  # an empty task prompt sends no user message (the original's)
+                self.messages.append(UserMessage(content=message))
         elif message:
             self.messages.extend(message)
         before = len(self.messages)
@@ -595,8 +596,9 @@ class Agent:
             if it.system_added and messages and isinstance(messages[0], SystemMessage):
                 messages = messages[1:]
             prompt: Any = messages
-            if it.opening and isinstance(it.task.data.prompt, str) and messages and isinstance(messages[-1], UserMessage):
-                prompt = content_text(messages[-1].content)
+            if it.opening and isinstance(it.task.data.prompt, str):
+                last = messages[-1] if messages else None
+                prompt = content_text(last.content) if isinstance(last, UserMessage) else it.task.data.prompt
             data = it.task.data.model_copy(update={"prompt": prompt})
             # the program's one network grant (a sandbox's agent phase has no other)
             if it.runtime is None:
