@@ -182,12 +182,16 @@ def test_bad_configs_get_one_clear_error() -> None:
     with pytest.raises(PluginError, match=r"taskset\.id is empty"):
         vf.load_taskset(vf.TasksetConfig())
     with pytest.raises(PluginError, match="invalid plugin id"):
+        vf.load_taskset("no such/../")
+    with pytest.raises(ModuleNotFoundError, match="no module 'c'"):  # a path names its last part
         vf.load_taskset("a/b/c")
 
 
 def test_ids_map_to_modules() -> None:
     assert plugin_module_name("owner/My-Env@1.2") == "my_env"
     assert plugin_module_name("reverse-text") == "reverse_text"
+    # a package folder given as a path names its last part, as the original reads one
+    assert plugin_module_name("./envs/My-Env") == plugin_module_name("a/b/my-env/") == "my_env"
 
 
 def test_the_classic_loader_can_tell_a_v1_package() -> None:

@@ -56,7 +56,14 @@ def plugin_module_name(plugin_id: str) -> str:
     try:
         name = parse_env_id(plugin_id).name
     except ValueError as exc:
-        raise PluginError(f"invalid plugin id {plugin_id!r}: expected name, owner/name or owner/name@version") from exc
+        # a path (``./envs/my_taskset``, ``a/b/my-taskset``) names its last part, as the original reads it
+        last = plugin_id.rstrip("/").rsplit("/", 1)[-1]
+        try:
+            if "/" not in plugin_id or not last:
+                raise ValueError(plugin_id)
+            name = parse_env_id(last).name
+        except ValueError:
+            raise PluginError(f"invalid plugin id {plugin_id!r}: expected name, owner/name or owner/name@version") from exc
     return module_name_for(name).lower()
 
 
