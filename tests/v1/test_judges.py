@@ -492,3 +492,47 @@ def test_a_strict_schema_closes_every_object_and_requires_every_property() -> No
     assert (inner["additionalProperties"], inner["required"]) == (False, ["a", "b"])
     assert inner["properties"]["a"]["default"] == 3 and "default" not in inner["properties"]["b"]  # a None default goes
     assert "additionalProperties" not in raw and raw["required"] == ["inner"]  # the model's own schema is untouched
+
+
+def test_a_strict_schema_keeps_a_maps_value_schema_and_inlines_a_described_reference() -> None:
+    from pydantic import BaseModel, Field
+
+    from verifiers.v1.judge import strict_json_schema
+
+    class Sub(BaseModel):
+        x: int
+
+    class Graded(BaseModel):
+        scores: dict[str, float]
+        sub: Sub = Field(description="the sub")
+
+    strict = strict_json_schema(Graded.model_json_schema())
+    assert strict["properties"]["scores"]["additionalProperties"] == {"type": "number"} and "required" not in strict["properties"]["scores"]
+    sub = strict["properties"]["sub"]  # a $ref with a key beside it is what it points at
+    assert "$ref" not in sub and sub["description"] == "the sub" and sub["required"] == ["x"] and sub["additionalProperties"] is False
+
+
+def test_a_strict_schema_is_the_one_the_openai_sdk_sends() -> None:
+    """The original asks through the openai SDK's ``parse``, which sends the SDK's strict form."""
+    from typing import Literal
+
+    from openai.lib._pydantic import to_strict_json_schema
+    from pydantic import BaseModel, Field
+
+    from verifiers.v1.judge import strict_json_schema
+    from verifiers.v1.judges.rubric import RubricVerdicts
+
+    class Sub(BaseModel):
+        x: int
+        y: str | None = None
+
+    class Graded(BaseModel):
+        scores: dict[str, float]
+        sub: Sub = Field(description="the sub")
+        subs: list[Sub] = []
+        either: Sub | int = 0
+        label: Literal["a", "b"] = "a"
+        why: str = ""
+
+    for model in (Graded, RubricVerdicts, Sub):
+        assert strict_json_schema(model.model_json_schema()) == to_strict_json_schema(model), model.__name__

@@ -471,3 +471,33 @@ def test_a_harness_metric_that_fails_leaves_the_harness_metrics_unscored() -> No
     assert trace.metrics == {"broken": None, "fine": None}
     (error,) = trace.errors
     assert error.type == "HookError" and "no log to read" in error.message and "harness" in error.message
+
+
+def test_scoring_cut_off_mid_stage_leaves_no_call_unawaited() -> None:
+    """A later stage's calls are made only when it starts: a deadline during the metrics leaves
+    no never-awaited reward behind (and no reward scored)."""
+    import gc
+    import warnings
+
+    class Slow(vf.Task):
+        @vf.metric
+        async def slow(self) -> float:
+            await asyncio.sleep(10)
+            return 1.0
+
+        @vf.reward
+        def r1(self) -> float:
+            return 1.0
+
+    async def go(trace) -> None:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await Slow(vf.TaskData(prompt="p")).score(trace)
+
+    trace = _trace(Slow(vf.TaskData(prompt="p")))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(go(trace))
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]
+    assert trace.rewards == {"r1": None}

@@ -247,6 +247,7 @@ def test_flag_values_are_typed_by_the_knob_they_set_as_the_originals_are() -> No
     from verifiers.cli.v1_eval import V1EvalConfig, parse_argv
     from verifiers.v1.configs.flags import resolved_like
     from verifiers.v1.env import load_environment
+    from verifiers.v1.plugins import PluginError
 
     argv = ["vf-knobs", "--env.taskset.subset", "2024", "--env.taskset.tag", "null", "--env.taskset.words", "a", "1", "[x]",
             "--env.taskset.hint", "--env.taskset.count", "3", "--env.taskset.weights.k", "1.5", "--env.agent.max-turns", "2",
@@ -263,10 +264,51 @@ def test_flag_values_are_typed_by_the_knob_they_set_as_the_originals_are() -> No
                                 "count": 3, "weights": {"k": 1.5}}  # fmt: skip
     assert load_environment(json.loads(json.dumps(saved))).config.taskset == knobs  # reads back as it ran
     # a knob flag that is last, or before another flag, is a bare flag; a top-level one needs its value
-    assert parse_argv(["vf-knobs", "--env.taskset.hint"])[0]["env"]["taskset"]["hint"] is True
+    bare = V1EvalConfig.model_validate(parse_argv(["vf-knobs", "--env.taskset.hint"])[0]).env
+    assert load_environment(bare).config.taskset.hint is True
     from verifiers.cli.errors import UserError
 
     with pytest.raises(UserError, match="-m needs a value"):
         parse_argv(["vf-knobs", "-m"])
     # a negative number is a value, not a flag
     assert parse_argv(["vf-knobs", "--env.taskset.count", "-1"])[0]["env"]["taskset"]["count"] == "-1"
+    assert parse_argv(["--select.include.idx", "-1"])[0]["select"]["include"]["idx"] == ["-1"]
+    # a short flag or an alias needs its value; a bare knob flag sets only a true/false knob
+    for bare in (["-n"], ["--temperature"], ["--num-examples"]):
+        with pytest.raises(UserError, match="needs a value"):
+            parse_argv(["vf-knobs", *bare])
+    for knob in ("count", "subset"):
+        with pytest.raises(PluginError, match="true/false knob"):
+            load_environment(V1EvalConfig.model_validate(parse_argv(["vf-knobs", f"--env.taskset.{knob}"])[0]).env)
+    # one word for a list knob is a list of one (null too: it is a word), as the original's
+    one = load_environment(V1EvalConfig.model_validate(parse_argv(["vf-knobs", "--env.taskset.words", "null"])[0]).env)
+    assert one.config.taskset.words == ["null"]
+    # a flag that takes no value may still be given true or false
+    assert parse_argv(["vf-knobs", "--save", "false", "--verbose", "true"])[0] | {} == {
+        "save": False, "verbose": True, "env": {"taskset": {"id": "vf-knobs"}}}
+
+
+def test_a_resume_of_the_originals_run_folder_never_pushes_unasked(tmp_path) -> None:
+    """The original's saved config holds its ``push = true`` default: resuming its run folder
+    takes the plan, not what the run did after it ended."""
+    from verifiers.cli.v1_eval import V1EvalConfig, parse_argv, run
+
+    run_dir = tmp_path / "out" / "r"
+    (run_dir / "configs" / "resolved").mkdir(parents=True)
+    saved = {"model": "m", "push": True, "env": {"taskset": {"id": "vf-knobs"}}, "output_dir": str(tmp_path / "out")}
+    (run_dir / "configs" / "resolved" / "eval.json").write_text(json.dumps(saved))
+    _tree, resume_dir = parse_argv(["--resume", str(run_dir), "--dry-run"])
+    assert resume_dir == run_dir
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert run(["--resume", str(run_dir), "--dry-run"]) == 0
+    resolved = json.loads(out.getvalue())
+    assert resolved["push"] is False and resolved["model"] == "m" and V1EvalConfig.model_validate(resolved).resume
+
+
+def test_vf_validate_types_taskset_knobs_as_vf_eval_does(tmp_path) -> None:
+    res = _vf("validate", "vf-knobs", "--taskset.subset", "2024", "--taskset.words", "a", "--only-setup", "-n", "1", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -106,7 +106,7 @@ class RunSection(BaseConfig):
 
 
 class V1EvalConfig(BaseConfig):
-    FLAGS_LATER = frozenset({"env"})  # typed by the env's own configs when the env loads
+    FLAGS_LATER = frozenset({"env", "sampling"})  # the env's own configs type it when it loads; sampling: below
     env: dict[str, Any] = Field(default_factory=dict)
     run: RunSection = RunSection()
     model: str | None = Field(None, validation_alias=AliasChoices("model", "m"))
@@ -135,6 +135,16 @@ class V1EvalConfig(BaseConfig):
     rich: bool | dict[str, Any] | None = None
     """The original's live dashboard switch (``--no-rich``, ``--rich.show-logs``): taken, and our
     progress line is shown either way (on a terminal)."""
+
+    @field_validator("sampling", mode="before")
+    @classmethod
+    def _typed_sampling(cls, value: Any) -> Any:
+        # command-line values typed by the sampling knobs' own fields (``reasoning_effort`` stays
+        # text); a provider's own key reads JSON (``--sampling.top_k 20``)
+        from verifiers.v1.configs import SamplingConfig
+        from verifiers.v1.configs.flags import has_flags, typed_fields
+
+        return typed_fields(SamplingConfig, value) if isinstance(value, dict) and has_flags(value) else value
 
 
 LIST_FLAGS = frozenset(f"select.{side}.{field}" for side in ("include", "exclude") for field in ("idx", "ids", "keys", "names"))
@@ -248,7 +258,7 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, Any], Path | None]:
             # (``--select.include.names t3 t5``: every word up to the next flag), or a JSON list;
             # names, ids and keys stay text (``--select.include.ids 123``), an empty ``=`` is none
             items = [value] if eq and value else []
-            while not eq and i < len(argv) and not argv[i].startswith(("-", "@")):
+            while not eq and i < len(argv) and not _is_flag(argv[i]) and not argv[i].startswith("@"):
                 items.append(argv[i])
                 i += 1
                 if len(items) == 1 and _json_list(items[0]) is not None:
@@ -266,10 +276,17 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, Any], Path | None]:
             val: Any = _value(value, key)
         elif negate or key in FLAGS or key.rsplit(".", 1)[-1] in FLAGS:
             val = not negate
+            if not negate and i < len(argv) and argv[i].lower() in ("true", "false"):
+                val = argv[i].lower() == "true"  # ``--save false``, as the original's bool flags take
+                i += 1
         elif i >= len(argv) or _is_flag(argv[i]):
-            if "." not in key:
+            if "." not in name:  # a short flag or an alias (``-n``, ``--temperature``) needs its value
                 raise UserError(f"{name} needs a value")
-            val = True  # a bare knob flag is true, as the original's (``--env.taskset.hint``)
+            # a bare knob flag: true for a true/false knob, as the original's (``--env.taskset.hint``);
+            # any other knob refuses it when its config is checked
+            from verifiers.v1.configs.flags import BARE
+
+            val = BARE
         else:
             val = _value(argv[i], key)
             i += 1
@@ -328,7 +345,9 @@ def run(argv: list[str]) -> int:
         saved = saved_config(resume_dir)
         if saved is None:
             raise UserError(f"{resume_dir} is not a v1 run folder (no configs/eval.json)")
-        base = read_config_file(saved)
+        # what a run did after it ended is not part of its plan (the original's saved config holds
+        # its ``push = true`` default): a resume never pushes unless asked again
+        base = {k: v for k, v in read_config_file(saved).items() if k not in AFTER_RUN}
         tree = _merge(base, tree)
         tree.setdefault("run", {})["dir"] = resume_dir.name
         tree["output_dir"] = str(resume_dir.parent)

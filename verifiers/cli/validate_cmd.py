@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, ValidationError, model_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 
 from verifiers.cli.errors import UserError, guarded
 from verifiers.cli.v1_eval import RunSection, _merge, _set, _value, read_config_file
@@ -56,6 +56,7 @@ class TimeoutSection(BaseConfig):
 class ValidateOptions(BaseConfig):
     """The command line (and ``@ file``) of ``vf validate``; unknown keys are refused."""
 
+    FLAGS_LATER = frozenset({"taskset", "select", "runtime"})  # typed by the taskset's, selection's, runtime's configs
     taskset: dict[str, Any] = Field(default_factory=dict)
     select: dict[str, Any] = Field(default_factory=dict)
     runtime: dict[str, Any] | None = None
@@ -75,6 +76,15 @@ class ValidateOptions(BaseConfig):
     rollouts_per_example: int = Field(2, ge=1)
     timeout_per_rollout: float = Field(120.0, gt=0)
     env_dir_path: Path | None = None
+
+    @field_validator("select", mode="before")
+    @classmethod
+    def _typed_select(cls, value: Any) -> Any:
+        # command-line values typed by the selection's own fields (its match tables by theirs, later)
+        from verifiers.v1.configs.flags import has_flags, typed_fields
+        from verifiers.v1.configs.select import SelectCLIConfig
+
+        return typed_fields(SelectCLIConfig, value) if isinstance(value, dict) and has_flags(value) else value
 
     @model_validator(mode="after")
     def _one_mode(self) -> ValidateOptions:

@@ -59,28 +59,47 @@ class JudgeVerdictError(JudgeError, ValueError):
 
 def strict_json_schema(schema: Any) -> Any:
     """``schema`` in the form OpenAI's strict structured outputs accept (the form the original's
-    SDK sends): every object closed (``additionalProperties: false``) with all its properties
-    required, a ``default`` of None dropped, a lone ``allOf`` unwrapped; through properties,
-    items, ``anyOf``/``allOf`` and ``$defs``. Returns a new schema; ``schema`` is left as it is."""
-    if isinstance(schema, list):
-        return [strict_json_schema(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: strict_json_schema(v) if k in ("items", "anyOf", "allOf", "additionalProperties") else v for k, v in schema.items()}
+    SDK sends): an object schema without ``additionalProperties`` closed, every listed property
+    required, a ``default`` of None dropped, a lone ``allOf`` unwrapped, a ``$ref`` with keys beside
+    it replaced by what it points at; through properties, items, ``anyOf``/``allOf`` and ``$defs``.
+    Returns a new schema; ``schema`` is left as it is."""
+    return _strict(schema, schema)
+
+
+def _strict(node: Any, root: Any) -> Any:
+    if isinstance(node, list):
+        return [_strict(n, root) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = dict(node)
+    ref = out.get("$ref")
+    if isinstance(ref, str) and len(out) > 1 and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        if isinstance(target, dict):  # the referenced schema, the keys beside the $ref over it
+            out.pop("$ref")
+            return _strict({**target, **out}, root)
+    if out.get("type") == "object" and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {name: _strict(s, root) for name, s in out["properties"].items()}
+        out["required"] = list(out["properties"])
+    for key in ("items", "anyOf"):
+        if key in out:
+            out[key] = _strict(out[key], root)
+    all_of = out.get("allOf")
+    if isinstance(all_of, list):
+        if len(all_of) == 1:
+            rest = {k: v for k, v in out.items() if k != "allOf"}
+            out = {**_strict(all_of[0], root), **rest}
+        else:
+            out["allOf"] = _strict(all_of, root)
     for defs in ("$defs", "definitions"):
         if isinstance(out.get(defs), dict):
-            out[defs] = {name: strict_json_schema(s) for name, s in out[defs].items()}
-    if isinstance(out.get("properties"), dict):
-        out["properties"] = {name: strict_json_schema(s) for name, s in out["properties"].items()}
-    if out.get("type") == "object" or "properties" in out:
-        out["additionalProperties"] = False
-        out["required"] = list(out.get("properties", {}))
+            out[defs] = {name: _strict(s, root) for name, s in out[defs].items()}
     if "default" in out and out["default"] is None:
         del out["default"]
-    all_of = out.get("allOf")
-    if isinstance(all_of, list) and len(all_of) == 1:
-        rest = {k: v for k, v in out.items() if k != "allOf"}
-        out = {**all_of[0], **rest}
     return out
 
 

@@ -338,16 +338,12 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
             errors.append(exc)
             return _UNSCORED
 
-    stages = [(metrics, [one("metric", fn) for fn in metrics]), (rewards, [one("reward", fn) for fn in rewards])]
-    for stage, (hooks, calls) in enumerate(stages):
+    for stage, (kind, hooks) in enumerate((("metric", metrics), ("reward", rewards))):
         if not hooks:
             continue
         before = len(errors)
-        values = await together(calls)
+        values = await together([one(kind, fn) for fn in hooks])  # each stage's calls made as it starts
         if len(errors) > before:
-            for later in stages[stage + 1 :]:
-                for call in later[1]:
-                    call.close()  # never awaited: the stage before it failed
             break
         for fn, value in zip(hooks, values, strict=True):
             if stage == 0:

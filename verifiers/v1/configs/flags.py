@@ -27,6 +27,15 @@ class FlagText(str):
     __slots__ = ()
 
 
+class _Bare(FlagText):
+    """A knob flag written with no value: true for a true/false knob, refused by any other."""
+
+    __slots__ = ()
+
+
+BARE = _Bare("true")
+
+
 def json_or_text(text: str) -> Any:
     try:
         return json.loads(text)
@@ -35,7 +44,7 @@ def json_or_text(text: str) -> Any:
 
 
 def has_flags(value: Any) -> bool:
-    if type(value) is FlagText:
+    if isinstance(value, FlagText):
         return True
     if isinstance(value, dict):
         return any(has_flags(v) for v in value.values())
@@ -75,10 +84,38 @@ def _model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _sequence_item(annotation: Any, index: int = 0) -> Any | None:
+    """The item type of a list/set/tuple field (the ``index``-th of a fixed tuple), None if none."""
+    for member in _members(annotation):
+        origin = typing.get_origin(member)
+        if origin in (list, set, frozenset, tuple):
+            args = [a for a in typing.get_args(member) if a is not Ellipsis]
+            if not args:
+                return Any
+            return args[index] if origin is tuple and len(args) > 1 and index < len(args) else args[0]
+        if member in (list, set, frozenset, tuple):
+            return Any
+    return None
+
+
+def _takes_bool(annotation: Any) -> bool:
+    return any(m is bool or m is Any for m in _members(annotation))
+
+
 def typed(value: Any, annotation: Any = Any) -> Any:
     """``value`` with its :class:`FlagText` parts typed for a field of ``annotation``."""
+    if type(value) is _Bare:
+        if not _takes_bool(annotation):
+            raise ValueError("a flag with no value sets only a true/false knob: give this one its value")
+        return True
     if type(value) is FlagText:
-        return str(value) if takes_text(annotation) else json_or_text(value)
+        if takes_text(annotation):
+            return str(value)
+        parsed = json_or_text(value)
+        item = _sequence_item(annotation)
+        if item is not None and not isinstance(parsed, list):
+            return [typed(value, item)]  # one word for a list knob is a list of one, as the original's
+        return parsed
     if isinstance(value, dict):
         model = _model(annotation)
         if model is not None:
@@ -91,9 +128,9 @@ def typed(value: Any, annotation: Any = Any) -> Any:
         item = args[1] if typing.get_origin(_unwrap(annotation)) is dict and len(args) == 2 else Any
         return {k: typed(v, item) for k, v in value.items()} if has_flags(value) else value
     if isinstance(value, list):
-        args = typing.get_args(_unwrap(annotation))
-        item = args[0] if typing.get_origin(_unwrap(annotation)) in (list, set, frozenset, tuple) and args else Any
-        return [typed(v, item) for v in value] if has_flags(value) else value
+        if not has_flags(value):
+            return value
+        return [typed(v, _sequence_item(annotation, i) or Any) for i, v in enumerate(value)]
     return value
 
 
@@ -136,8 +173,8 @@ def resolved_like(raw: Any, resolved: Any) -> Any:
     config ``resolved`` made of it (JSON-ready), so a saved table reads back as it ran."""
     from pydantic_core import to_jsonable_python
 
-    if type(raw) is FlagText:
-        return to_jsonable_python(resolved) if resolved is not _MISSING else json_or_text(raw)
+    if isinstance(raw, FlagText):
+        return to_jsonable_python(resolved) if resolved is not _MISSING else typed(raw)
     if isinstance(raw, dict):
         if not has_flags(raw):
             return raw
