@@ -41,7 +41,7 @@ REASONS: dict[str, str] = {
         ("RuntimeInfo", "RuntimeProcess"),
         _RUNTIME,
     ),
-    **dict.fromkeys(("Client", "BaseClientConfig", "ClientConfig", "EvalClientConfig", "TrainClientConfig", "resolve_client", "ModelContext"), _CLIENT),
+    **dict.fromkeys(("Client", "BaseClientConfig", "ClientConfig", "EvalClientConfig", "TrainClientConfig", "resolve_client"), _CLIENT),
     **dict.fromkeys(("ServeConfig", "StaticPoolConfig", "ElasticPoolConfig", "pool_serve_kwargs"), _SERVE),
     **dict.fromkeys(("PATCH_CAP_BYTES", "capture_patch", "resolve_head"), _GIT),
     "ACP": "0.3.0's ACP harness namespace, removed in 0.4.0 (ACPHarness): with the harness layer",

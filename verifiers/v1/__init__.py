@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from verifiers.v1.artifacts import collect, restore
+    from verifiers.v1.clients import ModelContext
     from verifiers.v1.configs import (
         BaseConfig,
         DecoratedFunctionConfig,
@@ -273,6 +274,7 @@ _LAZY: dict[str, str] = {
     "restore": "verifiers.v1.artifacts:restore",
     # judges
     "Judge": "verifiers.v1.judge:Judge",
+    "ModelContext": "verifiers.v1.clients:ModelContext",
     "JudgeConfig": "verifiers.v1.configs:JudgeConfig",
     "Judges": "verifiers.v1.configs:Judges",
     "JudgeResponse": "verifiers.v1.judge:JudgeResponse",
@@ -344,6 +346,7 @@ __all__ = [
     "MessageNode",
     "Messages",
     "ModelCall",
+    "ModelContext",
     "ParentLink",
     "PodmanConfig",
     "PolicyEvent",
