@@ -88,15 +88,37 @@ def test_add_tool_offers_a_tool_the_model_calls(tmp_path) -> None:
         if req.messages[-1]["role"] == "tool":  # the tool's answer: say it
             return f"{req.messages[-1]['content']}"
         a, b = map(int, re.findall(r"\d+", req.messages[-1]["content"] or ""))
-        return tool_calls(tool_call("add", {"a": a, "b": b}))
+        return tool_calls(tool_call("calc_add", {"a": a, "b": b}))
 
     with ScriptedServer(script) as srv:
         res = _eval(pkg, "tool-sums", srv, tmp_path / "o", "--env.agent.max-turns", "3")
         assert res.returncode == 0, res.stdout + res.stderr
         first = srv.requests[0].body
-    assert [t["function"]["name"] for t in first["tools"]] == ["add"]
+    assert [t["function"]["name"] for t in first["tools"]] == ["calc_add"]
     md = _metadata(tmp_path / "o")
     assert (md["num_errors"], md["avg_reward"]) == (0, 1.0)
+    assert (pkg / "tool_sums" / "servers" / "tool.py").is_file()  # a tool server of its own, as the original lays it out
+
+    # the same package runs on the original 0.4.0 as written: its hooks are coroutines (the original
+    # awaits them) and its toolset is a vf.Toolset server
+    from tests.v1.test_wire_compat import _original_python
+
+    python = _original_python()
+    out = tmp_path / "theirs"
+    with ScriptedServer(script) as srv:
+        theirs = subprocess.run(
+            [str(python), "-c", "import sys; from verifiers.v1.cli.eval.main import main; sys.exit(main())", "tool-sums",
+             "-n", "1", "-r", "1", "-m", srv.model, "--client.base-url", srv.base_url, "--client.api-key-var", "VF_TEST_KEY",
+             "-o", str(out), "--run.name", "probe", "-c", "1", "--env.agent.harness.id", "null",
+             "--env.agent.runtime.type", "subprocess", "--env.agent.max-turns", "3", "--no-rich", "--no-push"],
+            env={**os.environ, "PYTHONPATH": str(pkg), "VF_TEST_KEY": "sk-test"}, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert theirs.returncode == 0, theirs.stdout[-2000:] + theirs.stderr[-3000:]
+        named = {t["function"]["name"] for r in srv.requests for t in (r.body.get("tools") or [])}
+    rows = [json.loads(line) for line in (out / "probe" / "traces.jsonl").read_text().splitlines()]
+    traces = [t for row in rows for t in row["traces"]]
+    assert len(traces) == 1 and named == {"calc_add"}
+    assert all(t["rewards"]["correct"]["score"] == 1.0 and not t["errors"] for t in traces), traces
 
 
 def test_vf_init_script_is_v1_by_default_and_files_are_kept(tmp_path) -> None:

@@ -4,9 +4,11 @@ The layout is the original 0.4.0 tool's: ``<path>/<module>/`` holding ``pyprojec
 ``README.md`` and the package ``<module>/`` whose ``__init__.py`` exports the one ``Taskset``
 subclass in ``__all__`` (written in ``<module>/taskset.py``). Unlike the original's stubs, the
 scaffold is a complete small taskset (adding two integers, rewarded when the reply ends with the
-sum), so ``vf eval NAME`` runs on it at once. ``--add-tool`` adds a toolset whose ``@vf.tool``
-methods the model may call. ``vf init --classic`` writes the classic-API package instead
-(``verifiers.cli.init_cmd``).
+sum), so ``vf eval NAME`` runs on it at once, on this library and on the original (its hooks are
+``async``, as the original requires). ``--add-tool`` adds a tool server, ``<module>/servers/tool.py``:
+a ``vf.Toolset`` whose ``@vf.tool`` methods the model may call, configured by the task's config
+(``tools``), as the original lays one out. ``vf init --classic`` writes the classic-API package
+instead (``verifiers.cli.init_cmd``).
 """
 
 from __future__ import annotations
@@ -36,11 +38,17 @@ def init_v1_environment(name: str, path: Path | None = None, *, force: bool = Fa
         f"{module}/taskset.py": TASKSET.format(
             env_id=env_id,
             prefix=prefix,
-            tool_class=TOOL_CLASS.format(prefix=prefix) if add_tool else "",
+            tool_import=TOOL_IMPORT.format(module=module, prefix=prefix) if add_tool else "",
+            task_config=TASK_CONFIG.format(prefix=prefix) if add_tool else "",
+            task_generic=f"{prefix}Data, vf.State, {prefix}TaskConfig" if add_tool else f"{prefix}Data",
             tool_method=TOOL_METHOD.format(prefix=prefix) if add_tool else "",
-            prompt_hint=" You may use the add tool." if add_tool else "",
+            task_field=f"\n    task: {prefix}TaskConfig = {prefix}TaskConfig()" if add_tool else "",
+            prompt_hint=" You may use the calc_add tool." if add_tool else "",
         ),
     }
+    if add_tool:
+        files[f"{module}/servers/__init__.py"] = '"""The package\'s tool servers."""\n'
+        files[f"{module}/servers/tool.py"] = TOOL_SERVER.format(prefix=prefix)
     write_scaffold(target, files, f"v1 environment {env_id!r}", force=force)
     print("next:")
     print(f"  pip install -e {target}          # make `vf eval {env_id}` find it")
@@ -56,8 +64,8 @@ version = "0.1.0"
 description = "Add two integers: a minimal v1 taskset to grow from."
 readme = "README.md"
 requires-python = ">=3.11"
-# verifiers>=0.3.0: the v1 API (`import verifiers.v1 as vf`) this package is written against.
-dependencies = ["verifiers>=0.3.0"]
+# verifiers>=0.4.0: the v1 API (`import verifiers.v1 as vf`) as this package uses it.
+dependencies = ["verifiers>=0.4.0"]
 keywords = ["example", "v1", "arithmetic"]
 
 [build-system]
@@ -85,7 +93,7 @@ import random
 import re
 
 import verifiers.v1 as vf
-
+{tool_import}
 SYSTEM_PROMPT = "Reply with the final number only.{prompt_hint}"
 
 
@@ -99,19 +107,20 @@ def last_integer(text: str) -> int | None:
     """The last integer in a text (models often explain before answering)."""
     found = re.findall(r"-?\\d+", text)
     return int(found[-1]) if found else None
-{tool_class}
+{task_config}
 
-class {prefix}Task(vf.Task[{prefix}Data]):
-    """How one task is scored: each @vf.reward is weighted into the reward, each @vf.metric is recorded."""
+class {prefix}Task(vf.Task[{task_generic}]):
+    """How one task is scored: each @vf.reward is weighted into the reward, each @vf.metric is
+    recorded. Hooks are coroutines (``async def``), which every v1 library runs."""
 
     @vf.reward(weight=1.0)
-    def correct(self, task: {prefix}Data, trace: vf.Trace) -> float:
+    async def correct(self, task: {prefix}Data, trace: vf.Trace) -> float:
         """1.0 when the last integer of the model's reply is the sum, else 0.0."""
-        return float(last_integer(trace.last_reply) == task.answer)
+        return float(last_integer(trace.last_reply or "") == task.answer)
 
     @vf.metric
-    def reply_length(self, trace: vf.Trace) -> float:
-        return float(len(trace.last_reply))
+    async def reply_length(self, trace: vf.Trace) -> float:
+        return float(len(trace.last_reply or ""))
 {tool_method}
 
 class {prefix}Config(vf.TasksetConfig):
@@ -119,7 +128,7 @@ class {prefix}Config(vf.TasksetConfig):
 
     num_tasks: int = 50
     seed: int = 0
-    max_operand: int = 99
+    max_operand: int = 99{task_field}
 
 
 class {prefix}Taskset(vf.Taskset[{prefix}Task, {prefix}Config]):
@@ -132,22 +141,48 @@ class {prefix}Taskset(vf.Taskset[{prefix}Task, {prefix}Config]):
             yield {prefix}Task(data, self.config.task)
 '''
 
-TOOL_CLASS = '''
+TOOL_IMPORT = '''
+from {module}.servers.tool import {prefix}Tools
+'''
 
-class {prefix}Tools:
-    """A toolset: its @vf.tool methods are offered to the model (the default `null` harness runs them)."""
+TASK_CONFIG = '''
 
-    @vf.tool
-    def add(self, a: int, b: int) -> str:
-        """Add two integers."""
-        return str(a + b)
+class {prefix}TaskConfig(vf.TaskConfig):
+    """The task's knobs (`--env.taskset.task.KEY`): here, how its tool server is run."""
+
+    tools: vf.ToolsetConfig = vf.ToolsetConfig()
 '''
 
 TOOL_METHOD = '''
     @classmethod
-    def toolsets(cls, config):
-        """The tool servers each rollout of this task gets."""
-        return [{prefix}Tools()]
+    def toolsets(cls, config: {prefix}TaskConfig) -> list[vf.Toolset]:
+        """The tool servers each rollout of this task gets (one MCP server each)."""
+        return [{prefix}Tools(config.tools)]
+'''
+
+TOOL_SERVER = '''\
+"""The task's tool server: an MCP server whose @vf.tool methods the model may call, named
+`<TOOL_PREFIX>_<method>` (here `calc_add`). Each rollout starts it as `python -m` this module."""
+
+import verifiers.v1 as vf
+
+
+class {prefix}Tools(vf.Toolset[vf.ToolsetConfig]):
+    TOOL_PREFIX = "calc"
+
+    @vf.tool
+    def add(self, a: int, b: int) -> str:
+        """Add two integers.
+
+        Args:
+            a: The first integer.
+            b: The second integer.
+        """
+        return str(a + b)
+
+
+if __name__ == "__main__":
+    {prefix}Tools.run()
 '''
 
 README = """\
@@ -186,6 +221,7 @@ vf replay outputs/<run>                    # re-score a saved run after changing
 
 README_TOOL = README.replace(
     "- `{module}/__init__.py`",
-    "- `{prefix}Tools` (in `taskset.py`): a toolset; its `@vf.tool` `add` is offered to the model.\n"
+    "- `{module}/servers/tool.py`: `{prefix}Tools`, the task's tool server (`vf.Toolset`); its `@vf.tool`\n"
+    "  `add` is offered to the model as `calc_add`. `{prefix}Task.toolsets` starts one per rollout.\n"
     "- `{module}/__init__.py`",
 )
