@@ -363,3 +363,12 @@ async def test_the_bash_harness_offers_the_toolsets_beside_its_own_tools() -> No
     assert out.state[0]["reward"] == 1.0
     assert {"bash", "edit", "calc_add", "calc_whoami"} <= set(offered[0])
     assert _our_tool_servers() == []
+
+
+def test_a_result_with_no_content_reads_as_the_original_writes_it() -> None:
+    from mcp.types import TextContent
+
+    from verifiers.v1.mcp.client import tool_content
+
+    assert tool_content([]) == "[]"  # a tool that returned None
+    assert tool_content([TextContent(type="text", text="")]) == ""  # one that returned ""

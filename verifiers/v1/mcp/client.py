@@ -241,7 +241,10 @@ MAX_TOOL_IMAGE_CHARS = 32 * 2**20
 
 def tool_content(blocks: list[Any]) -> MessageContent:
     """An MCP result's content as a tool message's: its text, or, when the result holds an image,
-    text and ``image_url`` parts (a ``data:`` URL) in the result's order, as the original does."""
+    text and ``image_url`` parts (a ``data:`` URL) in the result's order, as the original does. A
+    result with no content at all (a tool that returned None) reads ``[]``, as the original writes it."""
+    if not blocks:
+        return "[]"
     if not any(getattr(b, "type", None) == "image" and len(b.data) <= MAX_TOOL_IMAGE_CHARS for b in blocks):
         return content_text(blocks)
     parts: list[Any] = []
