@@ -80,7 +80,9 @@ def test_v1_scaffold_is_a_v1_package_that_evaluates(tmp_path) -> None:
 
 
 def test_add_tool_offers_a_tool_the_model_calls(tmp_path) -> None:
-    proc = run_vf("init", "tool-sums", "-T", "--path", str(tmp_path))
+    """-T: a tool server the model calls; -H: the package's own harness, which a role that names
+    none runs (the shared chat program with a preamble of its own). Both run on the original too."""
+    proc = run_vf("init", "tool-sums", "-T", "-H", "--path", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     pkg = tmp_path / "tool_sums"
 
@@ -95,6 +97,7 @@ def test_add_tool_offers_a_tool_the_model_calls(tmp_path) -> None:
         assert res.returncode == 0, res.stdout + res.stderr
         first = srv.requests[0].body
     assert [t["function"]["name"] for t in first["tools"]] == ["calc_add"]
+    assert first["messages"][0]["role"] == "system" and first["messages"][0]["content"].startswith("Work it out")
     md = _metadata(tmp_path / "o")
     assert (md["num_errors"], md["avg_reward"]) == (0, 1.0)
     assert (pkg / "tool_sums" / "servers" / "tool.py").is_file()  # a tool server of its own, as the original lays it out
@@ -109,12 +112,13 @@ def test_add_tool_offers_a_tool_the_model_calls(tmp_path) -> None:
         theirs = subprocess.run(
             [str(python), "-c", "import sys; from verifiers.v1.cli.eval.main import main; sys.exit(main())", "tool-sums",
              "-n", "1", "-r", "1", "-m", srv.model, "--client.base-url", srv.base_url, "--client.api-key-var", "VF_TEST_KEY",
-             "-o", str(out), "--run.name", "probe", "-c", "1", "--env.agent.harness.id", "null",
+             "-o", str(out), "--run.name", "probe", "-c", "1", "--env.agent.harness.id", "tool-sums",
              "--env.agent.runtime.type", "subprocess", "--env.agent.max-turns", "3", "--no-rich", "--no-push"],
             env={**os.environ, "PYTHONPATH": str(pkg), "VF_TEST_KEY": "sk-test"}, cwd=tmp_path, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert theirs.returncode == 0, theirs.stdout[-2000:] + theirs.stderr[-3000:]
         named = {t["function"]["name"] for r in srv.requests for t in (r.body.get("tools") or [])}
+        assert srv.requests[0].body["messages"][0]["content"].startswith("Work it out")  # its harness ran
     rows = [json.loads(line) for line in (out / "probe" / "traces.jsonl").read_text().splitlines()]
     traces = [t for row in rows for t in row["traces"]]
     assert len(traces) == 1 and named == {"calc_add"}
@@ -134,7 +138,7 @@ def test_vf_init_script_is_v1_by_default_and_files_are_kept(tmp_path) -> None:
     assert "class MySumsTaskset" in taskset.read_text()
     # flags of the other layout are refused with one line
     res = run_vf("init", "x-sums", "--classic", "-T", "--path", str(tmp_path))
-    assert res.returncode == 1 and "--add-tool is for the v1 scaffold" in res.stderr
+    assert res.returncode == 1 and "are for the v1 scaffold" in res.stderr
     res = run_vf("y-sums", "--rewrite-readme", "-p", str(tmp_path), script="vf-init")
     assert res.returncode == 1 and "--classic" in res.stderr
 

@@ -196,3 +196,46 @@ async def test_the_shared_chat_program_is_known_by_its_text_and_turns_keep_their
     assert seen == [["assistant"], ["assistant"]]
     assert [m["role"] for m in second] == ["system", "user", "assistant", "user"] and second[-1]["content"] == "And of Spain?"
     assert out.state[0]["_episode"].traces[0].last_reply == "Madrid"
+
+
+class McpProgramHarness(OwnProgramHarness):
+    SUPPORTS_MCP = True
+
+
+class McpChatHarness(PoliteHarness):
+    SUPPORTS_MCP = True
+
+
+async def test_a_program_harness_takes_mcp_toolsets_through_the_shared_chat_program_only(tmp_path, monkeypatch) -> None:
+    """The shared chat program is our loop: it offers the task's MCP toolsets. A program of its own
+    gets no MCP config here, so it is refused before it runs, in one clear error, never silently
+    left without the tools."""
+    import re
+
+    from verifiers.testing.scripted import reply, tool_call, tool_calls
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def script(req):
+        if req.messages[-1]["role"] == "tool":
+            return reply(req.messages[-1]["content"])
+        a, b = map(int, re.findall(r"(\d+) \+ (\d+)", req.messages[-1]["content"] or "")[0])
+        return tool_calls(tool_call("calc_add", {"a": a, "b": b}))
+
+    async def run(harness):
+        env = SingleAgentEnv(SingleAgentEnvConfig(taskset={"id": "vf-mcp-tools", "n": 1}))
+        env._harnesses["agent"] = harness
+        async with ScriptedServer(script) as srv:
+            client = ModelClient.from_any(srv.base_url)
+            try:
+                out = await run_v1(env, list(env.taskset), client, model="scripted-model")
+            finally:
+                await client.aclose()
+            return out.state[0]["_episode"].traces[0], srv.request_count
+
+    trace, _ = await run(McpChatHarness(PoliteConfig()))
+    assert trace.ok and trace.rewards["correct"].score == 1.0, trace.errors
+    assert any(m.name == "calc_add" for m in trace.tool_messages)
+    trace, requests = await run(McpProgramHarness(vf.HarnessConfig(id="own")))
+    assert not trace.ok and requests == 0
+    assert [e.type for e in trace.errors] == ["HarnessError"] and "programs get no MCP config" in trace.errors[0].message

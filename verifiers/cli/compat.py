@@ -124,6 +124,7 @@ def _init_parser() -> argparse.ArgumentParser:
     p.add_argument("env", help="environment id, e.g. my-env")
     p.add_argument("--path", "-p", default="./environments", help="parent folder (default ./environments)")
     p.add_argument("--add-tool", "-T", action="store_true", help="v1: also a toolset the model may call")
+    p.add_argument("--add-harness", "-H", action="store_true", help="v1: also a harness of the package's own")
     p.add_argument("--force", action="store_true", help="v1: overwrite files that already exist")
     p.add_argument("--classic", action="store_true", help="the classic-API package instead")
     p.add_argument("--rewrite-readme", action="store_true", help="classic: rewrite README.md if it exists")
@@ -141,10 +142,10 @@ def _vf_init(argv: list[str] | None) -> int:
 
         if args.rewrite_readme:
             raise UserError("--rewrite-readme is for the classic scaffold (--classic); v1 takes --force")
-        init_v1_environment(args.env, Path(args.path), force=args.force, add_tool=args.add_tool)
+        init_v1_environment(args.env, Path(args.path), force=args.force, add_tool=args.add_tool, add_harness=args.add_harness)
         return 0
-    if args.add_tool:
-        raise UserError("--add-tool is for the v1 scaffold; drop --classic (or --add-tool)")
+    if args.add_tool or args.add_harness:
+        raise UserError("--add-tool and --add-harness are for the v1 scaffold; drop --classic (or them)")
     # The classic tool names the folder after the module (underscores).
     init_environment(
         args.env,

@@ -23,7 +23,8 @@ def class_prefix(module: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in module.split("_") if part)
 
 
-def init_v1_environment(name: str, path: Path | None = None, *, force: bool = False, add_tool: bool = False) -> Path:
+def init_v1_environment(name: str, path: Path | None = None, *, force: bool = False, add_tool: bool = False,
+                        add_harness: bool = False) -> Path:  # fmt: skip
     """Write the package under ``path/<module>`` and print what was written and what to run next.
     Existing files are kept unless ``force``."""
     parent = path if path is not None else (Path("environments") if Path("environments").is_dir() else Path("."))
@@ -34,7 +35,7 @@ def init_v1_environment(name: str, path: Path | None = None, *, force: bool = Fa
     files = {
         "pyproject.toml": PYPROJECT.format(env_id=env_id, module=module),
         "README.md": (README_TOOL if add_tool else README).format(env_id=env_id, module=module, prefix=prefix),
-        f"{module}/__init__.py": INIT.format(module=module, prefix=prefix),
+        f"{module}/__init__.py": (INIT_HARNESS if add_harness else INIT).format(module=module, prefix=prefix),
         f"{module}/taskset.py": TASKSET.format(
             env_id=env_id,
             prefix=prefix,
@@ -46,6 +47,9 @@ def init_v1_environment(name: str, path: Path | None = None, *, force: bool = Fa
             prompt_hint=" You may use the calc_add tool." if add_tool else "",
         ),
     }
+    if add_harness:
+        files[f"{module}/harness.py"] = HARNESS.format(env_id=env_id, prefix=prefix)
+        files["README.md"] += README_HARNESS.format(env_id=env_id, module=module, prefix=prefix)
     if add_tool:
         files[f"{module}/servers/__init__.py"] = '"""The package\'s tool servers."""\n'
         files[f"{module}/servers/tool.py"] = TOOL_SERVER.format(prefix=prefix)
@@ -83,6 +87,68 @@ from {module}.taskset import {prefix}Taskset
 
 __all__ = ["{prefix}Taskset"]
 '''
+
+INIT_HARNESS = '''\
+"""The package's exports: the v1 loader takes the Taskset subclass listed in __all__, and the
+Harness subclass beside it is what a role that names no harness runs."""
+
+from {module}.harness import {prefix}Harness
+from {module}.taskset import {prefix}Taskset
+
+__all__ = ["{prefix}Taskset", "{prefix}Harness"]
+'''
+
+HARNESS = '''\
+"""{env_id}'s own harness: how an agent plays its tasks. This one runs the chat program every v1
+library ships (a model loop with the task's tools) with a preamble of its own ahead of the task's
+system prompt. A role that names no harness runs it; knobs: `--env.agent.harness.KEY`."""
+
+import verifiers.v1 as vf
+from verifiers.v1.harnesses.utils.launch import CHAT_PROGRAM_SOURCE, launch_chat_program
+
+
+class {prefix}HarnessConfig(vf.HarnessConfig):
+    """The harness's knobs."""
+
+    preamble: str = "Work it out, then give the answer."
+
+
+class {prefix}Harness(vf.Harness[{prefix}HarnessConfig]):
+    APPENDS_SYSTEM_PROMPT = True  # the task's system prompt is sent as a system message
+    # the chat program runs no code of the model's (only the task's tools): no container needed.
+    # A harness whose program runs commands keeps both True (and runs in a sandbox runtime)
+    EXECUTES_CODE = False
+    NEEDS_CONTAINER = False
+    SUPPORTS_MCP = True  # the chat program offers the task's MCP toolsets
+
+    async def setup(self, runtime: vf.Runtime) -> None:
+        """Once per rollout, before its first turn: ready the program in the rollout's runtime."""
+        await runtime.prepare_uv_script(CHAT_PROGRAM_SOURCE, self.config.resolved_env)
+
+    async def launch(
+        self,
+        ctx: vf.ModelContext,
+        trace: vf.Trace,
+        runtime: vf.Runtime,
+        endpoint: str,
+        secret: str,
+        mcp_urls: dict[str, str],
+        data: vf.TaskData,
+    ) -> vf.ProgramResult:
+        """One turn: run the program; its model calls go to `endpoint` (bearer `secret`)."""
+        system_prompt, prompt = self.resolve_prompt(data)
+        system = "\\n\\n".join(part for part in (self.config.preamble, system_prompt) if part)
+        return await launch_chat_program(
+            CHAT_PROGRAM_SOURCE, self.config, ctx, trace, runtime, endpoint, secret, mcp_urls, system, prompt
+        )
+'''
+
+README_HARNESS = """
+## Harness
+`{module}/harness.py`: `{prefix}Harness`, the package's own way of playing a task (it runs the shared
+chat program with a preamble of its own). A role that names no harness runs it; its knobs are
+`--env.agent.harness.KEY` (`preamble`).
+"""
 
 TASKSET = '''\
 """{env_id}: add two integers (a minimal v1 taskset to grow from)."""

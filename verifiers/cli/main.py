@@ -256,18 +256,21 @@ def init_command(
     add_tool: Annotated[
         bool, typer.Option("--add-tool", "-T", help="v1: also a toolset the model may call.")
     ] = False,
+    add_harness: Annotated[
+        bool, typer.Option("--add-harness", "-H", help="v1: also a harness of the package's own (harness.py).")
+    ] = False,
 ) -> None:
     """Scaffold an environment package: a v1 taskset (the default), or --classic."""
     if classic:
-        if add_tool:
-            raise UserError("--add-tool is for the v1 scaffold; drop --classic (or --add-tool)")
+        if add_tool or add_harness:
+            raise UserError("--add-tool and --add-harness are for the v1 scaffold; drop --classic (or them)")
         from verifiers.cli.init_cmd import init_environment
 
         init_environment(name, path, force=force)
         return
     from verifiers.cli.init_v1 import init_v1_environment
 
-    init_v1_environment(name, path, force=force, add_tool=add_tool)
+    init_v1_environment(name, path, force=force, add_tool=add_tool, add_harness=add_harness)
 
 
 # --------------------------------------------------------------------------------------- replay

@@ -232,6 +232,8 @@ class Interaction:
         """Whether the turn under way ran the shared chat program (``harnesses.utils.launch``)."""
         self.tools: dict[str, Any] = {}
         """What the harness offers the model: in-process functions and MCP tools, by name."""
+        self.mcp_tools = False
+        """Whether ``tools`` holds MCP tools (a toolset's): only our loop can offer them."""
         system = agent.harness.system_prompt(task.data.system_prompt)
         self.system_added = bool(system)
         if system:
@@ -547,14 +549,15 @@ class Agent:
         shared = self.run_ctx.toolsets
         try:
             if own or (shared is not None and shared.declared()):
-                if not harness.IN_PROCESS:
-                    raise ToolsetError(f"harness {harness.config.id!r} runs a program; MCP toolsets are offered by the null and bash harnesses here")
+                # a program harness may take them too: the shared chat program (CHAT_PROGRAM_SOURCE)
+                # runs our loop, which offers them; a program of its own is refused at its launch
                 if not harness.SUPPORTS_MCP:
                     raise ToolsetError(f"harness {harness.config.id!r} does not take MCP toolsets (SUPPORTS_MCP is False)")
                 async with asyncio.timeout(limit):
                     connections = await shared.connections() if shared is not None else []
                     await servers.open(own, connections, runtime=it.runtime, task=task.data, reserved=set(tools))
                 tools.update(servers.tools)
+                it.mcp_tools = bool(servers.tools)
         except TimeoutError:
             trace.record_timeout("setup")
         except ToolsetError as exc:
@@ -619,10 +622,17 @@ class Agent:
             raise HarnessError(f"harness {harness.config.id!r} exited {result.returncode}: {result.stderr.strip()[-500:]}")
         if it.launched:  # the shared chat program kept the conversation, as the in-process loop does
             return list(it.messages)
+        if it.mcp_tools:
+            raise HarnessError(MCP_NEEDS_OUR_LOOP.format(harness=harness.config.id))
         # a program's turn: the conversation is the program's, as the trace's path now holds it (a
         # program may rewrite its history: the path is what it sent last, and what it was answered)
         return list(it.trace.messages) if it.trace.nodes else list(it.messages)
 
+
+MCP_NEEDS_OUR_LOOP = (
+    "harness {harness!r} ran a program of its own, and this task's MCP toolsets reach only our chat loop here "
+    "(the null and bash harnesses, or launch_chat_program with CHAT_PROGRAM_SOURCE); programs get no MCP config"
+)
 
 AgentT = TypeVar("AgentT", bound=Agent, default=Agent)
 

@@ -56,6 +56,13 @@ async def launch_chat_program(
 ) -> ProgramResult:  # fmt: skip
     """Run the chat program (see the module docstring) to its end; the program's exit."""
     if not is_in_process_program(source):
+        from verifiers.v1.agents import MCP_NEEDS_OUR_LOOP
+        from verifiers.v1.errors import HarnessError
+        from verifiers.v1.harness import current_interaction
+
+        it = current_interaction()
+        if it is not None and getattr(it, "mcp_tools", False):  # refused before the program runs
+            raise HarnessError(MCP_NEEDS_OUR_LOOP.format(harness=getattr(config, "id", "?")))
         return await _run_program(source, config, ctx, trace, runtime, endpoint, secret, system_prompt, prompt,
                                   extra_args, env, activate)  # fmt: skip
     from verifiers.v1.compaction import CompactionConfig
