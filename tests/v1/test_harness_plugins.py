@@ -78,8 +78,8 @@ class OwnProgramHarness(vf.Harness[vf.HarnessConfig]):
         return result
 
 
-async def _run(harness, srv, **spec):
-    env = SingleAgentEnv(SingleAgentEnvConfig(taskset={"id": "vf-capitals", "n": 1}, **spec))
+async def _run(harness, srv, taskset: str = "vf-capitals", **spec):
+    env = SingleAgentEnv(SingleAgentEnvConfig(taskset={"id": taskset, "n": 1}, **spec))
     env._harnesses["agent"] = harness
     client = ModelClient.from_any(srv.base_url)
     try:
@@ -222,20 +222,12 @@ async def test_a_program_harness_takes_mcp_toolsets_through_the_shared_chat_prog
         a, b = map(int, re.findall(r"(\d+) \+ (\d+)", req.messages[-1]["content"] or "")[0])
         return tool_calls(tool_call("calc_add", {"a": a, "b": b}))
 
-    async def run(harness):
-        env = SingleAgentEnv(SingleAgentEnvConfig(taskset={"id": "vf-mcp-tools", "n": 1}))
-        env._harnesses["agent"] = harness
-        async with ScriptedServer(script) as srv:
-            client = ModelClient.from_any(srv.base_url)
-            try:
-                out = await run_v1(env, list(env.taskset), client, model="scripted-model")
-            finally:
-                await client.aclose()
-            return out.state[0]["_episode"].traces[0], srv.request_count
-
-    trace, _ = await run(McpChatHarness(PoliteConfig()))
+    async with ScriptedServer(script) as srv:
+        trace = await _run(McpChatHarness(PoliteConfig()), srv, taskset="vf-mcp-tools")
     assert trace.ok and trace.rewards["correct"].score == 1.0, trace.errors
     assert any(m.name == "calc_add" for m in trace.tool_messages)
-    trace, requests = await run(McpProgramHarness(vf.HarnessConfig(id="own")))
+    async with ScriptedServer(script) as srv:
+        trace = await _run(McpProgramHarness(vf.HarnessConfig(id="own")), srv, taskset="vf-mcp-tools")
+        requests = srv.request_count
     assert not trace.ok and requests == 0
     assert [e.type for e in trace.errors] == ["HarnessError"] and "programs get no MCP config" in trace.errors[0].message
