@@ -787,6 +787,7 @@ async def test_the_advertised_window_is_read_defensively_and_once() -> None:
 
     from aiohttp import web
 
+    from tests.support.aiohttp_app import serving
     from verifiers.clients import ModelClient
 
     bodies = [{"data": None}, {"data": 5}, [1], {"data": [{"id": "m", "max_model_len": -1}]},
@@ -800,22 +801,15 @@ async def test_the_advertised_window_is_read_defensively_and_once() -> None:
 
     app = web.Application()
     app.router.add_get("/v1/models", models)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    try:
+    async with serving(app) as base:
         for body, want in zip(bodies, [None, None, None, None, None, 10**30], strict=True):
             served.update(status=200, body=body)
-            async with ModelClient.from_any({"base_url": f"http://127.0.0.1:{port}/v1", "max_retries": 0}) as client:
+            async with ModelClient.from_any({"base_url": f"{base}/v1", "max_retries": 0}) as client:
                 assert await client.context_window("m") == want
-        async with ModelClient.from_any({"base_url": f"http://127.0.0.1:{port}/v1", "max_retries": 0}) as client:
+        async with ModelClient.from_any({"base_url": f"{base}/v1", "max_retries": 0}) as client:
             served.update(status=404, body={"error": "no"})
             assert await client.context_window("m") is None
             served.update(status=200, body={"data": [{"id": "m", "max_model_len": 4096}]}, n=0)
             assert await asyncio.gather(*(client.context_window("m") for _ in range(8))) == [4096] * 8
             assert served["n"] == 1
             assert await client.context_window("m") == 4096 and served["n"] == 1
-    finally:
-        await runner.cleanup()

@@ -335,6 +335,8 @@ async def test_rubric_judge_batches_and_a_partial_verdict_is_an_error(tmp_path) 
 async def test_decision_judge_posts_to_the_runs_evaluations_route() -> None:
     from aiohttp import web
 
+    from tests.support.aiohttp_app import serving
+
     seen: list[dict] = []
 
     async def evaluations(request):
@@ -353,20 +355,13 @@ async def test_decision_judge_posts_to_the_runs_evaluations_route() -> None:
     app = web.Application()
     app.router.add_post("/v1/evaluations", evaluations)
     app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    try:
+    async with serving(app) as base:
         env = _env([{"id": "decision", "answer_field": "capital"}], n=2)
-        client = ModelClient.from_any(f"http://127.0.0.1:{port}/v1")
+        client = ModelClient.from_any(f"{base}/v1")
         try:
             out = await run_v1(env, list(env.taskset), client, model="policy-model")
         finally:
             await client.aclose()
-    finally:
-        await runner.cleanup()
     traces = [s["_episode"].traces[0] for s in sorted(out.state, key=lambda s: s["example_id"])]
     assert [t.rewards["decision"].score for t in traces] == [1.0, 0.0]
     assert {b["model"] for b in seen} == {"policy-model"} and seen[0]["questions"]["grade"]["criteria"] == ["Incorrect", "Correct"]
@@ -436,6 +431,8 @@ async def test_a_decision_service_grading_with_a_non_number_is_a_judge_error() -
     # float is no grade score; each is the trace's judge error, never a score
     from aiohttp import web
 
+    from tests.support.aiohttp_app import serving
+
     grades = iter([True, "1", 10**400, 1])
 
     async def evaluations(request):
@@ -451,20 +448,13 @@ async def test_a_decision_service_grading_with_a_non_number_is_a_judge_error() -
     app = web.Application()
     app.router.add_post("/v1/evaluations", evaluations)
     app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    try:
+    async with serving(app) as base:
         env = _env([{"id": "decision", "answer_field": "capital"}], n=4)
-        client = ModelClient.from_any(f"http://127.0.0.1:{port}/v1")
+        client = ModelClient.from_any(f"{base}/v1")
         try:
             out = await run_v1(env, list(env.taskset), client, model="policy-model", max_concurrent=1)
         finally:
             await client.aclose()
-    finally:
-        await runner.cleanup()
     traces = [s["_episode"].traces[0] for s in sorted(out.state, key=lambda s: s["example_id"])]
     assert [t.rewards["decision"] is None for t in traces] == [True, True, True, False]
     for t in traces[:3]:
