@@ -316,60 +316,37 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
     if runtime is None:
         judges = [j for j in judges if not needs_runtime(j.score)]
 
-    async def one(kind: str, fn: Callable[..., Any]) -> Any:
+    async def one(kind: str, name: str, fn: Callable[..., Any]) -> Any:
         try:
-            return check_score(kind, fn.__name__, await call_hook(fn, available, kind=kind, timeout=timeout))
+            return check_score(kind, name, await call_hook(fn, available, kind=kind, timeout=timeout, name=name))
         except HookError as exc:
             errors.append(exc)
             return _UNSCORED
 
-    # metrics first, then rewards, then the plugged judges, as the original does: a reward may
-    # read a metric off the trace (one metric runs the program, the reward reads ``passed``).
-    # Each stage runs concurrently and is recorded once the whole stage is back, in the hooks'
-    # order: no hook of a stage reads another's score of the same stage. As in the original, the
-    # scoring is one whole: a stage with a failed hook records none of its scores and the later
-    # stages do not run (their keys stay unscored), the failures are the trace's errors
-    async def judged(judge: Any) -> Any:
-        # a plugged judge: its reward is `name or id`, its weight the config's
-        name = judge.reward_name
-        try:
-            return check_score("judge", name, await call_hook(judge.score, available, kind="judge", timeout=timeout, name=name))
-        except HookError as exc:
-            errors.append(exc)
-            return _UNSCORED
-
-    for stage, (kind, hooks) in enumerate((("metric", metrics), ("reward", rewards))):
+    # metrics first, then rewards, then the plugged judges (a judge's reward is `name or id`, its
+    # weight the config's), as the original does: a reward may read a metric off the trace (one
+    # metric runs the program, the reward reads ``passed``). Each stage runs concurrently and is
+    # recorded once the whole stage is back, in the hooks' order: no hook of a stage reads another's
+    # score of the same stage. As in the original, the scoring is one whole: a stage with a failed
+    # hook records none of its scores and the later stages do not run (their keys stay unscored),
+    # the failures are the trace's errors
+    stages = (
+        ("metric", [(fn.__name__, fn, 1.0) for fn in metrics]),
+        ("reward", [(fn.__name__, fn, getattr(fn, "reward_weight", 1.0)) for fn in rewards]),
+        ("judge", [(j.reward_name, j.score, j.config.weight) for j in judges]),
+    )
+    for kind, hooks in stages:
         if not hooks:
             continue
         before = len(errors)
-        values = await together([one(kind, fn) for fn in hooks])  # each stage's calls made as it starts
+        values = await together([one(kind, name, fn) for name, fn, _ in hooks])  # a stage's calls made as it starts
         if len(errors) > before:
             break
-        for fn, value in zip(hooks, values, strict=True):
-            if stage == 0:
-                _record_metric(trace, fn.__name__, value)
-                continue
-            name, weight = fn.__name__, getattr(fn, "reward_weight", 1.0)
-            if isinstance(value, dict):
-                if trace.rewards.get(name) is None:
-                    trace.rewards.pop(name, None)
-                for key, v in value.items():
-                    trace.record_reward(key, v, weight)
+        for (name, _, weight), value in zip(hooks, values, strict=True):
+            if kind == "metric":
+                _record_metric(trace, name, value)
             else:
-                trace.record_reward(name, value, weight)
-    else:
-        if judges:
-            before = len(errors)
-            values = await together([judged(j) for j in judges])
-            if len(errors) == before:
-                for judge, value in zip(judges, values, strict=True):
-                    name = judge.reward_name
-                    if isinstance(value, dict):
-                        trace.rewards.pop(name, None)
-                        for key, v in value.items():
-                            trace.record_reward(key, v, judge.config.weight)
-                    else:
-                        trace.record_reward(name, value, judge.config.weight)
+                _record_reward(trace, name, value, weight)
     if not errors:
         return
     from verifiers.v1.errors import TaskError
@@ -378,6 +355,18 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
         # a task error (stop condition `task_error`) that keeps the hook's own traceback; its type
         # says what failed (HookTimeout, InvalidScore, HookError)
         _record(trace, exc, TaskError)
+
+
+def _record_reward(trace: Trace, name: str, value: Any, weight: float) -> None:
+    """A reward hook's (or judge's) value on the trace: a dict is several rewards (the hook's own
+    unscored key then goes), a number is the hook's."""
+    if isinstance(value, dict):
+        if trace.rewards.get(name) is None:
+            trace.rewards.pop(name, None)
+        for key, v in value.items():
+            trace.record_reward(key, v, weight)
+    else:
+        trace.record_reward(name, value, weight)
 
 
 def _record_metric(trace: Trace, name: str, value: Any) -> None:
