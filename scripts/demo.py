@@ -64,6 +64,36 @@ def run(cmd: list[str], *, check: bool = True, capture: bool = False, **kw) -> s
     return proc
 
 
+def pushed_in_order(packages: list[Path]) -> list[Path]:
+    """``packages`` with each one after the bundled environments it depends on (reasoning-mix after
+    its members): the check worker resolves a version's hub dependencies when it claims the check,
+    so a member pushed later would not be found."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    by_name = {canonicalize_name(p.name): p for p in packages}
+    needs = {}
+    for pkg in packages:
+        deps = tomllib.loads((pkg / "pyproject.toml").read_text())["project"].get("dependencies", [])
+        needs[pkg] = [by_name[n] for n in (canonicalize_name(Requirement(d).name) for d in deps) if n in by_name]
+    ordered: list[Path] = []
+
+    def visit(pkg: Path, path: tuple[Path, ...] = ()) -> None:
+        if pkg in ordered:
+            return
+        if pkg in path:
+            raise SystemExit(f"bundled environments depend on each other in a cycle: {' -> '.join(p.name for p in (*path, pkg))}")
+        for dep in needs[pkg]:
+            visit(dep, (*path, pkg))
+        ordered.append(pkg)
+
+    for pkg in packages:
+        visit(pkg)
+    return ordered
+
+
 def wait_http(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -150,7 +180,7 @@ def main() -> int:
         # 3. push --------------------------------------------------------------------------------
         say("pushing every bundled environment")
         pushed = []
-        packages = sorted(p for p in (ROOT / "environments").iterdir() if (p / "pyproject.toml").exists())
+        packages = pushed_in_order(sorted(p for p in (ROOT / "environments").iterdir() if (p / "pyproject.toml").exists()))
         bundled = [p.name for p in packages]
         for pkg in packages:
             res = run([*VF, "push", str(pkg)], check=False, capture=True)
