@@ -327,7 +327,9 @@ async def test_an_env_whose_run_raises_is_a_failed_episode_the_run_survives(tmp_
     assert out["metadata"]["num_errors"] == 1
     bad = lines[1]
     assert not bad["ok"] and not bad["complete"] and bad["error"]["source"] == "env"
-    assert "env logic broke" in bad["errors"][0]["message"]
+    # recorded as the original's boundary records it: an EnvError naming the hook, then the raised type
+    assert bad["errors"][0]["type"] == "EnvError"
+    assert bad["errors"][0]["message"] == "Broken.run(): RuntimeError: env logic broke"
     assert len(bad["traces"]) == 1 and bad["traces"][0]["rewards"]["correct"]["score"] == 1.0  # kept, scored
     assert lines[0]["ok"] and lines[2]["ok"]
 
@@ -813,3 +815,127 @@ async def test_the_advertised_window_is_read_defensively_and_once() -> None:
             assert await asyncio.gather(*(client.context_window("m") for _ in range(8))) == [4096] * 8
             assert served["n"] == 1
             assert await client.context_window("m") == 4096 and served["n"] == 1
+
+
+async def test_a_trainer_drives_episodes_through_serving_slots_and_run_episode() -> None:
+    """The original's driving API, as trainers (prime-rl bridges, tinker-cookbook) call it:
+    ``vf.ModelContext`` with a client config, ``env.serving()``, ``env.slots`` + ``env.run_slot``
+    under an episode semaphore, ``env.run_episode`` (outside ``serving`` too, with the env's
+    ``start``/``stop`` around it); the env's hook errors are ``EnvError`` records naming the hook."""
+    import asyncio
+
+    import verifiers.v1 as vf
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    calls: list[str] = []
+
+    class Watched(SingleAgentEnv):
+        async def start(self):
+            calls.append("start")
+
+        async def stop(self):
+            calls.append("stop")
+
+        async def setup(self, agents):
+            if agents.agent.config.max_turns == 7:
+                raise KeyError("no such seat")
+
+        async def finalize(self, task, episode):
+            if task.data.a == 1:
+                raise ValueError("judged badly")
+            episode.traces[0].record_metric("finalized", 1.0)
+
+    env = Watched(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 3}))
+    tasks = list(env.taskset)
+    async with ScriptedServer(_sum_answer, token_ids=True) as srv:
+        ctx = vf.ModelContext(model="scripted-model", client=vf.EvalClientConfig(base_url=srv.base_url),
+                              sampling=vf.SamplingConfig(max_tokens=16))
+        async with env.serving():
+            assert calls == ["start"]
+            slots = env.slots(tasks[0], 2)
+            minted, done = [], []
+
+            async def complete(ep):
+                done.append(ep.id)
+
+            episodes = await asyncio.gather(*(env.run_slot(s, ctx, asyncio.Semaphore(1), on_complete=complete,
+                                                            on_trace=minted.append) for s in slots))
+            assert [s.done for s in slots] == [True, True] and [s.episode for s in slots] == episodes
+            assert len(minted) == 2 and sorted(done) == sorted(e.id for e in episodes)
+            for ep in episodes:
+                assert ep.ok and ep.traces[0].reward == 1.0 and ep.traces[0].metrics["finalized"] == 1.0
+                assert ep.traces[0].nodes[-1].token_ids  # the server's token ids reach the trace
+            failed = await env.run_episode(tasks[1], ctx)  # its finalize raises
+            assert not failed.ok and failed.traces[0].reward == 1.0
+            assert [(e.type, e.message) for e in failed.errors] == [("EnvError", "Watched.finalize(): ValueError: judged badly")]
+            with pytest.raises(RuntimeError, match="does not nest"):
+                async with env.serving():
+                    pass
+        assert calls == ["start", "stop"]
+        assert srv.request_count == 3
+        # outside serving(): the episode holds the run's resources itself
+        env.config.agent.max_turns = 7
+        alone = await env.run_episode(tasks[2], vf.ModelContext(model="scripted-model", client={"base_url": srv.base_url}))
+    assert calls == ["start", "stop", "start", "stop"]
+    assert not alone.ok and alone.traces == []
+    assert [(e.type, e.message) for e in alone.errors] == [("EnvError", "Watched.setup(): KeyError: 'no such seat'")]
+    with pytest.raises(PluginError, match="client type 'train'"):
+        async with env.serving():
+            await env.run_episode(tasks[0], vf.ModelContext(model="m", client={"type": "train", "base_url": "http://127.0.0.1:9/v1"}))
+    with pytest.raises(TypeError, match=r"ModelContext\.client"):
+        vf.ModelContext(model="m", client=42)
+
+
+async def test_a_tasks_network_policy_the_runtime_cannot_keep_fails_the_episode_before_any_call(tmp_path) -> None:
+    """As the original: a task that restricts the network (``network_allow`` other than ``*``, or a
+    ``network_block``) on the subprocess runtime (the host's network) is refused, the episode an
+    ``EnvError`` with no trace and no model call; the sandbox runtime (no network) keeps a policy
+    that names no host to reach and refuses one that does."""
+    from verifiers.v1.runtimes import SandboxConfig, SubprocessConfig, network_policy_refusal
+    from verifiers.v1.task import TaskData
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
+    (task,) = list(env.taskset)
+    closed = type(task)(task.data.model_copy(update={"network_allow": [], "idx": 0}))
+    async with ScriptedServer(_sum_answer) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            out = await run_v1(env, [closed], client, model="scripted-model", folder=tmp_path)
+        finally:
+            await client.aclose()
+        assert srv.request_count == 0
+    (rec,) = map(json.loads, (tmp_path / "traces.jsonl").read_text().splitlines())
+    assert out["metadata"]["num_errors"] == 1 and not rec["ok"] and rec["traces"] == []
+    assert rec["errors"][0]["type"] == "EnvError"
+    assert rec["errors"][0]["message"] == ("SingleAgentEnv.run(): ValueError: task 0 requires a network policy, but the "
+                                           "subprocess runtime does not support framework-aware policies")
+    sub, box = SubprocessConfig(), SandboxConfig()
+    assert network_policy_refusal(sub, TaskData(prompt="x")) is None  # the default: any host
+    assert network_policy_refusal(sub, TaskData(prompt="x", network_block=["evil.example"])) is not None
+    assert network_policy_refusal(box, TaskData(prompt="x", network_allow=[])) is None
+    assert network_policy_refusal(box, TaskData(prompt="x", network_block=["evil.example"])) is None
+    assert "pypi.org" in network_policy_refusal(box, TaskData(prompt="x", network_allow=["pypi.org"]))
+
+
+async def test_an_empty_reply_is_recorded_without_content(tmp_path) -> None:
+    """As the original reads a chat reply: an empty one has no content (not ``""``), and a reply in
+    text parts is their text."""
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 2}})
+
+    from types import SimpleNamespace
+
+    from verifiers.v1.interception import response_from_model
+
+    def script(req):
+        return reply("") if "0 + 1" in req.messages[-1]["content"] else reply("3")
+
+    async with ScriptedServer(script) as srv:
+        await _run(env, srv, folder=tmp_path)
+    lines = {x["example_id"]: x for x in map(json.loads, (tmp_path / "traces.jsonl").read_text().splitlines())}
+    empty = lines[0]["traces"][0]["nodes"][-1]["message"]
+    assert empty["role"] == "assistant" and "content" not in empty
+    assert lines[0]["traces"][0]["rewards"]["correct"]["score"] == 0.0
+    assert lines[1]["traces"][0]["rewards"]["correct"]["score"] == 1.0
+    parts = SimpleNamespace(message={"role": "assistant", "content": [{"type": "text", "text": "3"}, {"type": "text", "text": "!"}]},
+                            prompt_token_ids=None, completion_token_ids=None, finish_reason="stop", raw={}, usage=None)  # fmt: skip
+    assert response_from_model(parts, "m").message.content == "3!"

@@ -5,6 +5,8 @@ source (prepared and run in the runtime, its model traffic through the intercept
 
 from __future__ import annotations
 
+import pytest
+
 import verifiers.v1 as vf
 from verifiers.clients import ModelClient
 from verifiers.testing.scripted import ScriptedServer
@@ -231,3 +233,47 @@ async def test_a_program_harness_takes_mcp_toolsets_through_the_shared_chat_prog
         requests = srv.request_count
     assert not trace.ok and requests == 0
     assert [e.type for e in trace.errors] == ["HarnessError"] and "programs get no MCP config" in trace.errors[0].message
+
+
+async def test_a_harness_that_makes_up_its_result_and_is_set_up_only_after_the_tasks_setup() -> None:
+    """A harness that never calls the model returns ``ProgramResult(exit_code=0, ...)`` as harnesses
+    written for the original do; its ``setup`` runs after the task's, and not at all when the
+    task's setup failed (the run is over then)."""
+    from verifiers.v1.runtimes import ProgramResult
+
+    seen: list[str] = []
+
+    class Quiet(vf.Harness[vf.HarnessConfig]):
+        NEEDS_CONTAINER = False
+        EXECUTES_CODE = False
+
+        async def setup(self, runtime):
+            seen.append("harness setup")
+
+        async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):
+            seen.append("launch")
+            return ProgramResult(exit_code=0, stdout="", stderr="")
+
+    env = SingleAgentEnv(SingleAgentEnvConfig(taskset={"id": "vf-capitals", "n": 1}))
+    env._harnesses["agent"] = Quiet(vf.HarnessConfig())
+    (task,) = list(env.taskset)
+
+    class Unready(type(task)):
+        async def setup(self, trace, runtime):
+            seen.append("task setup")
+            raise RuntimeError("no fixture")
+
+    async with ScriptedServer(lambda req: "Paris") as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            good = (await run_v1(env, [task], client, model="scripted-model")).state[0]["_episode"].traces[0]
+            assert seen == ["harness setup", "launch"] and good.ok and not good.errors
+            seen.clear()
+            bad = (await run_v1(env, [Unready(task.data)], client, model="scripted-model")).state[0]["_episode"].traces[0]
+        finally:
+            await client.aclose()
+        assert srv.request_count == 0
+    assert seen == ["task setup"]
+    assert not bad.ok and bad.errors[0].type == "TaskError" and "no fixture" in bad.errors[0].message
+    with pytest.raises(TypeError, match="give one"):
+        ProgramResult(1, "", "", exit_code=0)

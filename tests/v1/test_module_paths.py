@@ -22,7 +22,7 @@ from tests.v1.test_v1_surface import REASONS as API_REASONS
 
 _ACP = "ACP harnesses (agent programs over the Agent Client Protocol) are not here; the Harness plugin API takes third-party harnesses"
 _CLI = "the original's command-line implementation; ours is vf eval / validate / replay / init (verifiers.cli) with its TOML keys and console-script names"
-_CLIENT = "the v1 agents' model clients are our ModelClient (verifiers.clients) configured per role by AgentConfig.client"
+_CLIENT = "the original's live client classes (verifiers.v1.clients.eval/train/base): the v1 agents' model client is our ModelClient (verifiers.clients), made from the client configs (verifiers.v1.configs.client)"
 _DIALECT = "provider dialects of the interception proxy (Anthropic messages, OpenAI responses): ours speaks OpenAI chat completions, streaming included"
 _GEPA = "prompt optimisation (GEPA) is not here; vf-gepa says so in one line"
 _PROGRAM = "an agent-program harness not bundled here; docs/v1.md says which would run in our sandbox the way mini_swe_agent does and what each needs"
@@ -48,7 +48,6 @@ MODULE_REASONS: dict[str, str] = {
     "verifiers.v1.configs.cli": _CLI,
     "verifiers.v1.configs.cli.": _CLI,
     "verifiers.v1.clients.": _CLIENT,
-    "verifiers.v1.configs.client": _CLIENT,
     "verifiers.v1.configs.serve": _SERVE,
     "verifiers.v1.dialects": _DIALECT,
     "verifiers.v1.dialects.": _DIALECT,

@@ -382,3 +382,17 @@ def test_the_episode_json_is_byte_for_byte_the_general_serializers() -> None:
             record = json.loads(episode.to_json())
             assert [(t["num_input_tokens"], t["num_output_tokens"], t["num_total_tokens"]) for t in record["traces"]] == counts
             assert record["num_input_tokens"] == sum(c[0] for c in counts) and record["num_total_tokens"] == sum(c[2] for c in counts)
+
+
+def test_a_trace_built_by_hand_takes_a_roles_live_config() -> None:
+    """Trainers' tests build records as the original types them: ``AgentInfo(config=AgentConfig())``
+    is kept as the role's wire record, and the trace reads as any other."""
+    from verifiers.v1.configs import WireAgentConfig
+
+    info = vf.AgentInfo(config=vf.AgentConfig(max_turns=3), name="judge")
+    assert isinstance(info.config, WireAgentConfig) and info.config.max_turns == 3
+    trace = vf.Trace(task=vf.TraceTask(type="Task", data=vf.TaskData(idx=0)), agent=info,
+                     rewards={"correct": vf.Reward(score=1.0), "style": vf.Reward(score=0.5, weight=0.2)})  # fmt: skip
+    assert trace.reward == 1.1 and vf.Trace.model_validate_json(trace.model_dump_json()).agent.name == "judge"
+    with pytest.raises(pydantic.ValidationError):
+        vf.AgentInfo(config=vf.TaskData(idx=0))  # any other model is still refused

@@ -24,7 +24,8 @@ _ENV = "the rest of the env/agent layer (shared env configs, config-merging help
 _HARNESS = "ACP harnesses and harness sessions: after issue 19 step 5 (null/bash and the interception proxy are here)"
 _RUNTIME = ("live runtime processes: not yet (issue 19 step 6 brought the subprocess and sandbox runtimes and "
             "artifact collect/restore; the container configs load and are refused at start)")
-_CLIENT = "model clients of the v1 agents: come with the env/harness layer (step 4/5) over our ModelClient"
+_CLIENT = ("the original's live client classes: a v1 agent's model client is our ModelClient, made from the "
+           "client configs (EvalClientConfig, ...), which are here")
 _SERVE = "env servers and their pools: the env-server issue (the wire shapes are here: verifiers.v1.wire)"
 _GIT = "patch capture from a runtime's git checkout: not yet (not part of issue 19 step 6's runtimes)"
 
@@ -41,7 +42,7 @@ REASONS: dict[str, str] = {
         ("RuntimeInfo", "RuntimeProcess"),
         _RUNTIME,
     ),
-    **dict.fromkeys(("Client", "BaseClientConfig", "ClientConfig", "EvalClientConfig", "TrainClientConfig", "resolve_client"), _CLIENT),
+    **dict.fromkeys(("Client", "resolve_client"), _CLIENT),
     **dict.fromkeys(("ServeConfig", "StaticPoolConfig", "ElasticPoolConfig", "pool_serve_kwargs"), _SERVE),
     **dict.fromkeys(("PATCH_CAP_BYTES", "capture_patch", "resolve_head"), _GIT),
     "ACP": "0.3.0's ACP harness namespace, removed in 0.4.0 (ACPHarness): with the harness layer",

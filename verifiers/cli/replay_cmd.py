@@ -193,7 +193,7 @@ class Replayer:
             for name, r in trace.rewards.items():
                 if r is not None:
                     out.old_scores.setdefault(name, []).append(r.score)
-        failed = [e for e in episode.errors if not e.message.startswith(_finalize_prefix())]
+        failed = [e for e in episode.errors if not _finalize_error(e.message)]
         if failed:
             out.skipped.append(f"the episode failed: {failed[0].type}: {failed[0].message}"[:300])
             out.record = rec
@@ -264,10 +264,10 @@ class Replayer:
         return episode_record(state)
 
 
-def _finalize_prefix() -> str:
-    from verifiers.v1.rollout import FINALIZE_PREFIX
+def _finalize_error(message: str) -> bool:
+    from verifiers.v1.rollout import is_finalize_error
 
-    return FINALIZE_PREFIX
+    return is_finalize_error(message)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -26,6 +26,7 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator
 
 from verifiers.cli.errors import UserError
 from verifiers.v1.configs import BaseConfig
+from verifiers.v1.configs.client import BaseClientConfig
 from verifiers.v1.configs.select import SelectCLIConfig
 
 SHORT = {"-m": "model", "-n": "select.limit", "-r": "num_rollouts", "-c": "max_concurrent", "-o": "output_dir",
@@ -50,52 +51,15 @@ def saved_config(run_dir: Path) -> Path | None:
     return next((run_dir / rel for rel in SAVED_CONFIGS if (run_dir / rel).is_file()), None)
 
 
-class ClientTimeout(BaseConfig):
-    """The original's per-phase table (seconds; None: unbounded there). Our client bounds a whole
-    request with one figure: ``connect + read`` when ``read`` is set, else its own default."""
+class ClientSection(BaseClientConfig):
+    """``[client]``: the original's client config (``verifiers.v1.configs.client``), ``type``
+    ``eval`` or ``train``; ``train`` (its TrainClient: vLLM's token endpoint with client-side
+    rendering) is refused, its own keys taken so that the refusal is the one line it gets."""
 
-    connect: float | None = Field(30.0, gt=0)
-    read: float | None = Field(None, gt=0)
-    write: float | None = Field(None, gt=0)
-    pool: float | None = Field(None, gt=0)
-
-
-class ClientSection(BaseConfig):
     type: Literal["eval", "train"] = "eval"
-    """The original's client kinds: ``eval`` (OpenAI chat completions, what this command speaks);
-    ``train`` (its TrainClient: vLLM's token endpoint with client-side rendering) is refused."""
-    base_url: str = "http://127.0.0.1:8000/v1"
-    api_key_var: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    headers_from_env: dict[str, str] = Field(default_factory=dict)
-    """Header name -> environment variable; a variable that is set overrides the static header."""
-    timeout: float | ClientTimeout | None = Field(None)
-    # the train client's own keys, so a config written for it gets the one refusal line
     renderer: Any = None
     renderer_model_name: str | None = None
     multiplex: int | None = None
-
-    @field_validator("timeout")
-    @classmethod
-    def _positive(cls, value: Any) -> Any:
-        if isinstance(value, float) and value <= 0:
-            raise ValueError("timeout must be above 0 seconds")
-        return value
-
-    def client_fields(self) -> dict[str, Any]:
-        """Our ``ClientConfig`` fields for this section (headers from the environment resolved now)."""
-        import os
-
-        headers = {**self.headers, **{name: os.environ[var] for name, var in self.headers_from_env.items() if var in os.environ}}
-        out: dict[str, Any] = {"base_url": self.base_url, "headers": headers}
-        if self.api_key_var is not None:
-            out["api_key_var"] = self.api_key_var
-        timeout = self.timeout
-        if isinstance(timeout, ClientTimeout):
-            timeout = (timeout.connect or 0.0) + timeout.read if timeout.read is not None else None
-        if timeout is not None:
-            out["timeout"] = timeout
-        return out
 
 
 class RunSection(BaseConfig):

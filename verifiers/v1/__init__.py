@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from verifiers.v1.artifacts import collect, restore
-    from verifiers.v1.clients import ModelContext
+    from verifiers.v1.clients import (
+        BaseClientConfig,
+        ClientConfig,
+        EvalClientConfig,
+        ModelContext,
+        TrainClientConfig,
+    )
     from verifiers.v1.configs import (
         BaseConfig,
         DecoratedFunctionConfig,
@@ -248,6 +254,7 @@ _LAZY: dict[str, str] = {
     "Segment": "verifiers.v1.agents:Segment",
     "make_agent": "verifiers.v1.agents:make_agent",
     "Env": "verifiers.v1.env:Env",
+    "RunSlot": "verifiers.v1.env:RunSlot",
     "environment_class": "verifiers.v1.env:environment_class",
     "env_config_type": "verifiers.v1.env:env_config_type",
     "import_environment": "verifiers.v1.env:import_environment",
@@ -275,6 +282,10 @@ _LAZY: dict[str, str] = {
     # judges
     "Judge": "verifiers.v1.judge:Judge",
     "ModelContext": "verifiers.v1.clients:ModelContext",
+    "BaseClientConfig": "verifiers.v1.configs.client:BaseClientConfig",
+    "ClientConfig": "verifiers.v1.configs.client:ClientConfig",
+    "EvalClientConfig": "verifiers.v1.configs.client:EvalClientConfig",
+    "TrainClientConfig": "verifiers.v1.configs.client:TrainClientConfig",
     "JudgeConfig": "verifiers.v1.configs:JudgeConfig",
     "Judges": "verifiers.v1.configs:Judges",
     "JudgeResponse": "verifiers.v1.judge:JudgeResponse",
@@ -311,8 +322,10 @@ __all__ = [
     "ApptainerConfig",
     "Artifact",
     "AssistantMessage",
+    "BaseClientConfig",
     "BaseConfig",
     "Branch",
+    "ClientConfig",
     "ContentPart",
     "Criterion",
     "DecisionJudge",
@@ -325,6 +338,7 @@ __all__ = [
     "EnvInfo",
     "Episode",
     "Error",
+    "EvalClientConfig",
     "EvalRunInfo",
     "EvalWorkInfo",
     "GroupInfo",
@@ -366,6 +380,7 @@ __all__ = [
     "RubricJudge",
     "RubricJudgeConfig",
     "RunInfo",
+    "RunSlot",
     "Runtime",
     "RuntimeConfig",
     "Sampling",
@@ -407,6 +422,7 @@ __all__ = [
     "ToolsetError",
     "Trace",
     "TraceTask",
+    "TrainClientConfig",
     "TrainRunInfo",
     "TrainWorkInfo",
     "TunnelError",

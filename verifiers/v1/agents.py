@@ -44,6 +44,7 @@ from verifiers.v1.runtimes import (
     RuntimeConfig,
     SubprocessConfig,
     make_runtime,
+    network_policy_refusal,
     resolve_runtime_config,
     task_runtime_config,
 )
@@ -215,6 +216,8 @@ class RunContext:
         return None
     on_open: Callable[[Trace], None] | None = None
     """Called with each trace as it is minted (an env server streams it from there on)."""
+    on_discard: Callable[[Trace], None] | None = None
+    """Called with each trace of a run's try that its ``[env.<role>.retries]`` abandoned."""
 
 
 class Interaction:
@@ -351,6 +354,9 @@ class Agent:
                     self._hand_on(kept)
                 return trace
             history.extend(trace.errors)
+            if self.run_ctx.on_discard is not None:
+                for dropped in held:
+                    self.run_ctx.on_discard(dropped)
             logger.warning("retrying %s's run (retry %d of at most %d) after %s", self.name, attempt + 1, state.max_retries, trace.errors[-1].type if trace.errors else "an error")
             await asyncio.sleep(backoff(attempt))
         return trace  # not reached: the last try always returns
@@ -385,6 +391,10 @@ class Agent:
         from verifiers.v1.interception import CallContext
         from verifiers.v1.mcp.client import ToolServers, finish
 
+        if runtime is None:  # as the original: a task whose network policy its runtime cannot keep fails the env's run
+            refused = network_policy_refusal(task_runtime_config(self.config.runtime, getattr(task.data, "resources", None)), task.data)
+            if refused is not None:
+                raise ValueError(refused)
         servers = ToolServers()
         try:
             client, sampling, model = self._client(), self._sampling(), self.model
@@ -430,7 +440,7 @@ class Agent:
                 # the base classes' hooks do nothing: a stage is run only for an override
                 if overrides(task, Task, "setup"):
                     await self._stage(trace, "setup", lambda: invoke(task.setup, {"trace": trace, "runtime": runtime}), self.config.timeout.setup or task.data.timeout.setup)
-                if overrides(self.harness, Harness, "setup"):
+                if overrides(self.harness, Harness, "setup") and not trace.is_completed:  # not after a failed task setup
                     await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
             if runtime is not None and not trace.is_completed:
                 await self._open_tools(it, servers, self.config.timeout.setup or task.data.timeout.setup)

@@ -14,7 +14,13 @@ the run: concurrency, timeouts, error recording, ``traces.jsonl``, resume and th
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import time
+import traceback
 from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic
 
@@ -31,7 +37,7 @@ from verifiers.v1.agents import (
 )
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
-from verifiers.v1.errors import EnvError
+from verifiers.v1.errors import EnvError, crossed
 from verifiers.v1.fields import put_field
 from verifiers.v1.harness import Harness, default_harness_id, load_harness
 from verifiers.v1.loading import EnvConfig, load_taskset, v1_taskset_class
@@ -40,7 +46,10 @@ from verifiers.v1.runtimes import SubprocessConfig
 from verifiers.v1.trace import Error, Trace, TraceTask
 
 if TYPE_CHECKING:
+    from verifiers.v1.clients import ModelContext
     from verifiers.v1.task import Task
+
+logger = logging.getLogger(__name__)
 
 ConfigT = TypeVar("ConfigT", bound=EnvConfig, default=EnvConfig)
 DEFAULT_ENV = "single-agent"
@@ -48,6 +57,9 @@ DEFAULT_ENV = "single-agent"
 
 class Env(ABC, Generic[ConfigT]):
     """A taskset, the agents that play it, and how one task becomes one episode."""
+
+    _serving: _Serving | None = None
+    """What ``serving()`` holds while its block runs."""
 
     def __init__(self, config: ConfigT) -> None:
         config_cls = self.config_type()
@@ -101,6 +113,10 @@ class Env(ABC, Generic[ConfigT]):
 
     # --- machinery -------------------------------------------------------------------------------
 
+    def has_own_finalize(self) -> bool:
+        """Whether this env has a ``finalize`` of its own (the base class's does nothing)."""
+        return overrides(self, Env, "finalize")
+
     def check(self) -> None:
         """Refuse, before any episode, a role whose harness or runtime cannot start here: one
         line each (``PluginError``)."""
@@ -126,7 +142,111 @@ class Env(ABC, Generic[ConfigT]):
         specs = {name: spec for name in self._harnesses if isinstance(spec := getattr(config, name, None), AgentConfig)}
         return Agents(specs, make)
 
-    async def run_episode(self, task: Task, run_ctx: RunContext) -> Episode:
+    # --- driving episodes from a trainer (the original's API) ----------------------------------
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """Hold what a run of episodes shares while the block runs: the env checked and started
+        (``start`` / ``stop``), the interception proxy, the taskset's shared toolsets, the roles'
+        own clients and the model clients made from ``ModelContext`` configs (one per endpoint,
+        closed at the end). Plan with ``slots`` and play with ``run_slot`` / ``run_episode``
+        inside it."""
+        from verifiers.v1.rollout import EpisodeRunner
+
+        if self._serving is not None:
+            raise RuntimeError(f"{type(self).__name__} is serving already (env.serving() does not nest)")
+        runner = EpisodeRunner(self)
+        serving = _Serving(runner)
+        self._serving = serving
+        try:
+            await runner.start()
+            yield
+        finally:
+            self._serving = None
+            try:
+                await serving.close_clients()
+            finally:
+                await runner.close()
+
+    def slots(self, task: Task, n: int = 1) -> list[RunSlot]:
+        """``n`` independent episodes of ``task`` to play (``-r n``)."""
+        if n < 1:
+            raise ValueError("a task needs at least one rollout (n >= 1)")
+        return [RunSlot(task) for _ in range(n)]
+
+    async def run_slot(
+        self, slot: RunSlot, ctx: ModelContext, semaphore: asyncio.Semaphore | None = None,
+        on_complete: Callable[[Episode], Awaitable[None]] | None = None, on_trace: Callable[[Trace], None] | None = None,
+    ) -> Episode:  # fmt: skip
+        """Play one planned episode to its end, again while it fails with an error the env's
+        ``[env.retries]`` allow another try for (each try's errors go first on the final one).
+        ``semaphore`` bounds episodes in flight (held for a whole try, not across a retry's
+        backoff or ``on_complete``); ``on_trace`` sees each trace as it is minted, after it
+        joined ``slot.traces`` (a retry starts the list afresh); ``on_complete`` gets the final
+        episode."""
+        from verifiers.v1.utils.retries import RetryState, backoff
+
+        async def attempt() -> Episode:
+            slot.traces = []
+            live = slot.traces
+
+            def minted(trace: Trace) -> None:
+                live.append(trace)
+                if on_trace is not None:
+                    on_trace(trace)
+
+            def discard(trace: Trace) -> None:
+                with contextlib.suppress(ValueError):
+                    live.remove(trace)
+
+            async with semaphore if semaphore is not None else contextlib.nullcontext():
+                return await self.run_episode(slot.task, ctx, on_trace=minted, on_discard=discard)
+
+        if slot.started is None:
+            slot.started = time.time()
+        episode = await attempt()
+        retry = getattr(self.config, "retries", None)
+        if retry is not None and (retry.max_retries or retry.rules):
+            state, history = RetryState(retry), []
+            for n in range(state.max_retries):
+                errors = [*episode.errors, *(e for t in episode.traces if not t.ok for e in t.errors)]
+                if episode.ok or state.next_error(errors) is None:
+                    break
+                history.extend(errors)
+                logger.warning("retrying episode %s (retry %d of at most %d) after %s", episode.id, n + 1, state.max_retries, errors[0].type)
+                await asyncio.sleep(backoff(n))
+                episode = await attempt()
+            if history:
+                episode.errors[:0] = history  # its standing (ok) stays the last try's
+        slot.traces = list(episode.traces)
+        slot.episode = episode
+        slot.done = True
+        if on_complete is not None:
+            await on_complete(episode)
+        return episode
+
+    async def run_episode(
+        self, task: Task, ctx: ModelContext, *, on_trace: Callable[[Trace], None] | None = None,
+        on_discard: Callable[[Trace], None] | None = None,
+    ) -> Episode:  # fmt: skip
+        """One whole episode of ``task`` against ``ctx``'s model: ``setup`` and ``run`` over fresh
+        agents (each run scored as it ends), then ``finalize``; a failure is on the episode
+        (``errors``, ``ok`` False), never raised. ``on_trace`` sees each trace as it is minted,
+        ``on_discard`` one an agent's own retry abandoned. Inside ``serving()`` the episode uses
+        its resources; outside, it holds its own for the episode (``start`` and ``stop``
+        included)."""
+        from verifiers.v1.rollout import finalize_episode
+
+        if self._serving is None:
+            async with self.serving():
+                return await self.run_episode(task, ctx, on_trace=on_trace, on_discard=on_discard)
+        run_ctx = self._serving.run_context(self, ctx, on_trace, on_discard)
+        episode = await self.play_episode(task, run_ctx)
+        with running(run_ctx):
+            await finalize_episode(self, task, episode)
+        return episode
+
+    async def play_episode(self, task: Task, run_ctx: RunContext) -> Episode:
         """Play one episode: its traces, each scored as its run ended (the env's ``finalize`` is
         still to run). An exception of ``run`` fails the episode (recorded, not raised)."""
         finished: list[Trace] = []
@@ -138,27 +258,27 @@ class Env(ABC, Generic[ConfigT]):
         limit = self.config.timeout.episode
         deadline = asyncio.timeout(limit)
         timed_out = False
+        hook = "setup"
         try:
             agents = self.agents_for(run_ctx)
             with running(run_ctx):
                 async with deadline:
                     if overrides(self, Env, "setup"):  # the base class's setup does nothing
                         await self.setup(agents)
+                    hook = "run"
                     await self.run(task, agents)
             if not finished:
                 raise EnvError(f"{type(self).__name__}.run() played no agent: an episode needs at least one agent run")
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise  # a cancelled episode (the rollout's timeout) is never finalized; its runs' boxes are stopped
-        except TimeoutError as exc:
-            if deadline.expired():  # [env.timeout] episode: the agent runs finished by then stay
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and deadline.expired():  # [env.timeout] episode: the runs finished by then stay
                 timed_out = True
                 message = f"{type(self).__name__}.run() ran past its {limit:g} s deadline ([env.timeout] episode)"
-            else:
-                message = str(EnvError(f"{type(exc).__name__}: {exc}"))
-            episode.errors.append(Error(type="TimeoutError", message=message))
-        except Exception as exc:
-            err = exc if isinstance(exc, EnvError) else EnvError(f"{type(exc).__name__}: {exc}")
-            episode.errors.append(Error(type=type(exc).__name__, message=str(err)))
+                episode.errors.append(Error(type="TimeoutError", message=message))
+            else:  # as the original's boundary: EnvError "MyEnv.run(): KeyError: ..."
+                err = crossed(f"{type(self).__name__}.{hook}()", exc)
+                episode.errors.append(Error(type=type(err).__name__, message=str(err), traceback=traceback.format_exc()))
         finally:
             run_ctx.on_trace = previous
         put_field(episode, "traces", finished)
@@ -166,6 +286,64 @@ class Env(ABC, Generic[ConfigT]):
         put_field(episode, "is_timeout", timed_out)  # the env's own deadline only; a run's stage deadline flags its trace
         return episode
 
+
+
+@dataclass
+class RunSlot:
+    """One planned episode, to watch while it plays: ``traces`` holds the try under way (a retry
+    starts it afresh); ``episode`` and ``done`` are set when it ends; ``started`` when it began."""
+
+    task: Task
+    traces: list[Trace] = field(default_factory=list)
+    episode: Episode | None = None
+    done: bool = False
+    started: float | None = None
+
+    @classmethod
+    def finished(cls, episode: Episode) -> RunSlot:
+        from verifiers.v1.task import Task
+
+        return cls(task=Task(episode.task.data), traces=list(episode.traces), episode=episode, done=True)
+
+
+class _Serving:
+    """What ``Env.serving()`` holds: the run's resources and a model client per endpoint config."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+        self.clients: dict[str, Any] = {}
+        self.wires: dict[int, Any] = {}
+
+    def client_of(self, ctx: ModelContext) -> Any:
+        from verifiers.v1.configs.client import TRAIN_CLIENT_REFUSED, BaseClientConfig, TrainClientConfig
+
+        config = ctx.client
+        if not isinstance(config, BaseClientConfig):
+            return config  # a live model client, its owner's to close
+        if isinstance(config, TrainClientConfig):
+            raise PluginError(TRAIN_CLIENT_REFUSED)
+        key = config.model_dump_json()
+        client = self.clients.get(key)
+        if client is None:
+            from verifiers.clients import ModelClient
+
+            client = self.clients[key] = ModelClient.from_any(config.client_fields())
+        return client
+
+    def run_context(self, env: Env, ctx: ModelContext, on_trace: Any, on_discard: Any) -> RunContext:
+        runner = self.runner
+        limit = getattr(env.config, "max_concurrent_agents", None)
+        return RunContext(
+            client=self.client_of(ctx), model=ctx.model, sampling=ctx.sampling_args(), proxy=runner.proxy,
+            gate=asyncio.Semaphore(limit) if limit else None, clients=runner.clients, toolsets=runner.toolsets,
+            on_open=on_trace, on_discard=on_discard, wires=self.wires,
+        )  # fmt: skip
+
+    async def close_clients(self) -> None:
+        clients, self.clients = list(self.clients.values()), {}
+        for client in clients:
+            with contextlib.suppress(Exception):
+                await client.aclose()
 
 
 # --- loading by id ---------------------------------------------------------------------------------

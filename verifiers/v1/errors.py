@@ -48,3 +48,15 @@ def stop_condition(error: BaseException) -> str:
     if isinstance(error, RolloutError):
         return type(error).__name__.removesuffix("Error").lower() + "_error"
     return "error"
+
+
+def crossed(what: str, error: BaseException, boundary: type[RolloutError] = EnvError) -> RolloutError:
+    """``error``, escaped from user code at ``what`` (``"MyEnv.finalize()"``), as the error the
+    boundary records, as the original words it: a rollout error passes unchanged (it crossed a
+    more specific boundary first); a ``TimeoutError`` the code raised itself is ``<what> timed
+    out``; anything else is ``<what>: <Type>: <message>``."""
+    if isinstance(error, RolloutError):
+        return error
+    if isinstance(error, TimeoutError):
+        return boundary(f"{what} timed out")
+    return boundary(f"{what}: {type(error).__name__}: {error}")

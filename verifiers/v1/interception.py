@@ -124,7 +124,11 @@ def response_from_model(resp: Any, model: str) -> Response:
     """Our model client's ``ModelResponse`` as a v1 ``Response`` (tokens when the server sent them)."""
     msg = resp.message or {}  # read only
     calls = [ToolCall(**_call_from_openai(c)) for c in msg.get("tool_calls") or ()]
-    message = AssistantMessage(content=msg.get("content"), reasoning_content=msg.get("reasoning_content"), tool_calls=calls or None)
+    content = msg.get("content")
+    if isinstance(content, list):  # text parts: their text, as the original reads a chat reply
+        content = "".join(p.get("text") or "" for p in content if isinstance(p, dict))
+    # an empty reply has no content (None, as the original records it), not an empty string
+    message = AssistantMessage(content=content or None, reasoning_content=msg.get("reasoning_content"), tool_calls=calls or None)
     tokens = None
     if resp.prompt_token_ids is not None and resp.completion_token_ids is not None:
         raw_lps = list(resp.completion_logprobs or [])

@@ -292,6 +292,7 @@ class Judge(Generic[ParsedT, ConfigT]):
                 "type": "json_schema",
                 "json_schema": {"name": schema.__name__, "schema": strict_json_schema(schema.model_json_schema()), "strict": True},
             }
+            args["stream"] = False  # the body the openai SDK's structured-output parse sends
         response: JudgeResponse[Any] | None = None
         try:
             try:

@@ -19,13 +19,14 @@ import asyncio
 import contextlib
 import functools
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verifiers.engine import GroupPlan, RolloutPlan, RunConfig, run_groups
 from verifiers.utils.results import HeadedRecord
-from verifiers.v1.agents import RunContext, overrides
+from verifiers.v1.agents import RunContext
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
 from verifiers.v1.mcp.client import SharedToolsets, finish
@@ -94,13 +95,20 @@ class V1Scorer:
                 fill_state(state, episode, self.env)
 
 
-FINALIZE_PREFIX = "finalize: "
+def is_finalize_error(message: str) -> bool:
+    """Whether an episode error is its env's ``finalize`` failing (``MyEnv.finalize(): ...``; run
+    folders written before carry ``finalize: ...``): ``vf replay`` runs finalize again."""
+    return message.startswith("finalize: ") or _FINALIZE_HOOK.match(message) is not None
+
+
+_FINALIZE_HOOK = re.compile(r"[\w.]+\.finalize\(\)[ :]")
 
 
 async def finalize_episode(env: Env, task: Task, episode: Episode) -> None:
     """The env's ``finalize`` over a scored episode (skipped when the episode already failed); a
-    failure is an episode error (``finalize: ...``). Then the episode's standing (``ok``)."""
-    if not episode.errors and _finalizes(env):
+    failure is an episode error, as the original records it (``EnvError``, ``MyEnv.finalize():
+    KeyError: ...``). Then the episode's standing (``ok``)."""
+    if not episode.errors and env.has_own_finalize():
         limit = env.config.timeout.finalize
         deadline = asyncio.timeout(limit)
         try:
@@ -109,21 +117,19 @@ async def finalize_episode(env: Env, task: Task, episode: Episode) -> None:
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
-            from verifiers.v1.errors import EnvError
+            import traceback
 
-            message = f"{exc}"
+            from verifiers.v1.errors import crossed
+
+            what = f"{type(env).__name__}.finalize()"
             if isinstance(exc, TimeoutError) and deadline.expired():  # [env.timeout] finalize
-                message = f"{type(env).__name__}.finalize() ran past its {limit:g} s deadline ([env.timeout] finalize)"
                 episode.is_timeout = True
-            episode.errors.append(Error(type=type(exc).__name__, message=str(EnvError(f"{FINALIZE_PREFIX}{message}"))))
+                message = f"{what} ran past its {limit:g} s deadline ([env.timeout] finalize)"
+                episode.errors.append(Error(type="TimeoutError", message=message))
+            else:
+                err = crossed(what, exc)
+                episode.errors.append(Error(type=type(err).__name__, message=str(err), traceback=traceback.format_exc()))
     episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
-
-
-def _finalizes(env: Env) -> bool:
-    """Whether ``env`` has a ``finalize`` of its own (the base class's does nothing)."""
-    from verifiers.v1.env import Env  # env imports this module
-
-    return overrides(env, Env, "finalize")
 
 
 def fill_state(state: State, episode: Episode, env: Env) -> None:
@@ -252,7 +258,7 @@ def group_plan(
         run_ctx = RunContext(client=client, model=model, sampling=dict(sampling_args), proxy=proxy,
                              gate=asyncio.Semaphore(limit) if limit else None, clients=role_clients, toolsets=toolsets,
                              on_open=state.get("_on_open"), wires=wires)  # fmt: skip
-        episode = await env.run_episode(state["_task"], run_ctx)
+        episode = await env.play_episode(state["_task"], run_ctx)
         retry = getattr(env.config, "retries", None)
         if not episode.ok and retry is not None and (retry.max_retries or retry.rules):
             episode, state["_earlier_errors"] = await _retried(env, state["_task"], run_ctx, retry, episode)
@@ -285,7 +291,7 @@ async def _retried(env: Env, task: Any, run_ctx: RunContext, retry: Any, episode
             history.extend(trace.errors)
         logger.warning("retrying episode %s (retry %d of at most %d) after %s", episode.id, attempt + 1, state.max_retries, errors[0].type)
         await asyncio.sleep(backoff(attempt))
-        episode = await env.run_episode(task, run_ctx)
+        episode = await env.play_episode(task, run_ctx)
     return episode, history
 
 

@@ -12,7 +12,16 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic
 
-from pydantic import BaseModel, Field, PrivateAttr, computed_field, field_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    computed_field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 from typing_extensions import TypeVar
 
 from verifiers.v1 import graph
@@ -102,6 +111,19 @@ class AgentInfo(BaseModel, Generic[AgentConfigT]):
     """The box the rollout ran in (its runtime's description); None until provisioned."""
     name: str = "agent"
     trainable: bool = True
+
+    @field_validator("config", mode="wrap")
+    @classmethod
+    def _role_config(cls, value: Any, handler: Any) -> Any:
+        """A role's live config (an ``AgentConfig``, as the original's records hold and trainers'
+        tests build them) is recorded as its wire form when the record's type is that."""
+        try:
+            return handler(value)
+        except ValidationError:
+            wire = getattr(value, "wire", None)
+            if isinstance(value, BaseModel) and callable(wire):
+                return handler(wire())
+            raise
 
 
 class TraceTask(BaseModel, Generic[DataT]):
@@ -460,8 +482,10 @@ class Trace(BaseModel, Generic[DataT, StateT, AgentConfigT]):
         kept apart from the agent's own calls. ``response`` is a ``JudgeResponse``."""
         record = response.model_dump(mode="json")
         text = record.pop("text", "")
+        # the reply as the original dumps it: the whole assistant message, its unset fields null
+        message = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None, "provider_state": None}
         self.info.setdefault("judge_calls", []).append(
-            {"name": name, "request": json_copy(request), "response": {"message": {"role": "assistant", "content": text}, **record}}
+            {"name": name, "request": json_copy(request), "response": {"message": message, **record}}
         )
         if response.usage is not None:
             self.extra_usage.append(response.usage)

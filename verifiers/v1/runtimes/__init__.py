@@ -219,14 +219,51 @@ def resolve_runtime_config(data: Any) -> RuntimeConfig:
     return cls.model_validate({**data, "type": kind})
 
 
-@dataclass(slots=True)
+def network_policy_refusal(config: RuntimeConfig, data: Any) -> str | None:
+    """Why a run of the task ``data`` describes cannot start on the runtime ``config`` for its
+    network policy (``network_allow`` other than ``["*"]``, or any ``network_block``), None when
+    it can. As in the original, a runtime that cannot enforce a policy refuses the task rather than
+    run it on an open network: the subprocess runtime (the host's network) refuses every policy;
+    the sandbox runtime (no network at all) keeps any policy that asks for no host (an empty
+    allow list, or blocks only) and refuses one that names hosts to reach."""
+    allow = list(getattr(data, "network_allow", None) or [])
+    block = list(getattr(data, "network_block", None) or [])
+    if "*" in allow and not block:
+        return None
+    if isinstance(config, SandboxConfig):
+        named = [h for h in allow if h != "*"]
+        if not named:
+            return None
+        return (f"task {getattr(data, 'idx', None)!r} allows network hosts {named}, but the sandbox runtime has no network "
+                "(its programs reach only the model proxy)")  # fmt: skip
+    if not isinstance(config, SubprocessConfig):
+        return None  # a container or hosted runtime: refused at start here when its engine or service is absent
+    return (f"task {getattr(data, 'idx', None)!r} requires a network policy, but the {config.type} runtime does not "
+            "support framework-aware policies")  # fmt: skip
+
+
+@dataclass(slots=True, init=False)
 class ProgramResult:
-    """A finished program: its exit status and output (text, decoded as UTF-8 with replacement)."""
+    """A finished program: its exit status and output (text, decoded as UTF-8 with replacement).
+    Built as ``ProgramResult(returncode, stdout, stderr)`` or, as harnesses written for the
+    original do, ``ProgramResult(exit_code=..., stdout=..., stderr=...)``."""
 
     returncode: int
     stdout: str
     stderr: str
-    timed_out: bool = False
+    timed_out: bool
+
+    def __init__(
+        self, returncode: int | None = None, stdout: str = "", stderr: str = "", timed_out: bool = False, *,
+        exit_code: int | None = None,
+    ) -> None:  # fmt: skip
+        if exit_code is not None:
+            if returncode is not None and returncode != exit_code:
+                raise TypeError(f"ProgramResult got returncode={returncode} and exit_code={exit_code}: give one")
+            returncode = exit_code
+        if returncode is None:
+            raise TypeError("ProgramResult needs the program's exit status (returncode, or exit_code)")
+        self.returncode, self.stdout, self.stderr, self.timed_out = returncode, stdout, stderr, timed_out
 
     @property
     def ok(self) -> bool:
