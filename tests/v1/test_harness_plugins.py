@@ -274,6 +274,6 @@ async def test_a_harness_that_makes_up_its_result_and_is_set_up_only_after_the_t
             await client.aclose()
         assert srv.request_count == 0
     assert seen == ["task setup"]
-    assert not bad.ok and bad.errors[0].type == "TaskError" and "no fixture" in bad.errors[0].message
+    assert not bad.ok and (bad.errors[0].type, bad.errors[0].message) == ("TaskError", "task setup: RuntimeError: no fixture")
     with pytest.raises(TypeError, match="give one"):
         ProgramResult(1, "", "", exit_code=0)

@@ -26,7 +26,7 @@ from typing_extensions import TypeVar
 
 from verifiers.v1.configs import BaseConfig, WireAgentConfig
 from verifiers.v1.configs.retries import RetryConfig
-from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, TaskError, ToolsetError
+from verifiers.v1.errors import HarnessError, RolloutError, SandboxError, TaskError, ToolsetError, crossed
 from verifiers.v1.fields import AS_ANY, put_field
 from verifiers.v1.harness import (
     Harness,
@@ -439,9 +439,9 @@ class Agent:
             if runtime is not None and not trace.is_completed:
                 # the base classes' hooks do nothing: a stage is run only for an override
                 if overrides(task, Task, "setup"):
-                    await self._stage(trace, "setup", lambda: invoke(task.setup, {"trace": trace, "runtime": runtime}), self.config.timeout.setup or task.data.timeout.setup)
+                    await self._stage(trace, "setup", lambda: invoke(task.setup, {"trace": trace, "runtime": runtime}), self.config.timeout.setup or task.data.timeout.setup, "task setup")
                 if overrides(self.harness, Harness, "setup") and not trace.is_completed:  # not after a failed task setup
-                    await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup)
+                    await self._stage(trace, "setup", lambda: self.harness.setup(runtime), self.config.timeout.setup, "harness setup", HarnessError)
             if runtime is not None and not trace.is_completed:
                 await self._open_tools(it, servers, self.config.timeout.setup or task.data.timeout.setup)
             now = time.time()
@@ -491,7 +491,7 @@ class Agent:
         going_on = runtime is not None and not (current is not None and current.cancelling())
         if going_on and not trace.errors:
             if overrides(task, Task, "finalize"):  # the base class's finalize does nothing
-                await self._stage(trace, "finalize", lambda: invoke(task.finalize, {"trace": trace, "runtime": runtime}), self.config.timeout.finalize or task.data.timeout.finalize)
+                await self._stage(trace, "finalize", lambda: invoke(task.finalize, {"trace": trace, "runtime": runtime}), self.config.timeout.finalize or task.data.timeout.finalize, "task finalize")
             if collect_artifacts and task.data.artifacts and not trace.errors:
                 await self._collect(trace, task, runtime)
         now = time.time()
@@ -576,16 +576,23 @@ class Agent:
             tools.pop(name, None)
         it.tools = tools
 
-    async def _stage(self, trace: Trace, stage: str, fn: Callable[[], Any], limit: float | None) -> None:
+    async def _stage(
+        self, trace: Trace, stage: str, fn: Callable[[], Any], limit: float | None, what: str, error: type[RolloutError] = TaskError,
+    ) -> None:  # fmt: skip
+        """One stage's hook under its deadline: past it, a ``<stage>`` timeout; a failure is
+        recorded as the original's boundary words it (``TaskError "task setup: KeyError: ..."``,
+        ``HarnessError "harness setup: ..."``; a rollout error as it was raised)."""
+        deadline = asyncio.timeout(limit)
         try:
-            async with asyncio.timeout(limit):
+            async with deadline:
                 await fn()
-        except TimeoutError:
-            trace.record_timeout(stage)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
-            trace.record_error(exc if isinstance(exc, RolloutError) else TaskError(f"{stage}: {type(exc).__name__}: {exc}"))
+            if isinstance(exc, TimeoutError) and deadline.expired():
+                trace.record_timeout(stage)
+            else:
+                trace.record_error(crossed(what, exc, error))
 
     async def _play(self, it: Interaction) -> list[Any]:
         """One turn of the harness: the in-process loop, or the program through the proxy."""
