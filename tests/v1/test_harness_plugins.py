@@ -277,3 +277,17 @@ async def test_a_harness_that_makes_up_its_result_and_is_set_up_only_after_the_t
     assert not bad.ok and (bad.errors[0].type, bad.errors[0].message) == ("TaskError", "task setup: RuntimeError: no fixture")
     with pytest.raises(TypeError, match="give one"):
         ProgramResult(1, "", "", exit_code=0)
+
+    class Boom(Quiet):
+        async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):
+            raise RuntimeError("exploded")
+
+    env._harnesses["agent"] = Boom(vf.HarnessConfig(id="boom"))
+    async with ScriptedServer(lambda req: "Paris") as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            failed = (await run_v1(env, [task], client, model="scripted-model")).state[0]["_episode"].traces[0]
+        finally:
+            await client.aclose()
+    assert (failed.errors[0].type, failed.errors[0].message) == ("HarnessError", "harness 'boom': RuntimeError: exploded")
+    assert failed.stop_condition == "harness_error"

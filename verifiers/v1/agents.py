@@ -278,10 +278,10 @@ class Interaction:
                 if budget.expired():  # the agent's time budget is spent: a stop, not a failure
                     trace.record_timeout("agent")
                 else:
-                    trace.record_error(HarnessError(f"{type(exc).__name__}: {exc}"))
+                    trace.record_error(crossed(f"harness {self.agent.harness.config.id!r}", exc, HarnessError))
             except Exception as exc:
                 if not getattr(exc, "recorded", False):  # a failed hook is on the trace already
-                    trace.record_error(exc if isinstance(exc, RolloutError) else HarnessError(f"{type(exc).__name__}: {exc}"))
+                    trace.record_error(crossed(f"harness {self.agent.harness.config.id!r}", exc, HarnessError))
             finally:
                 if self.time_left is not None:
                     self.time_left = max(0.0, self.time_left - (time.monotonic() - started))
