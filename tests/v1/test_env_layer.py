@@ -263,6 +263,10 @@ async def test_bash_harness_runs_commands_and_edits_in_the_runtime(tmp_path) -> 
             assert {t["function"]["name"] for t in req.tools} >= {"bash", "edit", "add"}
             edit = next(t["function"] for t in req.tools if t["function"]["name"] == "edit")
             assert sorted(edit["parameters"]["properties"]) == ["new_str", "old_str", "path"]
+            # every parameter described, as the original's tools are (an Annotated[str, "..."] here)
+            bash = next(t["function"] for t in req.tools if t["function"]["name"] == "bash")
+            params = [*edit["parameters"]["properties"].values(), *bash["parameters"]["properties"].values()]
+            assert all(p["type"] == "string" and p["description"] for p in params)
             return tool_calls(tool_call("bash", {"command": "printf 0 > note.txt"}, id="c0"))
         seen[last["tool_call_id"]] = last["content"]
         if last["tool_call_id"] == "c0":

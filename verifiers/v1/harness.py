@@ -21,7 +21,7 @@ import json
 import os
 from abc import ABC
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, get_args, get_origin, get_type_hints
 
 from pydantic import ConfigDict, Field, FiniteFloat
 from typing_extensions import TypeVar
@@ -204,7 +204,7 @@ _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", 
 def tool_schema(name: str, fn: Callable[..., Any]) -> Tool:
     """A tool's schema from its signature (annotated parameters) and docstring."""
     try:
-        hints = get_type_hints(fn)
+        hints = get_type_hints(fn, include_extras=True)
     except Exception:
         hints = {}
     props: dict[str, Any] = {}
@@ -213,7 +213,14 @@ def tool_schema(name: str, fn: Callable[..., Any]) -> Tool:
         if pname in ("self", "trace", "runtime", "state", "task") or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         hint = hints.get(pname, str)
+        described = None
+        if get_origin(hint) is Annotated:  # Annotated[str, "what it is"] (or a Field(description=...))
+            hint, *extras = get_args(hint)
+            described = next((x if isinstance(x, str) else x.description for x in extras
+                              if isinstance(x, str) or isinstance(getattr(x, "description", None), str)), None)  # fmt: skip
         props[pname] = {"type": _JSON_TYPES.get(getattr(hint, "__origin__", hint), "string")}
+        if described:
+            props[pname]["description"] = described
         if param.default is param.empty:
             required.append(pname)
     doc = (fn.__doc__ or "").strip()  # as written, inner indentation kept (the original's description)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 
 def bash_tools(runtime: Any, timeout: float, *, edit: bool = True, env: dict[str, str] | None = None) -> dict:
@@ -11,13 +11,17 @@ def bash_tools(runtime: Any, timeout: float, *, edit: bool = True, env: dict[str
     (names and parameters): a model that learned them there calls them the same way here.
     ``env``: the harness's own variables (``[harness] env`` / ``forward_env``), for every command."""
 
-    async def bash(command: str) -> str:
+    async def bash(command: Annotated[str, "The command line bash runs, in the working directory."]) -> str:
         """Run a bash command in the working directory; returns its output (stdout, then stderr)."""
         r = await runtime.run(command, env or None, timeout=timeout)
         out = r.stdout + r.stderr
         return f"error: the command did not finish within {timeout:g} s\n{out}" if r.timed_out else out
 
-    async def edit_file(path: str, old_str: str, new_str: str) -> str:
+    async def edit_file(
+        path: Annotated[str, "The file to edit: relative to the working directory, or absolute."],
+        old_str: Annotated[str, "The text to replace; it must occur exactly once in the file."],
+        new_str: Annotated[str, "The text that takes its place."],
+    ) -> str:
         """Replace the one occurrence of `old_str` in the file at `path` with `new_str`."""
         if not old_str:
             return "error: `old_str` must not be empty (it would match everywhere)"
