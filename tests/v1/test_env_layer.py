@@ -872,15 +872,18 @@ async def test_a_trainer_drives_episodes_through_serving_slots_and_run_episode()
             failed = await env.run_episode(tasks[1], ctx)  # its finalize raises
             assert not failed.ok and failed.traces[0].reward == 1.0
             assert [(e.type, e.message) for e in failed.errors] == [("EnvError", "Watched.finalize(): ValueError: judged badly")]
-            with pytest.raises(RuntimeError, match="does not nest"):
-                async with env.serving():
-                    pass
+            async with env.serving():  # a nested block joins the one open: no second start
+                assert calls == ["start"]
         assert calls == ["start", "stop"]
         assert srv.request_count == 3
-        # outside serving(): the episode holds the run's resources itself
+        # outside serving(): episodes that overlap share one serving, started once, closed by the last
+        ctx2 = vf.ModelContext(model="scripted-model", client={"base_url": srv.base_url})
+        both = await asyncio.gather(env.run_episode(tasks[0], ctx2), env.run_episode(tasks[0], ctx2))
+        assert [e.ok for e in both] == [True, True] and calls == ["start", "stop", "start", "stop"]
+        assert env._serving is None
         env.config.agent.max_turns = 7
-        alone = await env.run_episode(tasks[2], vf.ModelContext(model="scripted-model", client={"base_url": srv.base_url}))
-    assert calls == ["start", "stop", "start", "stop"]
+        alone = await env.run_episode(tasks[2], ctx2)
+    assert calls == ["start", "stop", "start", "stop", "start", "stop"]
     assert not alone.ok and alone.traces == []
     assert [(e.type, e.message) for e in alone.errors] == [("EnvError", "Watched.setup(): KeyError: 'no such seat'")]
     with pytest.raises(PluginError, match="client type 'train'"):
@@ -888,6 +891,24 @@ async def test_a_trainer_drives_episodes_through_serving_slots_and_run_episode()
             await env.run_episode(tasks[0], vf.ModelContext(model="m", client={"type": "train", "base_url": "http://127.0.0.1:9/v1"}))
     with pytest.raises(TypeError, match=r"ModelContext\.client"):
         vf.ModelContext(model="m", client=42)
+    # a refusal before anything started stops nothing; an error's status code stays on the record
+    calls.clear()
+    env.check = lambda: (_ for _ in ()).throw(PluginError("cannot start here"))
+    with pytest.raises(PluginError, match="cannot start here"):
+        async with env.serving():
+            pass
+    assert calls == [] and env._serving is None
+    del env.check
+
+    class Busy(Watched):
+        async def setup(self, agents):
+            from verifiers.v1.errors import ProviderError
+
+            raise ProviderError("judge endpoint busy", status_code=503)
+
+    busy = Busy(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 1}))
+    (err,) = (await busy.run_episode(tasks[0], vf.ModelContext(model="m", client={"base_url": "http://127.0.0.1:9/v1"}))).errors
+    assert (err.type, err.message, err.status_code) == ("ProviderError", "judge endpoint busy", 503)
 
 
 async def test_a_tasks_network_policy_the_runtime_cannot_keep_fails_the_episode_before_any_call(tmp_path) -> None:
@@ -913,6 +934,23 @@ async def test_a_tasks_network_policy_the_runtime_cannot_keep_fails_the_episode_
     assert rec["errors"][0]["type"] == "EnvError"
     assert rec["errors"][0]["message"] == ("SingleAgentEnv.run(): ValueError: task 0 requires a network policy, but the "
                                            "subprocess runtime does not support framework-aware policies")
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    class Borrowing(SingleAgentEnv):  # a borrowed box is held to the task's policy as well
+        async def run(self, task, agents):
+            async with agents.agent.provision(task) as box:
+                await agents.agent.run(task, runtime=box)
+
+    lender = Borrowing(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 1}))
+    async with ScriptedServer(_sum_answer) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            out = await run_v1(lender, [closed], client, model="scripted-model")
+        finally:
+            await client.aclose()
+        assert srv.request_count == 0
+    (err,) = out.state[0]["_episode"].errors
+    assert err.type == "EnvError" and err.message.startswith("Borrowing.run(): ValueError: task 0 requires a network policy")
     sub, box = SubprocessConfig(), SandboxConfig()
     assert network_policy_refusal(sub, TaskData(prompt="x")) is None  # the default: any host
     assert network_policy_refusal(sub, TaskData(prompt="x", network_block=["evil.example"])) is not None
@@ -943,3 +981,11 @@ async def test_an_empty_reply_is_recorded_without_content(tmp_path) -> None:
     parts = SimpleNamespace(message={"role": "assistant", "content": [{"type": "text", "text": "3"}, {"type": "text", "text": "!"}]},
                             prompt_token_ids=None, completion_token_ids=None, finish_reason="stop", raw={}, usage=None)  # fmt: skip
     assert response_from_model(parts, "m").message.content == "3!"
+    # sent back to a model, the empty reply is "" (strict providers refuse null content without tool calls)
+    from verifiers.v1.messages import messages_to_openai
+    from verifiers.v1.types import AssistantMessage
+
+    assert messages_to_openai([AssistantMessage(content=None)]) == [{"role": "assistant", "content": ""}]
+    from verifiers.v1.interception import messages_from_openai
+
+    assert messages_from_openai([{"role": "assistant", "content": ""}]) == [AssistantMessage(content=None)]  # read back as recorded

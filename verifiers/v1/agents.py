@@ -391,10 +391,18 @@ class Agent:
         from verifiers.v1.interception import CallContext
         from verifiers.v1.mcp.client import ToolServers, finish
 
-        if runtime is None:  # as the original: a task whose network policy its runtime cannot keep fails the env's run
-            refused = network_policy_refusal(task_runtime_config(self.config.runtime, getattr(task.data, "resources", None)), task.data)
-            if refused is not None:
-                raise ValueError(refused)
+        # as the original: a task whose network policy its runtime (its own, or the one it borrows)
+        # cannot keep fails the env's run, before a trace is minted
+        if runtime is not None:
+            placed = getattr(runtime, "config", None)
+        else:
+            try:
+                placed = task_runtime_config(self.config.runtime, getattr(task.data, "resources", None))
+            except Exception:
+                placed = None  # a config that cannot be made: recorded on the trace, where the runtime is made
+        refused = network_policy_refusal(placed, task.data) if placed is not None else None
+        if refused is not None:
+            raise ValueError(refused)
         servers = ToolServers()
         try:
             client, sampling, model = self._client(), self._sampling(), self.model

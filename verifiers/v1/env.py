@@ -150,23 +150,45 @@ class Env(ABC, Generic[ConfigT]):
         (``start`` / ``stop``), the interception proxy, the taskset's shared toolsets, the roles'
         own clients and the model clients made from ``ModelContext`` configs (one per endpoint,
         closed at the end). Plan with ``slots`` and play with ``run_slot`` / ``run_episode``
-        inside it."""
+        inside it. Blocks that overlap (a ``run_episode`` outside one, concurrent callers) share
+        one: the first starts it, the others wait for that, the last one out closes it."""
         from verifiers.v1.rollout import EpisodeRunner
 
-        if self._serving is not None:
-            raise RuntimeError(f"{type(self).__name__} is serving already (env.serving() does not nest)")
-        runner = EpisodeRunner(self)
-        serving = _Serving(runner)
-        self._serving = serving
+        lock = self._serving_lock_of()
+        async with lock:
+            serving = self._serving
+            if serving is None:
+                self.check()  # a refusal before anything started: nothing to stop
+                runner = EpisodeRunner(self)
+                try:
+                    await runner.start()
+                except BaseException:
+                    await runner.close()  # stop() also after a partial start()
+                    raise
+                serving = self._serving = _Serving(runner)
+            serving.users += 1
         try:
-            await runner.start()
             yield
         finally:
-            self._serving = None
-            try:
-                await serving.close_clients()
-            finally:
-                await runner.close()
+            async with lock:
+                serving.users -= 1
+                last = serving.users == 0
+                if last:
+                    self._serving = None
+            if last:
+                try:
+                    await serving.close_clients()
+                finally:
+                    await serving.runner.close()
+
+    def _serving_lock_of(self) -> asyncio.Lock:
+        """The lock around ``serving()``'s start and close, one per event loop (an env may be
+        served again under a later ``asyncio.run``)."""
+        loop = asyncio.get_running_loop()
+        held = self.__dict__.get("_serving_lock")
+        if held is None or held[0] is not loop:
+            held = self.__dict__["_serving_lock"] = (loop, asyncio.Lock())
+        return held[1]
 
     def slots(self, task: Task, n: int = 1) -> list[RunSlot]:
         """``n`` independent episodes of ``task`` to play (``-r n``)."""
@@ -237,13 +259,12 @@ class Env(ABC, Generic[ConfigT]):
         included)."""
         from verifiers.v1.rollout import finalize_episode
 
-        if self._serving is None:
-            async with self.serving():
-                return await self.run_episode(task, ctx, on_trace=on_trace, on_discard=on_discard)
-        run_ctx = self._serving.run_context(self, ctx, on_trace, on_discard)
-        episode = await self.play_episode(task, run_ctx)
-        with running(run_ctx):
-            await finalize_episode(self, task, episode)
+        async with self.serving():  # the trainer's own, else one for this episode (shared with any overlapping)
+            assert self._serving is not None
+            run_ctx = self._serving.run_context(self, ctx, on_trace, on_discard)
+            episode = await self.play_episode(task, run_ctx)
+            with running(run_ctx):
+                await finalize_episode(self, task, episode)
         return episode
 
     async def play_episode(self, task: Task, run_ctx: RunContext) -> Episode:
@@ -278,7 +299,8 @@ class Env(ABC, Generic[ConfigT]):
                 episode.errors.append(Error(type="TimeoutError", message=message))
             else:  # as the original's boundary: EnvError "MyEnv.run(): KeyError: ..."
                 err = crossed(f"{type(self).__name__}.{hook}()", exc)
-                episode.errors.append(Error(type=type(err).__name__, message=str(err), traceback=traceback.format_exc()))
+                episode.errors.append(Error(type=type(err).__name__, message=str(err), status_code=getattr(err, "status_code", None),
+                                            traceback=traceback.format_exc()))  # fmt: skip
         finally:
             run_ctx.on_trace = previous
         put_field(episode, "traces", finished)
@@ -311,6 +333,7 @@ class _Serving:
 
     def __init__(self, runner: Any) -> None:
         self.runner = runner
+        self.users = 0
         self.clients: dict[str, Any] = {}
         self.wires: dict[int, Any] = {}
 

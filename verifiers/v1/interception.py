@@ -91,6 +91,8 @@ def messages_from_openai(raw: Any) -> list[Message]:
         m = {k: v for k, v in m.items() if v is not None or k == "content"}
         if m.get("role") in ("system", "user", "tool") and m.get("content") is None:
             m["content"] = ""
+        elif m.get("role") == "assistant" and m.get("content") == "":
+            m["content"] = None  # an empty reply, as it was recorded (a program echoes it back as "")
         out.append(_MESSAGE.validate_python(m))  # one at a time: the first bad message ends it
     return out
 

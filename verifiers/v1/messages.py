@@ -95,7 +95,8 @@ def messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
                 d["tool_calls"] = [
                     {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls
                 ]
-            d.setdefault("content", None)
+            # strict providers refuse ``content: null`` on a reply without tool calls: an empty one is ""
+            d.setdefault("content", None if m.tool_calls else "")
         out.append(d)
     return out
 

@@ -128,7 +128,8 @@ async def finalize_episode(env: Env, task: Task, episode: Episode) -> None:
                 episode.errors.append(Error(type="TimeoutError", message=message))
             else:
                 err = crossed(what, exc)
-                episode.errors.append(Error(type=type(err).__name__, message=str(err), traceback=traceback.format_exc()))
+                episode.errors.append(Error(type=type(err).__name__, message=str(err), status_code=getattr(err, "status_code", None),
+                                            traceback=traceback.format_exc()))  # fmt: skip
     episode.ok = not episode.errors and bool(episode.traces) and all(t.ok for t in episode.traces)
 
 
