@@ -910,6 +910,27 @@ async def test_a_trainer_drives_episodes_through_serving_slots_and_run_episode()
     (err,) = (await busy.run_episode(tasks[0], vf.ModelContext(model="m", client={"base_url": "http://127.0.0.1:9/v1"}))).errors
     assert (err.type, err.message, err.status_code) == ("ProviderError", "judge endpoint busy", 503)
 
+    # run_slot retries the whole episode by [env.retries] (a status rule), the earlier tries' errors first
+    class Flaky(Watched):
+        tries = 0
+
+        async def setup(self, agents):
+            from verifiers.v1.errors import ProviderError
+
+            Flaky.tries += 1
+            if Flaky.tries < 3:
+                raise ProviderError(f"busy {Flaky.tries}", status_code=503)
+
+    flaky = Flaky(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 1},
+                                      retries={"rules": [{"status_code": ["5xx"], "max_retries": 2}]}))  # fmt: skip
+    async with ScriptedServer(_sum_answer) as srv:
+        ctx = vf.ModelContext(model="scripted-model", client={"base_url": srv.base_url})
+        async with flaky.serving():
+            (slot,) = flaky.slots(tasks[0])
+            final = await flaky.run_slot(slot, ctx)
+    assert Flaky.tries == 3 and final.ok and slot.episode is final and slot.traces == final.traces
+    assert [e.message for e in final.errors] == ["busy 1", "busy 2"] and final.traces[0].reward == 1.0
+
 
 async def test_a_tasks_network_policy_the_runtime_cannot_keep_fails_the_episode_before_any_call(tmp_path) -> None:
     """As the original: a task that restricts the network (``network_allow`` other than ``*``, or a

@@ -234,7 +234,9 @@ class Env(ABC, Generic[ConfigT]):
                 errors = [*episode.errors, *(e for t in episode.traces if not t.ok for e in t.errors)]
                 if episode.ok or state.next_error(errors) is None:
                     break
-                history.extend(errors)
+                history.extend(episode.errors)
+                for trace in episode.traces:  # a good trace's recovered failures (its own retries) too
+                    history.extend(trace.errors)
                 logger.warning("retrying episode %s (retry %d of at most %d) after %s", episode.id, n + 1, state.max_retries, errors[0].type)
                 await asyncio.sleep(backoff(n))
                 episode = await attempt()
