@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -49,7 +48,6 @@ if TYPE_CHECKING:
     from verifiers.v1.clients import ModelContext
     from verifiers.v1.task import Task
 
-logger = logging.getLogger(__name__)
 
 ConfigT = TypeVar("ConfigT", bound=EnvConfig, default=EnvConfig)
 DEFAULT_ENV = "single-agent"
@@ -206,7 +204,7 @@ class Env(ABC, Generic[ConfigT]):
         backoff or ``on_complete``); ``on_trace`` sees each trace as it is minted, after it
         joined ``slot.traces`` (a retry starts the list afresh); ``on_complete`` gets the final
         episode."""
-        from verifiers.v1.utils.retries import RetryState, backoff
+        from verifiers.v1.utils.retries import retry_episode
 
         async def attempt() -> Episode:
             slot.traces = []
@@ -229,17 +227,7 @@ class Env(ABC, Generic[ConfigT]):
         episode = await attempt()
         retry = getattr(self.config, "retries", None)
         if retry is not None and (retry.max_retries or retry.rules):
-            state, history = RetryState(retry), []
-            for n in range(state.max_retries):
-                errors = [*episode.errors, *(e for t in episode.traces if not t.ok for e in t.errors)]
-                if episode.ok or state.next_error(errors) is None:
-                    break
-                history.extend(episode.errors)
-                for trace in episode.traces:  # a good trace's recovered failures (its own retries) too
-                    history.extend(trace.errors)
-                logger.warning("retrying episode %s (retry %d of at most %d) after %s", episode.id, n + 1, state.max_retries, errors[0].type)
-                await asyncio.sleep(backoff(n))
-                episode = await attempt()
+            episode, history = await retry_episode(episode, attempt, retry)
             if history:
                 episode.errors[:0] = history  # its standing (ok) stays the last try's
         slot.traces = list(episode.traces)
@@ -257,8 +245,8 @@ class Env(ABC, Generic[ConfigT]):
         agents (each run scored as it ends), then ``finalize``; a failure is on the episode
         (``errors``, ``ok`` False), never raised. ``on_trace`` sees each trace as it is minted,
         ``on_discard`` one an agent's own retry abandoned. Inside ``serving()`` the episode uses
-        its resources; outside, it holds its own for the episode (``start`` and ``stop``
-        included)."""
+        its resources; outside one, it opens one for itself (shared with any episode that
+        overlaps it; ``start`` and ``stop`` around them)."""
         from verifiers.v1.rollout import finalize_episode
 
         async with self.serving():  # the trainer's own, else one for this episode (shared with any overlapping)

@@ -280,20 +280,9 @@ async def _retried(env: Env, task: Any, run_ctx: RunContext, retry: Any, episode
     try for (the coarse fallback for faults no agent's own retries cover). A try that is retried is
     dropped and never finalized (its runs' boxes stopped as they ended); its errors (the second value) go first on
     the final episode once it is finalized (``V1Scorer``), its standing (``ok``) its own."""
-    from verifiers.v1.utils.retries import RetryState, backoff
+    from verifiers.v1.utils.retries import retry_episode
 
-    state, history = RetryState(retry), []
-    for attempt in range(state.max_retries):
-        errors = [*episode.errors, *(e for t in episode.traces if not t.ok for e in t.errors)]
-        if episode.ok or state.next_error(errors) is None:
-            break
-        history.extend(episode.errors)
-        for trace in episode.traces:
-            history.extend(trace.errors)
-        logger.warning("retrying episode %s (retry %d of at most %d) after %s", episode.id, attempt + 1, state.max_retries, errors[0].type)
-        await asyncio.sleep(backoff(attempt))
-        episode = await env.play_episode(task, run_ctx)
-    return episode, history
+    return await retry_episode(episode, lambda: env.play_episode(task, run_ctx), retry)
 
 
 class EpisodeRunner:

@@ -4,12 +4,15 @@ Each try's errors stay on the final record, before the last try's own."""
 
 from __future__ import annotations
 
+import logging
 import random
 import re
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from verifiers.v1.configs.retries import RetryConfig, RetryRule
+
+logger = logging.getLogger(__name__)
 
 
 def backoff(attempt: int) -> float:
@@ -54,3 +57,26 @@ class RetryState:
 
 
 __all__ = ["RetryState", "backoff"]
+
+
+async def retry_episode(episode: Any, again: Callable[[], Awaitable[Any]], retry: RetryConfig) -> tuple[Any, list[Any]]:
+    """``[env.retries]`` for a played ``episode``: ``again()`` plays a fresh try while the last one
+    failed with an error the rules allow another try for. Returns the final try and the history
+    of the dropped ones (every error of each, a good trace's recovered failures included), which
+    the caller puts first on the final episode; its standing (``ok``) is the final try's own."""
+    import asyncio
+
+    state, history = RetryState(retry), []
+    for attempt in range(state.max_retries):
+        errors = [*episode.errors, *(e for t in episode.traces if not t.ok for e in t.errors)]
+        if episode.ok or state.next_error(errors) is None:
+            break
+        history.extend(episode.errors)
+        for trace in episode.traces:
+            history.extend(trace.errors)
+        logger.warning(
+            "retrying episode %s (retry %d of at most %d) after %s", episode.id, attempt + 1, state.max_retries, errors[0].type
+        )
+        await asyncio.sleep(backoff(attempt))
+        episode = await again()
+    return episode, history
