@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -1010,3 +1011,24 @@ async def test_an_empty_reply_is_recorded_without_content(tmp_path) -> None:
     from verifiers.v1.interception import messages_from_openai
 
     assert messages_from_openai([{"role": "assistant", "content": ""}]) == [AssistantMessage(content=None)]  # read back as recorded
+
+
+async def test_max_concurrent_bounds_episodes_not_tasks(tmp_path) -> None:
+    """As the original's ``-c``: a task's rollouts are independent episodes, so ``max_concurrent=1``
+    plays them one after another (an env whose rollouts share state across episodes relies on it)."""
+    import time
+
+    arrivals: list[float] = []
+
+    def script(req):
+        arrivals.append(time.monotonic())
+        return reply(_sum_answer(req), delay=0.3)
+
+    env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
+    async with ScriptedServer(script) as srv:
+        out = await _run(env, srv, num_rollouts=3, max_concurrent=1, folder=tmp_path)
+    assert out["metadata"]["avg_reward"] == 1.0 and len(arrivals) == 3
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert min(gaps) >= 0.25, gaps  # each episode's request waited for the one before to finish
+    lines = [json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()]
+    assert [(x["example_id"], x["rollout_index"]) for x in lines] == [(0, 0), (0, 1), (0, 2)]

@@ -372,3 +372,24 @@ def test_a_result_with_no_content_reads_as_the_original_writes_it() -> None:
 
     assert tool_content([]) == "[]"  # a tool that returned None
     assert tool_content([TextContent(type="text", text="")]) == ""  # one that returned ""
+
+
+async def test_the_runs_shared_servers_are_up_before_the_env_starts_and_any_episode() -> None:
+    """As the original serves them: the taskset's shared toolsets start with the run (their own
+    setup before any task's), not at the first rollout that reaches for them."""
+    env = load_environment({"taskset": {"id": "vf-mcp-tools", "n": 1, "shared": True}})
+    at_start: list[list[int]] = []
+
+    async def start() -> None:
+        at_start.append(_our_tool_servers())
+
+    env.start = start  # type: ignore[method-assign]
+    async with ScriptedServer(lambda req: reply(str(sum(_numbers(req))))) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            out = await run_v1(env, list(env.taskset), client, model="scripted-model")
+        finally:
+            await client.aclose()
+    assert out.state[0]["reward"] == 1.0
+    assert len(at_start) == 1 and len(at_start[0]) == 1  # the ledger server, already running
+    assert _our_tool_servers() == []

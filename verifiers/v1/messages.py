@@ -95,8 +95,10 @@ def messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
                 d["tool_calls"] = [
                     {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls
                 ]
-            # strict providers refuse ``content: null`` on a reply without tool calls: an empty one is ""
-            d.setdefault("content", None if m.tool_calls else "")
+            # a reply with tool calls and no text has no content key (as the original's requests go
+            # out); strict providers refuse a reply with neither: an empty one is ""
+            if not m.tool_calls:
+                d.setdefault("content", "")
         out.append(d)
     return out
 

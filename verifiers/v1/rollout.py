@@ -29,6 +29,7 @@ from verifiers.utils.results import HeadedRecord
 from verifiers.v1.agents import RunContext
 from verifiers.v1.context import running
 from verifiers.v1.episode import EnvInfo, Episode
+from verifiers.v1.errors import ToolsetError
 from verifiers.v1.mcp.client import SharedToolsets, finish
 from verifiers.v1.scoring import together
 from verifiers.v1.trace import Error, TraceTask
@@ -302,7 +303,16 @@ class EpisodeRunner:
                                toolsets=self.toolsets)  # fmt: skip
 
     async def start(self) -> EpisodeRunner:
+        """Check the env, bring up the taskset's shared toolsets (before any episode, as the
+        original serves them: a server's own setup runs before the first task's), then the env's
+        ``start``. A toolset that fails to start is kept and recorded on every rollout that needs
+        it (``SharedToolsets``), not raised here."""
         self.env.check()
+        try:
+            if self.toolsets.declared():
+                await self.toolsets.connections()
+        except ToolsetError:
+            pass  # kept: each rollout records it
         await self.env.start()
         return self
 
@@ -329,10 +339,13 @@ async def run_v1(
     ``run``: the ``RunInfo`` stamped on every episode record."""
     env.check()
     build = episode_line if folder is not None else episode_record  # a line for the writer, else the dict
+    # each episode is a group of its own: a task's rollouts are independent episodes (nothing couples
+    # them), so ``max_concurrent`` bounds episodes in flight, as the original's ``-c`` does (an env
+    # whose episodes share state across rollouts, at ``-c 1``, plays them one after another)
     groups = [
-        [{"example_id": task.data.idx if task.data.idx is not None else i, "rollout_index": r, "task": task} for r in range(num_rollouts)]
-        for i, task in enumerate(tasks)
-    ]
+        [{"example_id": task.data.idx if task.data.idx is not None else i, "rollout_index": r, "task": task}]
+        for i, task in enumerate(tasks) for r in range(num_rollouts)
+    ]  # fmt: skip
     config = RunConfig(
         model=model, sampling_args=dict(sampling_args or {}), rollouts_per_example=num_rollouts,
         max_concurrent=max_concurrent, max_concurrent_requests=max_concurrent_requests,
@@ -341,8 +354,8 @@ async def run_v1(
         record=build if run is None else functools.partial(build, run=run), results_file=TRACES_FILE, keep_on_resume=lambda rec: bool(rec.get("complete")),
     )  # fmt: skip
     runner = EpisodeRunner(env)
-    await env.start()
     try:
+        await runner.start()
         return await run_groups(runner.plan, groups, client, config)
     finally:
-        await runner.close()
+        await runner.close()  # the env's stop() also after a partial start()
