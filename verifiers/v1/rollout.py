@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,8 +32,6 @@ from verifiers.v1.errors import ToolsetError
 from verifiers.v1.mcp.client import SharedToolsets, finish
 from verifiers.v1.scoring import together
 from verifiers.v1.trace import Error, TraceTask
-
-logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from verifiers.types import GenerateOutputs, State
