@@ -265,7 +265,10 @@ async def test_new_style_stop_decorators_and_hooks(server_factory) -> None:
     env = NewWordleLike(dataset=rows, rubric=vf.Rubric(funcs=[lambda state: float(state["guesses"][-1] == state["answer"])]))
     out = await env.evaluate(srv.base_url, "m")
     s0, s1 = out.state
-    assert s0["stop_condition"] == "guessed" and s0["reward"] == 1.0 and s0["turn"] == 2
+    # the NEW (0.3.x) loop checks the stops after a model turn, not after the env's reply: the right
+    # guess is found in env_response, so the model still gets one more turn, as 0.3.0 gives it
+    assert s0["stop_condition"] == "guessed" and s0["reward"] == 1.0 and s0["turn"] == 3
+    assert [m["content"] for m in s0["completion"]] == ["apple", "apple is wrong", "crane", "quit"]
     # the third guess both quits and reaches too_many (priority 5): as in the classic library, a stop of
     # higher priority is checked before the built-ins (priority 0; has_error alone has 100)
     assert s1["stop_condition"] == "too_many" and s1["completion"][-1] == {"role": "user", "content": "bye"}
@@ -273,6 +276,48 @@ async def test_new_style_stop_decorators_and_hooks(server_factory) -> None:
     assert sorted(env.cleaned) == [0, 1]
     assert isinstance(s0["completion"][0], vf.AssistantMessage)
     assert s0["trajectory"][1]["prompt"][-1]["content"] == "apple is wrong"
+
+
+async def test_final_env_response_ends_the_completion_in_place_of_the_last_reply(server_factory) -> None:
+    """NEW loop, as 0.3.0: the reply that set ``final_env_response`` is not kept; the completion ends
+    with ``final_env_response`` (a string as one ``text`` message), and no model call follows."""
+
+    class Ends(vf.MultiTurnEnv):
+        async def env_response(self, messages, state, **kwargs):
+            if messages[-1]["content"] == "fin":
+                state["final_env_response"] = state["answer"] or [vf.UserMessage("bye")]
+                return [vf.UserMessage("dropped")]
+            return [vf.UserMessage("go on")]
+
+    srv = server_factory(by_turn("a", "fin", "never"))
+    env = Ends(dataset=[{"question": "q", "answer": "final words"}, {"question": "q", "answer": ""}], max_turns=5)
+    out = await env.evaluate(srv.base_url, "m")
+    s0, s1 = out.state
+    assert [(m["role"], m["content"]) for m in s0["completion"]] == [
+        ("assistant", "a"), ("user", "go on"), ("assistant", "fin"), ("text", "final words")
+    ]
+    assert s1["completion"][-1] == {"role": "user", "content": "bye"}
+    assert s0["stop_condition"] == s1["stop_condition"] == "has_final_env_response"
+    assert srv.request_count == 4
+
+
+async def test_an_old_env_is_checked_again_after_its_reply(server_factory) -> None:
+    """OLD loop, as 0.1.7: ``is_completed`` runs after the env's reply too, so a game won inside
+    ``env_response`` ends before another model call."""
+
+    class OldGame(vf.MultiTurnEnv):
+        async def is_completed(self, messages, state, **kwargs):
+            return state.get("won", False)
+
+        async def env_response(self, messages, state, **kwargs):
+            state["won"] = messages[-1]["content"] == "crane"
+            return [{"role": "user", "content": "correct" if state["won"] else "wrong"}], state
+
+    srv = server_factory(by_turn("apple", "crane", "never"))
+    env = OldGame(dataset=[{"question": "q"}], max_turns=5)
+    out = await env.evaluate(srv.base_url, "m")
+    assert [m["content"] for m in out.state[0]["completion"]] == ["apple", "wrong", "crane", "correct"]
+    assert srv.request_count == 2
 
 
 async def test_new_style_env_response_returning_plain_list(server_factory) -> None:

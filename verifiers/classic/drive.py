@@ -231,6 +231,9 @@ def turn_loop(env: Any) -> TurnLoop:
         request=request,
         tools=env.oai_tools,
         max_seq_len=env.max_seq_len,
+        # an OLD environment (its own ``is_completed``) ran in the 0.1.x loop, which checked again
+        # after each reply; a NEW one (``@vf.stop`` methods) in the 0.3.x loop, which does not
+        stop_after_reply=not _is_default(cls, "is_completed"),
     )
 
 

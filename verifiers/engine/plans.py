@@ -46,6 +46,9 @@ class TurnLoop:
     environment's reply: messages, a message, text or None), ``should_stop(state)`` (records the
     firing condition in ``state["stop_condition"]``), ``cleanup(state)`` (always runs, errors
     recorded), ``request``: None for a plain ``client.chat`` / ``client.completion`` call.
+    ``stop_after_reply``: the stops are checked again after the environment's reply, before the
+    next model call (the 0.1.x loop); False checks them only after a model turn, and after a reply
+    that set ``state["final_env_response"]`` or failed (the 0.3.x loop).
     """
 
     setup: Callable[[State], Any]
@@ -55,6 +58,7 @@ class TurnLoop:
     request: Request | None = None
     tools: list[dict[str, Any]] | None = None
     max_seq_len: int | None = None
+    stop_after_reply: bool = True
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

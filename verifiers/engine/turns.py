@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from verifiers.errors import InvalidModelResponseError, error_record, is_context_overflow, is_user_raised
-from verifiers.types import AssistantMessage, State, UserMessage, to_message
+from verifiers.types import AssistantMessage, State, TextMessage, UserMessage, to_message
 
 if TYPE_CHECKING:
     from verifiers.engine.client import ModelClientProtocol
@@ -62,8 +62,13 @@ async def play_turns(loop: TurnLoop, state: State, client: ModelClientProtocol, 
     request = loop.request
     tools = loop.tools if chat else None
     should_stop = loop.should_stop
+    recheck_after_reply = loop.stop_after_reply
+    check = True
     try:
-        while not await should_stop(state):
+        while True:
+            if check and await should_stop(state):
+                break
+            check = True
             context = messages_of(state)
             try:
                 if request is not None:
@@ -89,12 +94,23 @@ async def play_turns(loop: TurnLoop, state: State, client: ModelClientProtocol, 
                 if inspect.isawaitable(reply):
                     reply = await reply
                 # a reply of the wrong type is the environment's error, not the engine's
+                before = len(state["completion"]) if chat else None
                 _append_env_reply(state, reply, chat)
             except BaseException as exc:
                 if not is_user_raised(exc):
                     raise
                 state["error"] = error_record(exc, "env_response")
                 continue
+            if recheck_after_reply:
+                continue
+            # the 0.3.x loop goes from the reply straight to the next model call, unless the reply
+            # failed (a tool's stop error is recorded, not raised) or ended the rollout: then its
+            # completion ends with ``final_env_response`` in place of the reply no model saw
+            final = state.get("final_env_response")
+            if final is None:
+                check = state.get("error") is not None
+            elif before is not None:
+                _end_with_final_reply(state, before, final)
     finally:
         state["is_completed"] = True
         await loop.cleanup(state)
@@ -190,6 +206,18 @@ def _append_env_reply(state: State, reply: Any, chat: bool) -> None:
         raise TypeError(
             f"env_response returned {_describe(reply)}; expected a message, a list of messages, a string or None"
         )
+
+
+def _end_with_final_reply(state: State, before: int, final: Any) -> None:
+    """A chat completion's last reply replaced by ``final_env_response``: a string is one text
+    message (``{"role": "text"}``, as the 0.3.x library normalizes one), else message(s)."""
+    kept = state["completion"][before:]
+    del state["completion"][before:]
+    try:
+        _append_env_reply(state, TextMessage(content=final) if isinstance(final, str) else final, True)
+    except TypeError as exc:
+        state["completion"].extend(kept)
+        state["error"] = error_record(exc, "env_response")
 
 
 def _is_message(obj: Any) -> bool:

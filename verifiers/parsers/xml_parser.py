@@ -19,18 +19,13 @@ def _tag_pattern(tag: str) -> re.Pattern[str]:
     return re.compile(rf"<{t}>\s*(.*?)\s*</{t}>", re.DOTALL)
 
 
-@lru_cache(maxsize=256)
-def _open_pattern(tag: str) -> re.Pattern[str]:
-    t = re.escape(tag)
-    return re.compile(rf"<{t}>\s*(.*)$", re.DOTALL)
-
-
 class XMLParser(Parser):
     """Fields in tags; each field is a name or a tuple ``(canonical, alternative, ...)``.
 
-    ``parse(text)`` returns an object with one attribute per tag name (canonical names and every
-    alternative), ``None`` when absent; the canonical attribute holds the first alternative found.
-    ``parse_answer(completion)`` returns ``answer_field`` of the last assistant message that has it.
+    ``parse(text)`` returns an object with one attribute per tag name (every name of every field),
+    each the text of that tag, or ``None`` when the tag is absent. ``format(**values)`` writes each
+    field under its canonical tag. ``parse_answer(completion)`` returns ``answer_field`` of the last
+    assistant message that has it. All as the classic library (0.1.x and 0.3.x alike) behaves.
     """
 
     def __init__(
@@ -63,75 +58,84 @@ class XMLParser(Parser):
         return [c for c, _ in self._fields]
 
     def parse(self, text: str, strip: bool = True, last: bool = False) -> SimpleNamespace:
-        """Extract every field from ``text`` (the first occurrence, or the last with ``last=True``)."""
+        """Every tag of every field in ``text``: the first occurrence, or the last with ``last=True``.
+        A field's names are looked up each on its own (``answer`` is None when only its alternative
+        ``final`` is present)."""
         values: dict[str, Any] = {}
         text = text or ""
-        for canonical, alternatives in self._fields:
-            chosen = None
+        for _canonical, alternatives in self._fields:
             for alt in alternatives:
                 matches = _tag_pattern(alt).findall(text)
                 value = (matches[-1] if last else matches[0]) if matches else None
-                if value is not None and strip:
-                    value = value.strip()
-                values[alt] = value
-                if chosen is None and value is not None:
-                    chosen = value
-            values[canonical] = chosen
+                values[alt] = value.strip() if value is not None and strip else value
         return SimpleNamespace(**values)
 
     def parse_answer(self, completion: Any) -> str | None:
+        """``answer_field`` of a text completion (its last occurrence), or of the last assistant
+        message that has one (that message's first occurrence)."""
         if completion is None:
             return None
         if isinstance(completion, str):
             return getattr(self.parse(completion, last=True), self.answer_field, None)
         for msg in reversed(self.get_assistant_messages(completion)):
-            value = getattr(self.parse(message_text(msg.get("content")), last=True), self.answer_field, None)
+            value = getattr(self.parse(message_text(msg.get("content"))), self.answer_field, None)
             if value is not None:
                 return value
         return None
 
     def format(self, **kwargs: Any) -> str:
-        """Render fields as tags, in field order; a field may be given by any of its names."""
+        """Every field under its canonical tag, in field order; a field's value may be given by
+        any of its names (the canonical one first). A field with no value is a ``ValueError``."""
         parts = []
-        for _canonical, alternatives in self._fields:
-            for name in alternatives:
-                if name in kwargs and kwargs[name] is not None:
-                    parts.append(f"<{name}>\n{kwargs[name]}\n</{name}>")
-                    break
+        for canonical, alternatives in self._fields:
+            value = kwargs.get(canonical)
+            if canonical not in kwargs:
+                value = next((kwargs[a] for a in alternatives if a in kwargs), None)
+            if value is None:
+                raise ValueError(f"XMLParser.format: no value for field {canonical!r} (give one of {list(alternatives)})")
+            parts.append(f"<{canonical}>\n{value}\n</{canonical}>")
         return "\n".join(parts)
 
     def get_format_str(self) -> str:
-        lines = []
+        """The tags, one block per field; a field with alternatives reads ``<[ a | b ]>``."""
+        blocks = []
         for _canonical, alternatives in self._fields:
-            names = " | ".join(f"<{a}>" for a in alternatives)
-            lines.append(f"<{alternatives[0]}>\n...\n</{alternatives[0]}>" + (f"  (or {names})" if len(alternatives) > 1 else ""))
-        return "Respond in the following format:\n" + "\n".join(lines)
+            tag = alternatives[0] if len(alternatives) == 1 else f"[ {' | '.join(alternatives)} ]"
+            blocks.append(f"<{tag}>\n...\n</{tag}>")
+        return "\n".join(blocks)
 
     def _message_format_score(self, text: str) -> float:
-        """1.0 when every field present is a single well-formed tag pair and at least one field is
-        present; 0.5 when a field is opened but not closed, or repeated; 0.0 with no field."""
+        """One message's format score, as the classic library scores it: 0.4 times the share of
+        fields present (a parsed tag, or a lone opening or closing one), once any field parses;
+        0.2 for spacing (the tags' surrounding whitespace is never part of a value, so always);
+        0.2 when the message starts with a tag of the first field; 0.2 when it ends with a closing
+        tag of the last field."""
+        parsed = vars(self.parse(text))
+        parsed_any = False
         present = 0
-        malformed = 0
         for _canonical, alternatives in self._fields:
+            found = False
             for alt in alternatives:
-                n_open = text.count(f"<{alt}>")
-                n_close = text.count(f"</{alt}>")
-                if n_open == 0 and n_close == 0:
-                    continue
-                present += 1
-                if n_open != 1 or n_close != 1:
-                    malformed += 1
-                break
-        if present == 0:
-            return 0.0
-        return 0.5 if malformed else 1.0
+                if parsed.get(alt) is not None:
+                    parsed_any = found = True
+                elif f"<{alt}>" in text or f"</{alt}>" in text:
+                    found = True
+            present += found
+        score = 0.4 * (present / len(self._fields)) if parsed_any else 0.0
+        score += 0.2
+        stripped = text.strip()
+        if any(stripped.startswith(f"<{alt}>") for alt in self._fields[0][1]):
+            score += 0.2
+        if any(stripped.endswith(f"</{alt}>") for alt in self._fields[-1][1]):
+            score += 0.2
+        return score
 
     def get_format_reward_func(self) -> Callable[..., float]:
         def format_reward_func(completion: Any = None, **kwargs: Any) -> float:
             if isinstance(completion, str):
                 return self._message_format_score(completion)
             msgs = self.get_assistant_messages(completion)
-            if not msgs:
+            if not msgs or not self._fields:
                 return 0.0
             return sum(self._message_format_score(message_text(m.get("content"))) for m in msgs) / len(msgs)
 
