@@ -155,8 +155,12 @@ class ToolEnv(MultiTurnEnv):
         ``stop_errors``, which propagate)."""
         tool = self.tool_map.get(tool_name)
         if tool is None:
-            available = ", ".join(sorted(self.tool_map)) or "none"
-            return ToolMessage(f"Error: unknown tool {tool_name!r}. Available tools: {available}.", tool_call_id=tool_call_id)
+            # a name the env does not have: the lookup's KeyError, formatted (or stopping the
+            # rollout) as any tool error is, which is what the model reads in both generations
+            missing = KeyError(tool_name)
+            if isinstance(missing, self.stop_errors):
+                raise missing
+            return ToolMessage(self.error_formatter(missing), tool_call_id=tool_call_id)
         if isinstance(tool_args, str):
             tool_args = self._parse_args(tool_name, tool_args)
         try:

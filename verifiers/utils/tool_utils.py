@@ -32,45 +32,114 @@ __all__ = [
     "type_to_schema",
 ]
 
-_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Params|Returns?|Yields?|Raises|Examples?|Notes?)\s*:\s*$")
+# a Google-style section or admonition title: an unindented ``Word words:`` line (any case), with
+# an optional title after the colon
+_HEADER = re.compile(r"^(\w[\s\w-]*):(\s+\S.*)?\s*$", re.IGNORECASE)
+_PARAMETER_SECTIONS = frozenset({"args", "arguments", "params", "parameters"})
 _ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
 
 
-def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a Google-style docstring into (description, {argument: description})."""
-    if not doc:
-        return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
-    summary: list[str] = []
-    args: dict[str, str] = {}
-    section: str | None = None
+def _blank(line: str) -> bool:
+    return not line.strip()
+
+
+def _section_break(lines: list[str], i: int) -> bool:
+    """Whether ``lines[i]`` opens a section or admonition, by the rules of the Google-docstring
+    reader the classic library's tool schemas go through (griffe): a title line with an indented
+    block right below it (or below one more line), a blank line above it, and no blank line
+    between the title and a block that starts two lines down."""
+    line = lines[i]
+    if ":" not in line or not _HEADER.match(line):
+        return False
+    below = i + 1 < len(lines) and not _blank(lines[i + 1]) and lines[i + 1].startswith(" ")
+    two_below = i + 2 < len(lines) and not _blank(lines[i + 2]) and lines[i + 2].startswith(" ")
+    if not (below or two_below):
+        return False
+    blank_below = i + 1 < len(lines) and _blank(lines[i + 1])
+    return (i == 0 or _blank(lines[i - 1])) and not (two_below and blank_below)
+
+
+def _block(lines: list[str], start: int) -> tuple[list[str], int]:
+    """The indented block from ``start`` (blank lines first skipped) and the index after it."""
+    i = start
+    while i < len(lines) and _blank(lines[i]):
+        i += 1
+    if i >= len(lines) or not lines[i].startswith(" "):
+        return [], start
+    indent = len(lines[i]) - len(lines[i].lstrip())
+    block = []
+    while i < len(lines) and (lines[i].startswith(" " * indent) or _blank(lines[i])):
+        block.append(lines[i])
+        i += 1
+    return block, i
+
+
+def _parameter_docs(block: list[str], args: dict[str, str]) -> None:
     current: str | None = None
     arg_indent: int | None = None
-    for line in lines:
-        m = _SECTION.match(line)
-        if m:
-            section = m.group(1).lower()
-            current = None
-            arg_indent = None
+    for line in block:
+        if _blank(line):
             continue
-        if section is None:
-            summary.append(line)
+        indent = len(line) - len(line.lstrip())
+        am = _ARG_LINE.match(line)
+        if am and (arg_indent is None or indent <= arg_indent):
+            arg_indent = indent
+            current = am.group(1)
+            args[current] = am.group(3).strip()
+        elif current is not None:
+            # a continuation line stays a line, less the entry's indent plus one level (4)
+            cut = min(indent, (arg_indent or 0) + 4)
+            args[current] = (args[current] + "\n" + line[cut:].rstrip()).strip()
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into (description, {argument: description}), as the classic
+    library's tool schemas read one: the description is the first text block (text before any
+    section or admonition, or between them), the arguments come from the ``Args:`` sections (any
+    spelling: ``Arguments``, ``Params``, ``Parameters``, in any case). A parameter section right
+    below a text line still counts, as the schema builder puts a blank line above it first."""
+    if not doc:
+        return "", {}
+    raw = inspect.cleandoc(doc).splitlines()
+    lines: list[str] = []
+    for i, line in enumerate(raw):
+        if (
+            i > 0 and lines and not _blank(lines[-1]) and line.rstrip(": \t").lower() in _PARAMETER_SECTIONS
+            and re.match(r"^\w+:\s*$", line) and i + 1 < len(raw) and raw[i + 1].startswith((" ", "\t"))
+        ):  # fmt: skip
+            lines.append("")
+        lines.append(line)
+    texts: list[str] = []
+    current: list[str] = []
+    args: dict[str, str] = {}
+    in_code = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        fence = line.lstrip(" ").startswith("```")
+        if in_code or fence:
+            in_code = in_code != fence
+            current.append(line)
+            i += 1
             continue
-        if section in ("args", "arguments", "parameters", "params"):
-            if not line.strip():
-                continue
-            indent = len(line) - len(line.lstrip())
-            am = _ARG_LINE.match(line)
-            if am and (arg_indent is None or indent <= arg_indent):
-                arg_indent = indent
-                current = am.group(1)
-                args[current] = am.group(3).strip()
-            elif current is not None:
-                # a continuation line stays a line, less the entry's indent plus one level (4)
-                cut = min(indent, (arg_indent or 0) + 4)
-                args[current] = (args[current] + "\n" + line[cut:].rstrip()).strip()
-    description = "\n".join(summary).strip()
-    return description, args
+        if not _section_break(lines, i):
+            current.append(line)
+            i += 1
+            continue
+        block, after = _block(lines, i + 1)
+        if not block:
+            current.append(line)
+            i += 1
+            continue
+        if any(current):
+            texts.append("\n".join(current).rstrip("\n"))
+        current = []
+        if _HEADER.match(line).group(1).lower() in _PARAMETER_SECTIONS:  # type: ignore[union-attr]
+            _parameter_docs(block, args)
+        i = after
+    if any(current):
+        texts.append("\n".join(current).rstrip("\n"))
+    return (texts[0].strip() if texts else ""), args
 
 
 def type_to_schema(tp: Any) -> dict[str, Any]:
