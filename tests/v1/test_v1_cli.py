@@ -79,7 +79,8 @@ type = "subprocess"
     with ScriptedServer(script) as srv:
         config.write_text(config.read_text().replace("BASE", srv.base_url))
         first = _vf("eval", "@", str(config), cwd=tmp_path)
-        assert first.returncode == 1, first.stderr  # two episodes failed
+        # two episodes failed: rows of the run (complete false), and the command itself ran: 0, as the original
+        assert first.returncode == 0, first.stderr
         run = tmp_path / "out" / "run1"
         lines = [json.loads(x) for x in (run / "traces.jsonl").read_text().splitlines()]
         assert len(lines) == 6
@@ -88,6 +89,14 @@ type = "subprocess"
         meta = json.loads((run / "metadata.json").read_text())
         assert meta["num_rollouts"] == 6 and meta["num_errors"] == 2
         assert (run / "configs" / "eval.json").is_file()
+        # also where the original keeps it, the file its own resume command names
+        resolved = run / "configs" / "resolved" / "eval.json"
+        assert json.loads(resolved.read_text()) == json.loads((run / "configs" / "eval.json").read_text())
+        # a resume that would change the plan is refused, nothing run
+        n_before = srv.request_count
+        changed = _vf("eval", "@", str(config), "--resume", "-r", "3", cwd=tmp_path)
+        assert changed.returncode == 1 and "differs in num_rollouts" in changed.stderr, changed.stderr
+        assert srv.request_count == n_before
 
         gate.set()
         n_before = srv.request_count
@@ -119,6 +128,20 @@ def test_eval_by_id_with_dotted_overrides_and_vf_eval_script(tmp_path) -> None:
         # every episode names its eval run, as the original's records do
         assert {(x["run"]["type"], x["run"]["name"]) for x in lines} == {("eval", run.name)}
         assert len({x["run"]["id"] for x in lines}) == 1
+        # runs started in the same second get their own folders; a named run's records carry its name
+        for _ in range(2):
+            again = _vf("eval", "vf-sums", "-m", "scripted-model", "-b", srv.base_url, "-n", "1", "-o", str(tmp_path / "o"),
+                        "--env.agent.harness.id", "null", cwd=tmp_path)  # fmt: skip
+            assert again.returncode == 0, again.stderr
+        assert len(list((tmp_path / "o").iterdir())) == 3
+        named = _vf("eval", "vf-sums", "-m", "scripted-model", "-b", srv.base_url, "-n", "1", "-o", str(tmp_path / "n"),
+                    "--env.agent.harness.id", "null", "--run.name", "nice-name", "--run.dir", "d1",
+                    "--sampling.max-completion-tokens", "11", cwd=tmp_path)  # fmt: skip
+        assert named.returncode == 0, named.stderr
+        row = json.loads((tmp_path / "n" / "d1" / "traces.jsonl").read_text().splitlines()[0])
+        assert row["run"]["name"] == "nice-name"
+        # the cap goes out as max_tokens, as the original sends it
+        assert srv.requests[-1].body.get("max_tokens") == 11 and "max_completion_tokens" not in srv.requests[-1].body
         # the original's console-script name runs v1 too
         res = _vf("vf-sums", "-m", "scripted-model", "-b", srv.base_url, "-n", "1", "-o", str(tmp_path / "p"), cwd=tmp_path, script="vf-eval")
         assert res.returncode == 0, res.stderr
@@ -135,6 +158,8 @@ def test_bad_config_is_one_line(tmp_path) -> None:
     assert res.returncode == 1 and "run.dir" in res.stderr
     res = _vf("eval", "@", str(tmp_path / "missing.toml"), cwd=tmp_path)
     assert res.returncode == 1 and "does not exist" in res.stderr
+    res = _vf("eval", "vf-sums", "--env.taskset.id", "other-sums", "-m", "x", cwd=tmp_path)
+    assert res.returncode == 1 and "set twice" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_list_flags_take_one_value_or_several_as_the_originals_do() -> None:
@@ -209,7 +234,9 @@ type = "subprocess"
         assert dry.returncode == 0, dry.stderr
         resolved = json.loads(dry.stdout)
         assert resolved["client"]["timeout"] == {"connect": 30.0, "read": 90.0, "write": None, "pool": None}
-        assert resolved["env"]["taskset"]["id"] == "vf-sums" and not run.exists() and seen == []  # nothing ran
+        assert resolved["env"]["taskset"]["id"] == "vf-sums" and seen == []  # nothing ran
+        # as the original, the resolved config is kept where the run will be, and nothing else
+        assert [p.relative_to(run).as_posix() for p in run.rglob("*") if p.is_file()] == ["configs/resolved/eval.json"]
 
         first = run_vf("eval", "@", str(config), cwd=tmp_path, env=env)
         assert first.returncode == 0, first.stderr
@@ -238,6 +265,26 @@ type = "subprocess"
     assert ClientSection.model_validate({"timeout": {"connect": 5, "read": 20}}).client_fields()["timeout"] == 25.0
     assert "timeout" not in ClientSection.model_validate({"timeout": {"connect": 30}}).client_fields()
     assert ClientSection.model_validate({"timeout": 12}).client_fields()["timeout"] == 12.0
+
+
+def test_client_defaults_read_the_environment_as_the_original_does(monkeypatch) -> None:
+    """No base_url: $VF_BASE_URL, then the original's $PRIME_INFERENCE_URL, else a local server (never
+    a hosted one); no api_key_var: the key in $PRIME_API_KEY, else "EMPTY" (the original's)."""
+    from verifiers.cli.v1_eval import ClientSection
+    from verifiers.v1.configs.client import DEFAULT_BASE_URL
+
+    for var in ("VF_BASE_URL", "PRIME_INFERENCE_URL", "PRIME_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    fields = ClientSection().client_fields()
+    assert fields["base_url"] == DEFAULT_BASE_URL and fields["api_key"] == "EMPTY"
+    monkeypatch.setenv("PRIME_INFERENCE_URL", "http://inference.example/v1")
+    monkeypatch.setenv("PRIME_API_KEY", "sk-prime")
+    fields = ClientSection().client_fields()
+    assert fields["base_url"] == "http://inference.example/v1" and fields["api_key"] == "sk-prime"
+    monkeypatch.setenv("VF_BASE_URL", "http://local.example/v1")
+    assert ClientSection().client_fields()["base_url"] == "http://local.example/v1"
+    given = ClientSection.model_validate({"base_url": "http://given.example/v1", "api_key_var": "MY_KEY"}).client_fields()
+    assert given["base_url"] == "http://given.example/v1" and given["api_key_var"] == "MY_KEY" and "api_key" not in given
 
 
 def test_flag_values_are_typed_by_the_knob_they_set_as_the_originals_are() -> None:
@@ -312,3 +359,48 @@ def test_a_resume_of_the_originals_run_folder_never_pushes_unasked(tmp_path) -> 
 def test_vf_validate_types_taskset_knobs_as_vf_eval_does(tmp_path) -> None:
     res = _vf("validate", "vf-knobs", "--taskset.subset", "2024", "--taskset.words", "a", "--only-setup", "-n", "1", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_sigterm_ends_a_run_as_ctrl_c_does_and_it_resumes(tmp_path) -> None:
+    """A scheduler's SIGTERM: the run stops as on Ctrl-C (exit 130, 'interrupted', finished episodes
+    kept, every rollout's cleanup run), not killed mid-write; ``--resume`` finishes it."""
+    import os
+    import signal
+    import subprocess
+
+    from tests.cli.helpers import REPO, vf_command
+
+    gate = threading.Event()
+    calls = []
+
+    def script(req):
+        calls.append(1)
+        if len(calls) > 1:
+            gate.wait(30)  # the first episode finishes; the others wait for the gate
+        return _answer(req)
+
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": f"{REPO}{os.pathsep}{PACKAGES}"}
+    args = ["eval", "vf-sums", "-m", "scripted-model", "-n", "3", "-c", "3", "--env.agent.harness.id", "null",
+            "-o", str(tmp_path / "o"), "--run.dir", "r"]  # fmt: skip
+    with ScriptedServer(script) as srv:
+        proc = subprocess.Popen([*vf_command(), *args, "-b", srv.base_url], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        try:
+            traces = tmp_path / "o" / "r" / "traces.jsonl"
+            for _ in range(1200):  # the first episode saved, another one waiting at the server
+                if len(calls) >= 2 and traces.exists() and traces.read_text().strip():
+                    break
+                threading.Event().wait(0.05)
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
+        kept = [json.loads(x) for x in traces.read_text().splitlines()]
+        assert len(kept) == 1 and kept[0]["complete"]  # the finished episode was saved
+        gate.set()
+        res = _vf("eval", "--resume", str(tmp_path / "o" / "r"), cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+    rows = [json.loads(x) for x in traces.read_text().splitlines()]
+    assert len(rows) == 3 and all(x["complete"] for x in rows)

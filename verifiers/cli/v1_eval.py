@@ -108,7 +108,11 @@ class V1EvalConfig(BaseConfig):
         from verifiers.v1.configs import SamplingConfig
         from verifiers.v1.configs.flags import has_flags, typed_fields
 
-        return typed_fields(SamplingConfig, value) if isinstance(value, dict) and has_flags(value) else value
+        value = typed_fields(SamplingConfig, value) if isinstance(value, dict) and has_flags(value) else value
+        if isinstance(value, dict) and "max_completion_tokens" in value and "max_tokens" not in value:
+            # one spelling for the cap, as the original sends it (its SamplingConfig reads both)
+            value = {("max_tokens" if k == "max_completion_tokens" else k): v for k, v in value.items()}
+        return value
 
 
 LIST_FLAGS = frozenset(f"select.{side}.{field}" for side in ("include", "exclude") for field in ("idx", "ids", "keys", "names"))
@@ -268,6 +272,9 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, Any], Path | None]:
         raise UserError(f"one taskset id, got {positional}")
     tree = _merge(file_data, flags)
     if positional:
+        given = ((tree.get("env") or {}).get("taskset") or {}).get("id") if isinstance(tree.get("env"), dict) else None
+        if given is not None and str(given) != positional[0]:
+            raise UserError(f"--env.taskset.id is set twice, with different ids: {positional[0]!r} and {given!r}; give one")
         _set(tree, "env.taskset.id", positional[0])
     return tree, resume_dir
 
@@ -290,14 +297,18 @@ def _clean(folder: Path, cfg: V1EvalConfig) -> None:
 def _run_folder(cfg: V1EvalConfig, env: Any) -> Path:
     name = cfg.run.dir or cfg.run.name
     if not name:
+        import uuid
+
+        # the time sorts a listing; the random part keeps runs started in the same second apart
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         taskset = str(env.config.taskset.id).replace("/", "--")
-        name = f"{taskset}--{(cfg.model or 'model').replace('/', '--')}--{stamp}"
+        name = f"{taskset}--{(cfg.model or 'model').replace('/', '--')}--{stamp}-{uuid.uuid4().hex[:8]}"
     return cfg.output_dir / name
 
 
 def run(argv: list[str]) -> int:
-    """Run a v1 eval; the exit code (0: every episode finished, 1: some failed)."""
+    """Run a v1 eval; the exit code (0: the run ended, its failed episodes recorded as rows; 1: it
+    could not run, or a push was refused)."""
     from rich.console import Console
 
     from verifiers.cli.render import summary_table
@@ -355,16 +366,36 @@ def run(argv: list[str]) -> int:
         dump = cfg.model_dump(mode="json", exclude={"dry_run", "clean"})
         dump["env"] = resolved_like(cfg.env, env.config)
         sys.stdout.write(json.dumps(dump, indent=2) + "\n")
+        if folder is not None:
+            # as the original: the resolved config where a run keeps it, to start it with ``@ file``
+            resolved = folder / SAVED_CONFIGS[1]
+            resolved.parent.mkdir(parents=True, exist_ok=True)
+            resolved.write_text(json.dumps({k: v for k, v in dump.items() if k not in AFTER_RUN}, indent=2), encoding="utf-8")
+            sys.stderr.write(f"resolved config: {resolved}\n")
         return 0
     if cfg.clean and folder is not None and folder.exists():
         _clean(folder, cfg)
-    if folder is not None and not cfg.resume and (folder / "traces.jsonl").exists():
+    traces = folder / "traces.jsonl" if folder is not None else None
+    if traces is not None and not cfg.resume and traces.exists() and traces.stat().st_size > 0:
         raise UserError(f"{folder} already holds a run", hint=f"resume it: vf eval --resume {folder}")
     err = Console(stderr=True)
+    # the loop in a helper thread; the taskset's sync hooks and tools on this, the main thread.
+    # SIGTERM (a scheduler's stop) ends the run as Ctrl-C does, every rollout's own cleanup run
+    # and what finished saved, as the original handles it
+    import os
+    import signal
+    import threading
+
     from verifiers.engine.threads import run_on_main_thread
 
-    # the loop in a helper thread; the taskset's sync hooks and tools on this, the main thread
-    return run_on_main_thread(lambda: _run(cfg, env, tasks, folder, err, summary_table, version))
+    previous = None
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: os.kill(os.getpid(), signal.SIGINT))
+    try:
+        return run_on_main_thread(lambda: _run(cfg, env, tasks, folder, err, summary_table, version))
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | None, err: Any, summary_table: Any,
@@ -391,7 +422,13 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
             saved = cfg.model_dump(mode="json", exclude=AFTER_RUN)
             saved["env"] = resolved_like(cfg.env, env.config)  # command-line values as they ran
             saved["model"] = model
-            (folder / "configs" / "eval.json").write_text(json.dumps(saved, indent=2), encoding="utf-8")
+            if cfg.resume:
+                _same_plan(folder, saved)
+            # both where ours keeps it and where the original does (``configs/resolved/eval.json``:
+            # the path its resume command and its tools read)
+            for rel in SAVED_CONFIGS:
+                (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                (folder / rel).write_text(json.dumps(saved, indent=2), encoding="utf-8")
         err.print(f"[bold]{env.env_id}[/] over [bold]{env.config.taskset.id}[/] with [bold]{model}[/]: "
                   f"{len(tasks)} tasks x {cfg.num_rollouts} rollouts" + (f" -> {folder}" if folder else ""))  # fmt: skip
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
@@ -405,7 +442,7 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
                 env, tasks, client, model=model, sampling_args=cfg.sampling, num_rollouts=cfg.num_rollouts,
                 max_concurrent=cfg.max_concurrent, max_concurrent_requests=cfg.max_concurrent_requests,
                 timeout=cfg.rollout_timeout, folder=folder, resume=cfg.resume, on_progress=on_progress,
-                metadata={"versions": versions(version)}, run=_run_info(folder),
+                metadata={"versions": versions(version)}, run=_run_info(folder, cfg.run.name),
             )  # fmt: skip
     finally:
         await client.aclose()
@@ -427,16 +464,40 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
         from verifiers.cli.eval_cmd import push_run
 
         push_run(str(env.config.taskset.id), folder, console, hub=cfg.hub, samples=cfg.push_samples, anyway=cfg.push_anyway)
-    return 1 if n_err else 0
+    # as the original: failed episodes are rows of the run (``ok`` false), not a failed command
+    return 0
 
 
-def _run_info(folder: Path | None) -> Any:
+#: The keys of a saved config that make a run's plan: a resume must not change them.
+PLAN_KEYS = ("model", "env", "sampling", "select", "num_rollouts")
+
+
+def _same_plan(folder: Path, saved: dict[str, Any]) -> None:
+    """Refuse to resume ``folder`` with another plan than it was started with (its rows would be of
+    two runs). Only a config this command wrote is compared (an original's run folder holds its own
+    shape)."""
+    ours = folder / SAVED_CONFIGS[0]
+    if not ours.is_file():
+        return
+    try:
+        before = json.loads(ours.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    changed = [k for k in PLAN_KEYS if k in before and before.get(k) != saved.get(k)]
+    if changed:
+        raise UserError(
+            f"--resume continues the run as it was started; this config differs in {', '.join(changed)}",
+            hint="drop the changed flags, or start a new run (another run.dir)",
+        )
+
+
+def _run_info(folder: Path | None, name: str | None = None) -> Any:
     """The eval run every episode record names (the original's ``run`` key: type, id, name)."""
     import uuid
 
     from verifiers.v1.episode import EvalRunInfo
 
-    return EvalRunInfo(id=uuid.uuid4().hex, name=folder.name if folder is not None else None)
+    return EvalRunInfo(id=uuid.uuid4().hex, name=name or (folder.name if folder is not None else None))
 
 
 def taskset_version(taskset_id: str) -> str | None:

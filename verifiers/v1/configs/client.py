@@ -80,9 +80,18 @@ class BaseClientConfig(BaseConfig):
         """Our model client's fields (``verifiers.clients.ModelClient.from_any``) for this
         endpoint, headers from the environment resolved now."""
         headers = {**self.headers, **{name: os.environ[var] for name, var in self.headers_from_env.items() if var in os.environ}}
-        out: dict[str, Any] = {"base_url": self.base_url, "headers": headers}
+        base_url = self.base_url
+        if "base_url" not in self.model_fields_set:
+            # the endpoint the environment names when the config does not: ours (a local vf serve),
+            # then the original's variable; the embedded default is local, never a hosted service
+            base_url = os.environ.get("VF_BASE_URL") or os.environ.get("PRIME_INFERENCE_URL") or base_url
+        out: dict[str, Any] = {"base_url": base_url, "headers": headers}
         if self.api_key_var is not None:
             out["api_key_var"] = self.api_key_var
+        else:
+            # as the original: the key in PRIME_API_KEY, else "EMPTY" (an OpenAI-compatible server
+            # run without keys takes any)
+            out["api_key"] = os.environ.get("PRIME_API_KEY") or "EMPTY"
         timeout = self.timeout
         if isinstance(timeout, ClientTimeoutConfig):
             timeout = (timeout.connect or 0.0) + timeout.read if timeout.read is not None else None
