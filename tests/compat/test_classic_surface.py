@@ -65,8 +65,6 @@ OUT_OF_SCOPE_MODULES: dict[str, str] = {
     "errors as {type, message, source} (verifiers.errors.error_record)",
     "verifiers.utils.processing_utils": "tokenisation for the 0.1.x built-in trainer; ours: verifiers.train",
     "verifiers.utils.report_utils": "HTML reports of the 0.1.x CLI",
-    "verifiers.utils.tools": "0.1.x demo tools calling web services (DuckDuckGo search, an LLM 'ask'); environments "
-    "define their own tools",
 }
 
 # ---------------------------------------------------------------------------------------------------
