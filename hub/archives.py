@@ -81,22 +81,36 @@ class ArchiveInfo:
 
 
 def parse_dist_filename(filename: str) -> tuple[str, str, str]:
-    """``(kind, normalised name, normalised version)`` from a wheel or ``.tar.gz`` sdist filename."""
+    """``(kind, normalised name, normalised version)`` from a wheel or ``.tar.gz`` sdist filename.
+
+    The name must be a distribution name of ASCII letters, digits, ``.``, ``_`` and ``-`` (PEP
+    508), whatever the filename parsers of ``packaging`` let through: a name reaches index pages,
+    install commands and shells, and a look-alike (Cyrillic, ligatures) would pass the reserved
+    and protected names."""
     if "/" in filename or "\\" in filename or filename.startswith(".") or "\x00" in filename:
         raise ArchiveError(f"invalid filename {filename!r}")
     try:
         if filename.endswith(".whl"):
+            kind, raw = "wheel", filename.split("-", 1)[0]
             name, version, _build, _tags = parse_wheel_filename(filename)
-            return "wheel", str(name), str(version)
-        if filename.endswith(".tar.gz"):
+        elif filename.endswith(".tar.gz"):
+            kind, raw = "sdist", filename[: -len(".tar.gz")].rpartition("-")[0]
             name, version = parse_sdist_filename(filename)
-            return "sdist", str(name), str(version)
+        else:
+            raise ArchiveError(f"unsupported file type {filename!r}: upload a wheel (.whl) or an sdist (.tar.gz)")
     except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion) as exc:
         raise ArchiveError(f"invalid distribution filename {filename!r}: {exc}") from None
-    raise ArchiveError(f"unsupported file type {filename!r}: upload a wheel (.whl) or an sdist (.tar.gz)")
+    if not is_valid_dist_name(raw):
+        raise ArchiveError(
+            f"invalid distribution name {raw!r} in {filename!r}: a name is ASCII letters, digits, '.', '_' "
+            "and '-', starting and ending with a letter or digit"
+        )
+    return kind, str(name), str(version)
 
 
-_DIST_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+MAX_REQUIREMENTS = 500
+
+_DIST_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE | re.ASCII)
 
 
 def is_valid_dist_name(name: str) -> bool:
@@ -135,7 +149,11 @@ def _metadata_fields(msg: email.message.Message, info: ArchiveInfo) -> None:
             raise ArchiveError(f"invalid Requires-Python {rp!r}") from None
         info.requires_python = rp.strip()
     deps = []
-    for d in msg.get_all("Requires-Dist") or []:
+    declared = msg.get_all("Requires-Dist") or []
+    if len(declared) > MAX_REQUIREMENTS:
+        # every view, install advice and check job resolves these: their number is bounded
+        raise ArchiveError(f"the package declares {len(declared)} requirements (Requires-Dist); at most {MAX_REQUIREMENTS} are accepted")
+    for d in declared:
         check_requirement(d, "Requires-Dist")
         deps.append(d.strip())
     info.dependencies = deps
@@ -180,6 +198,8 @@ def _check_name_version(msg: email.message.Message, name: str, version: str, whe
     mname, mversion = msg.get("Name"), msg.get("Version")
     if not mname or not mversion:
         raise ArchiveError(f"{where} lacks Name or Version")
+    if not is_valid_dist_name(mname.strip()):
+        raise ArchiveError(f"{where} has an invalid Name {mname!r}: a name is ASCII letters, digits, '.', '_' and '-'")
     if canonicalize_name(mname) != name:
         raise ArchiveError(f"{where} names {mname!r}, but the filename says {name!r}")
     try:

@@ -232,31 +232,49 @@ def hub_dependencies(s: Session, env: Environment, ver: Version) -> tuple[list[t
     from packaging.version import Version as PV
 
     chosen: dict[str, tuple[Environment, Version]] = {env.name: (env, ver)}
+    # the extras asked of each chosen environment: a requirement behind one of them is needed too
+    # (and a same-owner one must come from the hub, not from a public index)
+    extras_of: dict[str, frozenset[str]] = {env.name: frozenset()}
     queue = [(env, ver)]
     while queue:
         e, v = queue.pop(0)
         # its requirements, then the environments it loads by id ([tool.verifiers] environments):
         # those are hub-only, never the public index's
-        listed = [(raw, False) for raw in json.loads(v.dependencies or "[]")]
-        listed += [(raw, True) for raw in json.loads(v.environments or "[]")]
-        for raw, hub_only in listed:
+        listed: list[tuple[Requirement, bool]] = []
+        for raw, hub_only in [(raw, False) for raw in json.loads(v.dependencies or "[]")] + [
+            (raw, True) for raw in json.loads(v.environments or "[]")
+        ]:
             try:
                 req = Requirement(raw)
             except InvalidRequirement:
                 return [], f"{e.name} {v.version} declares an invalid requirement {str(raw)[:100]!r}"
             if req.url is not None:
                 return [], f"{e.name} {v.version} depends on a direct reference {str(raw)[:100]!r}"
-            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-                continue
+            extras = ("", *sorted(extras_of.get(e.name, frozenset())))
+            if req.marker is None or any(req.marker.evaluate({"extra": x}) for x in extras):
+                listed.append((req, hub_only))
+        # the owner's environments among them, in one query
+        names = {canonicalize_name(req.name) for req, _ in listed} - set(chosen)
+        owned = {
+            d.name: d
+            for d in (
+                s.scalars(select(Environment).where(Environment.owner_id == env.owner_id, Environment.name.in_(names)))
+                if names
+                else ()
+            )
+        }
+        for req, hub_only in listed:
             name = canonicalize_name(req.name)
+            wanted = frozenset(canonicalize_name(x) for x in req.extras)
             if name in chosen:
                 have = chosen[name][1].version
                 if not req.specifier.contains(have, prereleases=True):
                     return [], f"{e.name} {v.version} needs {req}, but {name} {have} is the version being checked"
+                if name in extras_of and not wanted <= extras_of[name]:
+                    extras_of[name] |= wanted  # its requirements again, with the new extras
+                    queue.append(chosen[name])
                 continue
-            dep = s.scalar(
-                select(Environment).where(Environment.owner_id == env.owner_id, Environment.name == name)
-            )
+            dep = owned.get(name)
             if dep is None:
                 if hub_only:
                     return [], (
@@ -279,12 +297,17 @@ def hub_dependencies(s: Session, env: Environment, ver: Version) -> tuple[list[t
                 )
             pick = max(cands, key=lambda c: (c[0], c[1]))[2]
             chosen[name] = (dep, pick)
+            extras_of[name] = wanted
             queue.append((dep, pick))
     return [c for n, c in chosen.items() if n != env.name], ""
 
 
-def _job(s: Session, run: CheckRun, settings: Settings) -> dict[str, Any] | None:
-    """The claim's answer; also records in ``job_files`` the files this claim may download."""
+_WITHHELD: Any = object()  # _job: the worker may not read one of the job's hub dependencies
+
+
+def _job(s: Session, run: CheckRun, settings: Settings, principal: Principal | None = None) -> Any:
+    """The claim's answer (None: nothing to check; ``_WITHHELD``: not for this worker); also
+    records in ``job_files`` the files this claim may download."""
     ver = s.get(Version, run.version_id)
     env = s.get(Environment, run.env_id)
     wheel = wheel_of(s, run.version_id)
@@ -293,6 +316,11 @@ def _job(s: Session, run: CheckRun, settings: Settings) -> dict[str, Any] | None
     owner = s.get(Owner, env.owner_id)
     assert owner is not None
     deps, problem = hub_dependencies(s, env, ver)
+    if principal is not None and not may_claim_everything(principal):
+        # a worker token of another user checks public environments; their private hub
+        # dependencies are the owner's to read, not that worker's
+        if any(d.private and d.owner_id not in principal.roles for d, _v in deps):
+            return _WITHHELD
     hub_files = []
     for dep_env, dep_ver in deps:
         f = wheel_of(s, dep_ver.id)
@@ -447,7 +475,13 @@ def claim(
             run = s.get(CheckRun, row.id)
             assert run is not None
             s.refresh(run)
-            job = _job(s, run, settings)
+            job = _job(s, run, settings, principal)
+            if job is _WITHHELD:
+                # a restricted worker token would get a private hub dependency its user cannot read:
+                # the claim is undone, and the owner's jobs are left to workers that may read them
+                s.rollback()
+                skip_owners.add(row.owner_id)
+                continue
             if job is None:  # the version lost its wheel or vanished: nothing to check
                 run.status, run.reason, run.lease_token, run.finished_at = (
                     "error",

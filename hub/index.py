@@ -16,6 +16,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
@@ -241,7 +242,9 @@ def render_list(names: list[str], mime: str) -> bytes:
         "<!DOCTYPE html>\n<html>\n<head>\n",
         f'<meta name="pypi:repository-version" content="{API_VERSION}">\n<title>Simple index</title>\n</head>\n<body>\n',
     ]
-    out.extend(f'<a href="{html.escape(n)}/">{html.escape(n)}</a><br/>\n' for n in names)
+    # a relative link that can never read as a scheme (``javascript:``): names are checked at
+    # upload, and percent-encoded here as well
+    out.extend(f'<a href="{quote(n, safe="")}/">{html.escape(n)}</a><br/>\n' for n in names)
     out.append("</body>\n</html>\n")
     return "".join(out).encode()
 
@@ -354,6 +357,13 @@ def _project_detail(
             f"{request.scope.get('root_path', '')}{prefix}/simple/{norm}/", status_code=301
         )
     mime = _mime(request)
+    principal: Any = None
+    if request.headers.get("authorization"):
+        # a credential is checked before the project is looked up: a bad (or a worker's) token
+        # gets the same answer whether or not a private project of that name exists
+        principal = _caller(request, cached_only)
+        if principal is _NEEDS_DATABASE:
+            return None
     key = ("project", scope, norm, mime)
     gen = generation(request)
     hub.index_cache.sync(gen)
@@ -368,7 +378,8 @@ def _project_detail(
         page = CachedPage(body, _etag(body), data["env_id"], data["owner_id"], data["private"])
         hub.index_cache.put(key, page, gen)
     if page.private:
-        principal = _caller(request, cached_only)
+        if principal is None:
+            principal = _caller(request, cached_only)
         if principal is _NEEDS_DATABASE:
             return None
         if principal is None or not principal.can_read(page.owner_id or 0, page.env_id or 0, True):
@@ -486,6 +497,8 @@ def download_file(request: Request, prefix: str, sha256: str, filename: str) -> 
     base = filename[: -len(".metadata")] if want_metadata else filename
     if prefix != sha256[:2] or len(sha256) != 64:
         raise HubError(404, "file not found")
+    # a credential is checked first: a bad token is refused whether or not the file exists
+    principal = principal_of(request, allow_worker=True) if request.headers.get("authorization") else None
     with hub.db.engine.connect() as conn:
         row = conn.execute(
             text(
@@ -499,7 +512,8 @@ def download_file(request: Request, prefix: str, sha256: str, filename: str) -> 
     if row[4]:
         # A worker token reads no private file here (its job's files come from the job API): the same
         # 404 as an absent file, never a 403 that would say the file exists.
-        principal = principal_of(request, allow_worker=True)
+        if principal is None:
+            principal = principal_of(request, allow_worker=True)
         if principal is None or principal.scope == "worker" or not principal.can_read(row[3], row[2], True):
             raise _hidden(request, "file not found")
     # Visibility can change, so no file is cached as immutable: a private one only by the client (and

@@ -24,6 +24,7 @@ RESERVED_OWNERS = {
 # account name the hub's code creates is in this set.
 SYSTEM_ACCOUNTS = {"admin", "check-worker"}
 RESERVED_OWNERS |= SYSTEM_ACCOUNTS | {"system", "hub-admin", "worker", "check-workers", "checks", "check-jobs"}
+_RESERVED_NORMALISED = frozenset(canonicalize_name(n) for n in RESERVED_OWNERS)
 ADMIN_TOKEN_RE = re.compile(r"^vfh_[A-Za-z0-9_-]{32,196}$")
 
 
@@ -40,6 +41,8 @@ def normalise_owner(name: str) -> str:
     if not OWNER_RE.match(name or ""):
         raise Invalid(f"invalid name {name!r}: letters, digits, '.', '_', '-' (1-64 characters)")
     n = canonicalize_name(name)
-    if n in RESERVED_OWNERS:
+    # compared normalised both sides: ``robots.txt`` normalises to ``robots-txt``, which must not
+    # slip past the reserved ``robots.txt`` (its owner page would be served at /robots.txt)
+    if n in RESERVED_OWNERS or n in _RESERVED_NORMALISED:
         raise Invalid(f"the name {name!r} is reserved")
     return n

@@ -81,13 +81,15 @@ def did_you_mean(s: Session, principal: Principal | None, owner: str, name: str)
     import difflib
 
     wanted = f"{canonicalize_name(owner)}/{canonicalize_name(name)}"
+    if len(wanted) > 80:
+        return ""  # comparing long ids costs seconds of CPU on a not-found: no hint for them
     stem = canonicalize_name(name)[:2]
     rows = s.execute(
         select(Owner.name, Environment.name)
         .join(Owner, Owner.id == Environment.owner_id)
         .where(search.visibility_clause(principal))
         .where((Owner.name == canonicalize_name(owner)) | Environment.name.startswith(stem))
-        .limit(2000)
+        .limit(100)
     ).all()
     ids = [f"{o}/{n}" for o, n in rows if f"{o}/{n}" != wanted]
     close = difflib.get_close_matches(wanted, ids, n=3, cutoff=0.75)
@@ -183,14 +185,19 @@ def install_commands(
     """
     base = hub.settings.public_url or str(request.base_url).rstrip("/")
     index = f"{base}/{own.name}/simple/"
-    private, public_reqs, hub_envs = _split_dependencies(s, principal, env, ver)
+    private, public_reqs, hub_envs, hidden = _split_dependencies(s, principal, env, ver)
     pin = f"{env.name}=={ver.version}" if ver is not None else env.name
-    vf = f"vf install {own.name}/{env.name}" + (f"@{ver.version}" if ver is not None else "")
+    vf = "vf install " + shlex.quote(f"{own.name}/{env.name}" + (f"@{ver.version}" if ver is not None else ""))
     note = None
     if private:
         scheme, _, rest = index.partition("://")
         hub_index = f'"{scheme}://__token__:${{VF_HUB_TOKEN}}@{rest}"'
         note = "private: export VF_HUB_TOKEN=<a read token> for uv and pip; vf install uses your vf login"
+        if hidden:
+            note = (
+                "it needs a private environment of its owner that you cannot read: export VF_HUB_TOKEN=<a token "
+                "that can read it> for uv and pip; vf install needs a login that can read it"
+            )
     else:
         hub_index = index
     steps = []  # (index, requirements): public dependencies from the public index, then the hub alone
@@ -199,19 +206,21 @@ def install_commands(
     steps.append((hub_index, " ".join(shlex.quote(r) for r in [pin, *hub_envs])))
     pip = [f"pip install --isolated --index-url {url} {reqs}" for url, reqs in steps]
     uv = " && ".join(f"uv pip install --no-config --index-url {url} {reqs}" for url, reqs in steps)
-    return {"vf": vf, "uv": uv, "pip": pip, "note": note}
+    return {"vf": vf, "uv": uv, "pip": pip, "note": note, "needs_access": hidden}
 
 
 def _split_dependencies(
     s: Session, principal: Principal | None, env: Environment, ver: Version | None, limit: int = 50
-) -> tuple[bool, list[str], list[str]]:
+) -> tuple[bool, list[str], list[str], bool]:
     """(whether any of ``env`` and its hub dependencies is private, the public requirements of ``ver``
     and, transitively, of its hub dependencies (their newest installable versions), the environments
     they load by id (``[tool.verifiers] environments``) that the owner publishes and the caller can
     see), following at most ``limit`` environments. Hub dependencies: the same owner's environments
     the caller can see. An environment loaded by id is never a public requirement: one the owner does
-    not publish is left out (its install fails to load it, and its check says why)."""
+    not publish is left out (its install fails to load it, and its check says why); and whether one of
+    them is the owner's private environment that the caller cannot read (never a public requirement)."""
     private = bool(env.private)
+    hidden = False
     public_reqs: list[str] = []
     hub_envs: list[str] = []
     seen = {env.name}
@@ -220,18 +229,34 @@ def _split_dependencies(
     )
     while queue and len(seen) < limit:
         deps, loaded = queue.pop(0)
+        listed = []
         for raw, hub_only in [*((r, False) for r in deps), *((r, True) for r in loaded)]:
             try:
-                req = Requirement(raw)
+                listed.append((raw, hub_only, canonicalize_name(Requirement(raw).name)))
             except InvalidRequirement:
                 continue
-            name = canonicalize_name(req.name)
+        # the owner's environments among them, in one query
+        names = {name for _, _, name in listed} - seen
+        owned = {
+            d.name: d
+            for d in (
+                s.scalars(select(Environment).where(Environment.owner_id == env.owner_id, Environment.name.in_(names)))
+                if names
+                else ()
+            )
+        }
+        for raw, hub_only, name in listed:
             if name in seen:
                 continue
-            dep = s.scalar(select(Environment).where(Environment.name == name, Environment.owner_id == env.owner_id))
-            if dep is None or (dep.private and (principal is None or not principal.can_read(dep.owner_id, dep.id, True))):
+            dep = owned.get(name)
+            if dep is None:
                 if not hub_only and raw not in public_reqs:
                     public_reqs.append(raw)
+                continue
+            if dep.private and (principal is None or not principal.can_read(dep.owner_id, dep.id, True)):
+                # the owner's private environment, hidden from this caller: it still comes from the
+                # hub alone (with a token), never from a public index where anyone may take the name
+                private = hidden = True
                 continue
             seen.add(name)
             if hub_only:
@@ -245,7 +270,7 @@ def _split_dependencies(
                 ).first()
                 if row is not None:
                     queue.append((json.loads(row[0] or "[]"), json.loads(row[1] or "[]")))
-    return private, public_reqs, hub_envs
+    return private, public_reqs, hub_envs, hidden
 
 
 def leaderboard(s: Session, env: Environment) -> list[dict[str, Any]]:

@@ -47,6 +47,11 @@ class InstallCommands(BaseModel):
     uv: str = Field(description="uv add with the owner's hub index as a named index")
     pip: list[str] = Field(description="pip commands, run in order: public dependencies, then the hub alone")
     note: str | None = Field(default=None, description="What a private environment needs (VF_HUB_TOKEN)")
+    needs_access: bool = Field(
+        default=False,
+        description="It depends on a private environment of its owner that the caller cannot read: an install "
+        "needs a token that can read it (such a name never comes from a public index)",
+    )
 
 
 class EnvDetail(EnvSummary):

@@ -49,6 +49,11 @@ def create_token(request: Request, hub: HubDep, s: SessionDep, principal: Writer
             raise HubError(422, "environment must be 'owner/name'")
         env_r, _own = load_env(s, principal, ref.owner, ref.name)
     expires = utcnow() + dt.timedelta(days=body.expires_in_days) if body.expires_in_days else None
+    source = s.get(Token, principal.token_id) if principal.token_id is not None else None
+    if source is not None and source.parent_id is None and source.expires_at is not None:
+        # a token made with an expiring API token never outlives it (a signed-in session's tokens
+        # are the user's own, made to last)
+        expires = source.expires_at if expires is None else min(expires, source.expires_at)
     secret, tok = hub.accounts.create_token(
         principal.user_id,
         name=body.name,

@@ -521,7 +521,8 @@ def test_admin_bootstrap_is_safe(tmp_path: Path) -> None:
     with run_hub(data, admin_token=first) as h:
         alice = _user(h, "alice")
         with h.client(alice) as c:
-            for name in ("admin", "Admin", "ADMIN", "api", "simple", "files", "legacy", "signin", "healthz"):
+            for name in ("admin", "Admin", "ADMIN", "api", "simple", "files", "legacy", "signin", "healthz",
+                         "robots.txt", "favicon.ico", "Robots_Txt", "openapi-json"):
                 r = c.post("/api/v1/orgs", json={"name": name})
                 assert r.status_code == 400 and "reserved" in r.text, (name, r.text)
     second = "vfh_" + secrets.token_urlsafe(32)

@@ -212,8 +212,10 @@ def test_private_project_served_only_to_token_holders(hub: HubClient, packages: 
     # A read-only token limited to this environment works too.
     ro = hub.token(alice, scope="read", environment="alice/secret-env")
     assert hub.client.get(url, auth=("x", ro)).status_code == 200
-    # A wrong token is 401 (pip then asks for credentials), never the page.
+    # A wrong token is 401 (pip then asks for credentials), never the page; and 401 for a project that
+    # does not exist too, so a wrong token tells nothing of which private names exist.
     assert hub.client.get("/simple/secret-env/", auth=("x", "vfh_wrong")).status_code == 401
+    assert hub.client.get("/simple/no-such-env/", auth=("x", "vfh_wrong")).status_code == 401
 
 
 def test_index_cache_invalidated_by_writes(hub: HubClient, packages: PackageFactory) -> None:

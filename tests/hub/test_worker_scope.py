@@ -453,3 +453,85 @@ def test_worker_token_cli_makes_tokens_of_the_system_account(tmp_path: Path) -> 
             assert client.get("/api/v1/whoami", token).status_code == 403
     finally:
         client.close()
+
+
+# ---------------------------------------------------------------------- names, extras, private deps
+@pytest.mark.parametrize(
+    "filename_name",
+    ["javascript:alert(document%2Edomain);%2Fx", "demo$({touch,pwned})", "v\u0435rifiers", "\ufb01le-env", "\u212aelvin"],
+)
+def test_a_distribution_name_outside_pep_508_is_refused_on_upload(hub: HubClient, filename_name: str) -> None:
+    """packaging's filename parsers let these through (an sdist's name is anything before the last
+    ``-``; a wheel's is Unicode ``\\w``); the hub does not: a name reaches index links, install
+    lines and shells, and a look-alike would pass the reserved names."""
+    alice = hub.user("alice")
+    before = hub.row_counts()
+    _fn, sdist = make_sdist("plain-env", "1.0.0")
+    wheel_name = filename_name.replace("-", "_")
+    for filename, data in ((f"{filename_name}-1.0.0.tar.gz", sdist), (f"{wheel_name}-1.0.0-py3-none-any.whl", make_wheel("plain-env", "1.0.0")[1])):
+        r = hub.publish_files("alice", "plain-env", [(filename, data)], alice)
+        assert r.status_code == 400, (filename, r.status_code, r.text)
+        assert "distribution name" in r.text or "invalid" in r.text
+    # and a wheel whose METADATA Name is a look-alike of its ASCII filename's
+    r = hub.publish_files("alice", "plain-env", [make_wheel("plain-env", "1.0.0", metadata_name="pl\u0430in-env")], alice)
+    assert r.status_code == 400, r.text
+    assert hub.row_counts() == before and hub.temp_files() == []
+
+
+def test_more_requirements_than_the_cap_are_refused(hub: HubClient) -> None:
+    from hub.archives import MAX_REQUIREMENTS
+
+    alice = hub.user("alice")
+    before = hub.row_counts()
+    reqs = [f"dep{i}>=1" for i in range(MAX_REQUIREMENTS + 1)]
+    r = hub.publish_files("alice", "many-reqs", [make_wheel("many-reqs", requires=reqs)], alice)
+    assert r.status_code == 400 and f"at most {MAX_REQUIREMENTS}" in r.text, r.text
+    assert hub.row_counts() == before
+    assert hub.publish_files("alice", "many-reqs", [make_wheel("many-reqs", requires=reqs[:MAX_REQUIREMENTS])], alice).status_code == 201
+
+
+def test_a_hub_dependency_behind_an_extra_comes_from_the_hub(hub: HubClient) -> None:
+    """X needs ``hx-b[extra1]``; hx-b needs ``hx-c; extra == "extra1"``: hx-c is the owner's too, so
+    the job pins it from the hub rather than leaving it to a public index."""
+    alice = hub.user("alice")
+    hub.hub.settings.check_max_running_per_owner = 10
+    assert hub.publish_files("alice", "hx-c", [make_wheel("hx-c", "1.0.0")], alice).status_code == 201
+    b = make_wheel("hx-b", "1.0.0", requires=['hx-c>=1; extra == "extra1"', 'hx-public; extra == "other"'])
+    assert hub.publish_files("alice", "hx-b", [b], alice).status_code == 201
+    assert hub.publish_files("alice", "hx-x", [make_wheel("hx-x", "1.0.0", requires=["hx-b[Extra1]"])], alice).status_code == 201
+    system = _worker_token(hub)
+    jobs = [hub.post("/api/v1/check-jobs/claim", system, json={}).json()["job"] for _ in range(3)]
+    job = next(j for j in jobs if j and j["name"] == "hx-x")
+    assert {d["env"] for d in job["hub_dependencies"]} == {"alice/hx-b", "alice/hx-c"}, job
+    assert job["unresolvable"] is None
+
+
+def test_a_private_hub_dependency_stays_with_those_who_may_read_it(hub: HubClient) -> None:
+    """A public environment needing its owner's private one: another user's worker token never gets
+    that job (nor the private wheel); the install advice for a caller who cannot read it never sends
+    the name to the public index, and says an install needs access."""
+    alice = hub.user("alice")
+    hub.hub.settings.check_max_running_per_owner = 10
+    assert hub.publish_files("alice", "pd-secret", [make_wheel("pd-secret", "1.0.0")], alice, private=True).status_code == 201
+    r = hub.publish_files("alice", "pd-public", [make_wheel("pd-public", "1.0.0", requires=["pd-secret>=1", "numpy"])], alice)
+    assert r.status_code == 201, r.text
+    mallory = _worker_token(hub, "mallory")
+    assert hub.post("/api/v1/check-jobs/claim", mallory, json={"worker": "m"}).json()["job"] is None
+    system = _worker_token(hub)
+    jobs = [hub.post("/api/v1/check-jobs/claim", system, json={}).json()["job"] for _ in range(2)]
+    job = next(j for j in jobs if j and j["name"] == "pd-public")
+    assert [d["env"] for d in job["hub_dependencies"]] == ["alice/pd-secret"]
+    anonymous = hub.get("/api/v1/environments/alice/pd-public/versions/1.0.0", None).json()["install_commands"]
+    assert anonymous["needs_access"] is True and "pd-secret" not in " ".join(anonymous["pip"]) + anonymous["uv"]
+    assert "numpy" in anonymous["pip"][0]
+    own = hub.get("/api/v1/environments/alice/pd-public/versions/1.0.0", alice).json()["install_commands"]
+    assert own["needs_access"] is False
+
+
+def test_index_links_and_the_vf_line_are_quoted(hub: HubClient) -> None:
+    from hub.index import render_list
+    from hub.queries import shlex
+
+    page = render_list(["ok-env", "javascript:alert(1)"], "text/html").decode()
+    assert 'href="ok-env/"' in page and 'href="javascript%3Aalert%281%29/"' in page
+    assert shlex.quote("alice/x@1.0") == "alice/x@1.0"  # a valid id needs no quotes, so the line reads as before

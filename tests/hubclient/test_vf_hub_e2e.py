@@ -568,3 +568,29 @@ def test_readme_plain_pip_line_works_as_written(hub: HubProcess, make_vf, tmp_pa
     probe = f"import importlib.metadata as m, {module}; print(m.version({name!r}), {module}.__file__)"
     out = user.python_run(probe).out
     assert out.startswith("0.1.0 ") and str(user.python).rsplit("/bin/", 1)[0] in out, out
+
+
+def test_vf_install_takes_a_dependency_behind_an_extra_from_the_hub(hub: HubProcess, make_vf, tmp_path: Path) -> None:
+    """jane-x needs ``jane-b[extra1]``; jane-b's ``extra1`` needs jane-c, also jane's: vf install
+    pins jane-c from the hub by sha256 (pip would otherwise look it up on the public index, where
+    anyone may hold the name), and the install resolves through pip with no other index."""
+    token = create_user(hub, "jane")
+    owner = make_vf(token)
+    c = write_env_package(tmp_path, "jane-c", "1.0.0")
+    b = write_env_package(tmp_path, "jane-b", "1.0.0")
+    x = write_env_package(tmp_path, "jane-x", "1.0.0")
+    text = (b / "pyproject.toml").read_text()
+    (b / "pyproject.toml").write_text(text.replace(
+        'dependencies = ["verifiers>=0.1.9"]', 'dependencies = ["verifiers>=0.1.9"]\noptional-dependencies = {extra1 = ["jane-c>=1"]}'
+    ))
+    text = (x / "pyproject.toml").read_text()
+    (x / "pyproject.toml").write_text(text.replace('dependencies = ["verifiers>=0.1.9"]', 'dependencies = ["verifiers>=0.1.9", "jane-b[extra1]"]'))
+    for pkg in (c, b, x):
+        res = owner("push", str(pkg))
+        assert res.code == 0, res.text
+    user = make_vf(token, venv=True)
+    res = user("install", "jane/jane-x")
+    assert res.code == 0, res.text
+    assert "installed jane/jane-c==1.0.0" in res.out, res.out
+    probe = "import importlib.metadata as m; print(m.version('jane-x'), m.version('jane-b'), m.version('jane-c'))"
+    assert user.python_run(probe).out.split() == ["1.0.0", "1.0.0", "1.0.0"]

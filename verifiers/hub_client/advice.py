@@ -61,6 +61,16 @@ _EXTRA = {"--extra-index-url", "--find-links", "PIP_EXTRA_INDEX_URL", "PIP_FIND_
           "UV_FIND_LINKS"}
 
 
+def _spelled_out(key: str) -> str:
+    """pip takes any unambiguous start of a long option (``--extra-ind`` is ``--extra-index-url``):
+    the option such a start may stand for, else ``key`` itself."""
+    if key.startswith("--") and len(key) > 3:
+        for full in ("--extra-index-url", "--find-links", "--index-url"):
+            if full.startswith(key):
+                return full
+    return key
+
+
 def mixed_indexes(line: str) -> str | None:
     """Why one advised shell line would let one name come from two indexes (None: it would not)."""
     try:
@@ -73,6 +83,7 @@ def mixed_indexes(line: str) -> str | None:
             indexes = 0
             continue
         key, _, value = word.partition("=")
+        key = _spelled_out(key)
         short = word[:2] if word.startswith("-") and not word.startswith("--") else ""
         if key in _EXTRA or short == "-f":  # pip's and uv's -f is --find-links
             return f"{key if key in _EXTRA else '--find-links'} in {line[:200]!r}"

@@ -170,9 +170,10 @@ def _valid(v: str) -> bool:
         return False
 
 
-def _requirements(path: Path, rel: Release) -> list[Any]:
+def _requirements(path: Path, rel: Release, extras: frozenset[str] = frozenset()) -> list[Any]:
     """The Requires-Dist of a verified wheel (its METADATA) or sdist (its PKG-INFO) that apply to
-    this interpreter (markers evaluated, no extras)."""
+    this interpreter with the ``extras`` asked of it (markers evaluated as pip evaluates them: a
+    requirement applies when its marker holds for no extra or for one of those)."""
     import email.parser
     import tarfile
     import zipfile
@@ -204,7 +205,7 @@ def _requirements(path: Path, rel: Release) -> list[Any]:
             req = Requirement(line)
         except InvalidRequirement:
             raise HubClientError(f"{rel.filename} declares an invalid requirement {line[:100]!r}") from None
-        if req.marker is None or req.marker.evaluate({"extra": ""}):
+        if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in ("", *sorted(extras))):
             out.append(req)
     return out
 
@@ -461,27 +462,44 @@ def install(client: HubClient, refs: list[EnvRef], *, lock: Path | None = None, 
     with tempfile.TemporaryDirectory(prefix="vf-install-") as tmp:
         chosen: dict[str, Release] = {}
         paths: dict[str, Path] = {}
+        details: dict[str, Any] = {}
+        # the extras asked of each hub environment: its requirements behind those extras are the
+        # hub's too (pip would otherwise fetch a same-owner name behind an extra from a public index)
+        extras_of: dict[str, frozenset[str]] = {}
         queue = list(roots)
         for r in roots:
             chosen[r.distribution] = r
+            extras_of[r.distribution] = frozenset()
         while queue:
             r = queue.pop(0)
             owner, name = r.id.split("/", 1)
-            detail = require_installable(client, EnvRef(owner, name, r.version), allow=allow, log=log)
-            # Every name that becomes a path was checked when it was read; check again where it is used.
-            checked_filename(r.filename, project=r.distribution, version=r.version)
             dest = Path(tmp) / r.filename
-            client.download(r.url, dest, expected_sha256=r.sha256)
-            paths[r.distribution] = dest
-            listed = [(req, False) for req in _requirements(dest, r)]
+            if r.distribution not in paths:
+                details[r.distribution] = require_installable(client, EnvRef(owner, name, r.version), allow=allow, log=log)
+                # Every name that becomes a path was checked when it was read; check again where it is used.
+                checked_filename(r.filename, project=r.distribution, version=r.version)
+                client.download(r.url, dest, expected_sha256=r.sha256)
+                paths[r.distribution] = dest
+            detail = details[r.distribution]
+            if ((detail or {}).get("install_commands") or {}).get("needs_access"):
+                raise HubClientError(
+                    f"{r.id} {r.version} depends on a private environment of {owner} that this login cannot read; "
+                    "vf install never takes such a name from a public index",
+                    hint=f"vf login with an account (or VF_HUB_TOKEN with a token) that can read {owner}'s environments",
+                )
+            listed = [(req, False) for req in _requirements(dest, r, extras_of[r.distribution])]
             listed += [(req, True) for req in _hub_environments(detail, r.id)]
             for req, hub_only in listed:
                 dep = canonicalize_name(req.name)
+                wanted = frozenset(canonicalize_name(x) for x in req.extras)
                 if dep in chosen:
                     have = chosen[dep]
                     if not req.specifier.contains(have.version, prereleases=True):
                         raise HubClientError(f"{r.id} {r.version} needs {req}, but {have.id} {have.version} "
                                              "is the version being installed")
+                    if dep in extras_of and not wanted <= extras_of[dep]:
+                        extras_of[dep] |= wanted  # read its requirements again with the new extras
+                        queue.append(have)
                     continue
                 doc = project_page(client, owner, dep)
                 if doc is not None:  # published by the same owner: a hub dependency, pinned by hash
@@ -502,6 +520,7 @@ def install(client: HubClient, refs: list[EnvRef], *, lock: Path | None = None, 
                         log(f"warning: {rel.id} {rel.version} is yanked"
                             + (f" ({rel.yank_reason})" if rel.yank_reason else ""))
                     chosen[dep] = rel
+                    extras_of[dep] = wanted
                     queue.append(rel)
                     continue
                 if hub_only:  # never from a public index, where anyone may hold the name
