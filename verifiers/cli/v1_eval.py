@@ -7,8 +7,9 @@ The original's keys: ``model``, ``[client]`` (``base_url``, ``api_key_var``), ``
 ``[client]`` also takes ``headers_from_env`` and the per-phase ``timeout`` table. Any key can be set with a
 dotted flag (``--env.agent.max-turns 3``, ``--sampling.temperature=0.2``; ``-`` and ``_`` are the
 same), each value typed by the knob it sets (``configs.flags``); flags override the file. The run writes ``output_dir/<run>/traces.jsonl`` (one episode a
-line), ``metadata.json`` and ``configs/eval.json``; ``--resume`` (with the same config, or
-``--resume <run folder>``) keeps the complete episodes already written.
+line), ``metadata.json`` and ``configs/eval.json`` (also at the original's ``configs/resolved/eval.json``);
+``--resume`` (with the same config, or ``--resume <run folder>``) keeps the complete episodes
+already written, and refuses a changed plan (:data:`PLAN_KEYS`).
 
 ``vf eval`` and ``vf-eval`` send a command line here when :func:`wants_v1` says it is one.
 """
