@@ -368,6 +368,7 @@ def claim(
     lease = dt.timedelta(seconds=settings.check_lease_seconds)
     cap = settings.check_max_running_per_owner
     skip_owners: set[int] = set()
+    skip_runs: set[int] = set()
     for _ in range(50):
         now = utcnow()
         with db.session() as s:
@@ -402,6 +403,8 @@ def claim(
             )
             if skip_owners:
                 q = q.where(Environment.owner_id.not_in(skip_owners))
+            if skip_runs:
+                q = q.where(CheckRun.id.not_in(skip_runs))
             if principal is not None and not may_claim_everything(principal):
                 q = q.where(or_(Environment.private.is_(False), Environment.owner_id.in_(list(principal.roles))))
             if not db.sqlite:
@@ -478,9 +481,10 @@ def claim(
             job = _job(s, run, settings, principal)
             if job is _WITHHELD:
                 # a restricted worker token would get a private hub dependency its user cannot read:
-                # the claim is undone, and the owner's jobs are left to workers that may read them
+                # the claim is undone and this job left to workers that may read it (the owner's
+                # other jobs stay claimable)
                 s.rollback()
-                skip_owners.add(row.owner_id)
+                skip_runs.add(row.id)
                 continue
             if job is None:  # the version lost its wheel or vanished: nothing to check
                 run.status, run.reason, run.lease_token, run.finished_at = (

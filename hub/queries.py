@@ -232,11 +232,15 @@ def _split_dependencies(
         listed = []
         for raw, hub_only in [*((r, False) for r in deps), *((r, True) for r in loaded)]:
             try:
-                listed.append((raw, hub_only, canonicalize_name(Requirement(raw).name)))
+                req = Requirement(raw)
             except InvalidRequirement:
                 continue
+            # whether it applies with no extra asked (pip's reading; one behind an extra is left to
+            # the installer, which asks the hub for the environment with that extra)
+            applies = req.marker is None or req.marker.evaluate({"extra": ""})
+            listed.append((raw, hub_only, canonicalize_name(req.name), applies))
         # the owner's environments among them, in one query
-        names = {name for _, _, name in listed} - seen
+        names = {name for _, _, name, _ in listed} - seen
         owned = {
             d.name: d
             for d in (
@@ -245,7 +249,7 @@ def _split_dependencies(
                 else ()
             )
         }
-        for raw, hub_only, name in listed:
+        for raw, hub_only, name, applies in listed:
             if name in seen:
                 continue
             dep = owned.get(name)
@@ -256,7 +260,8 @@ def _split_dependencies(
             if dep.private and (principal is None or not principal.can_read(dep.owner_id, dep.id, True)):
                 # the owner's private environment, hidden from this caller: it still comes from the
                 # hub alone (with a token), never from a public index where anyone may take the name
-                private = hidden = True
+                if applies:
+                    private = hidden = True
                 continue
             seen.add(name)
             if hub_only:

@@ -515,7 +515,12 @@ def test_a_private_hub_dependency_stays_with_those_who_may_read_it(hub: HubClien
     assert hub.publish_files("alice", "pd-secret", [make_wheel("pd-secret", "1.0.0")], alice, private=True).status_code == 201
     r = hub.publish_files("alice", "pd-public", [make_wheel("pd-public", "1.0.0", requires=["pd-secret>=1", "numpy"])], alice)
     assert r.status_code == 201, r.text
+    plain = hub.publish_files("alice", "pd-plain", [make_wheel("pd-plain", "1.0.0")], alice)
+    assert plain.status_code == 201
     mallory = _worker_token(hub, "mallory")
+    # mallory's worker skips pd-public (its dependency is private) but still gets alice's other public job
+    got = hub.post("/api/v1/check-jobs/claim", mallory, json={"worker": "m"}).json()["job"]
+    assert got is not None and got["name"] == "pd-plain", got
     assert hub.post("/api/v1/check-jobs/claim", mallory, json={"worker": "m"}).json()["job"] is None
     system = _worker_token(hub)
     jobs = [hub.post("/api/v1/check-jobs/claim", system, json={}).json()["job"] for _ in range(2)]
@@ -526,6 +531,11 @@ def test_a_private_hub_dependency_stays_with_those_who_may_read_it(hub: HubClien
     assert "numpy" in anonymous["pip"][0]
     own = hub.get("/api/v1/environments/alice/pd-public/versions/1.0.0", alice).json()["install_commands"]
     assert own["needs_access"] is False
+    # a private dependency behind an extra nobody asks for does not make the install need access
+    extra = make_wheel("pd-extra", "1.0.0", requires=['pd-secret>=1; extra == "gpu"'])
+    assert hub.publish_files("alice", "pd-extra", [extra], alice).status_code == 201
+    shown = hub.get("/api/v1/environments/alice/pd-extra/versions/1.0.0", None).json()["install_commands"]
+    assert shown["needs_access"] is False and shown["note"] is None
 
 
 def test_index_links_and_the_vf_line_are_quoted(hub: HubClient) -> None:

@@ -97,6 +97,11 @@ type = "subprocess"
         changed = _vf("eval", "@", str(config), "--resume", "-r", "3", cwd=tmp_path)
         assert changed.returncode == 1 and "differs in num_rollouts" in changed.stderr, changed.stderr
         assert srv.request_count == n_before
+        # a dry run never rewrites the config of a folder that holds a run
+        before = resolved.read_text()
+        dry = _vf("eval", "@", str(config), "--resume", "-r", "7", "--dry-run", cwd=tmp_path)
+        assert dry.returncode == 0, dry.stderr
+        assert resolved.read_text() == before and json.loads(dry.stdout)["num_rollouts"] == 7
 
         gate.set()
         n_before = srv.request_count
@@ -397,6 +402,20 @@ def test_sigterm_ends_a_run_as_ctrl_c_does_and_it_resumes(tmp_path) -> None:
             if proc.poll() is None:
                 proc.kill()
         assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
+        # started with SIGINT ignored (`cmd &` in a script), SIGTERM keeps its default: it ends the process
+        ignoring = subprocess.Popen([*vf_command(), *args[:-2], "--run.dir", "r2", "-b", srv.base_url], cwd=tmp_path,
+                                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # fmt: skip
+        try:
+            for _ in range(1200):
+                if (tmp_path / "o" / "r2" / "configs" / "eval.json").exists():
+                    break
+                threading.Event().wait(0.05)
+            ignoring.send_signal(signal.SIGTERM)
+            assert ignoring.wait(timeout=60) == -signal.SIGTERM
+        finally:
+            if ignoring.poll() is None:
+                ignoring.kill()
         kept = [json.loads(x) for x in traces.read_text().splitlines()]
         assert len(kept) == 1 and kept[0]["complete"]  # the finished episode was saved
         gate.set()
@@ -404,3 +423,24 @@ def test_sigterm_ends_a_run_as_ctrl_c_does_and_it_resumes(tmp_path) -> None:
         assert res.returncode == 0, res.stderr
     rows = [json.loads(x) for x in traces.read_text().splitlines()]
     assert len(rows) == 3 and all(x["complete"] for x in rows)
+
+
+def test_argv_and_resume_details(tmp_path) -> None:
+    """A positional id wins over a config file's (only two command-line spellings must agree), and a
+    run saved with ``max_completion_tokens`` resumes under the ``max_tokens`` spelling."""
+    from verifiers.cli.errors import UserError
+    from verifiers.cli.v1_eval import SAVED_CONFIGS, _same_plan, parse_argv
+
+    config = tmp_path / "eval.toml"
+    config.write_text('[env.taskset]\nid = "vf-sums"\n')
+    tree, _ = parse_argv(["vf-other", "@", str(config)])
+    assert tree["env"]["taskset"]["id"] == "vf-other"
+    with pytest.raises(UserError, match="set twice"):
+        parse_argv(["vf-other", "--env.taskset.id", "vf-sums"])
+    run = tmp_path / "run"
+    (run / "configs").mkdir(parents=True)
+    old = {"model": "m", "sampling": {"max_completion_tokens": 64}, "num_rollouts": 1}
+    (run / SAVED_CONFIGS[0]).write_text(json.dumps(old))
+    _same_plan(run, {**old, "sampling": {"max_tokens": 64}})  # the same plan, in today's spelling
+    with pytest.raises(UserError, match="differs in sampling"):
+        _same_plan(run, {**old, "sampling": {"max_tokens": 65}})

@@ -273,7 +273,9 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, Any], Path | None]:
         raise UserError(f"one taskset id, got {positional}")
     tree = _merge(file_data, flags)
     if positional:
-        given = ((tree.get("env") or {}).get("taskset") or {}).get("id") if isinstance(tree.get("env"), dict) else None
+        # the command line's own two ways of naming it must agree (a file's id is overridden by it)
+        env_flags = flags.get("env") if isinstance(flags.get("env"), dict) else {}
+        given = (env_flags.get("taskset") or {}).get("id") if isinstance(env_flags.get("taskset"), dict) else None
         if given is not None and str(given) != positional[0]:
             raise UserError(f"--env.taskset.id is set twice, with different ids: {positional[0]!r} and {given!r}; give one")
         _set(tree, "env.taskset.id", positional[0])
@@ -367,8 +369,9 @@ def run(argv: list[str]) -> int:
         dump = cfg.model_dump(mode="json", exclude={"dry_run", "clean"})
         dump["env"] = resolved_like(cfg.env, env.config)
         sys.stdout.write(json.dumps(dump, indent=2) + "\n")
-        if folder is not None:
-            # as the original: the resolved config where a run keeps it, to start it with ``@ file``
+        if folder is not None and saved_config(folder) is None and not (folder / "traces.jsonl").exists():
+            # as the original: the resolved config where a run will keep it, to start it with
+            # ``@ file``; never into a folder that already holds a run (its config is what ran)
             resolved = folder / SAVED_CONFIGS[1]
             resolved.parent.mkdir(parents=True, exist_ok=True)
             resolved.write_text(json.dumps({k: v for k, v in dump.items() if k not in AFTER_RUN}, indent=2), encoding="utf-8")
@@ -390,7 +393,11 @@ def run(argv: list[str]) -> int:
     from verifiers.engine.threads import run_on_main_thread
 
     previous = None
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler  # SIGINT ignored: SIGTERM stays the default
+    ):
         previous = signal.signal(signal.SIGTERM, lambda signum, frame: os.kill(os.getpid(), signal.SIGINT))
     try:
         return run_on_main_thread(lambda: _run(cfg, env, tasks, folder, err, summary_table, version))
@@ -484,7 +491,13 @@ def _same_plan(folder: Path, saved: dict[str, Any]) -> None:
         before = json.loads(ours.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    changed = [k for k in PLAN_KEYS if k in before and before.get(k) != saved.get(k)]
+    def plan(config: dict[str, Any], key: str) -> Any:
+        value = config.get(key)
+        if key == "sampling" and isinstance(value, dict):
+            value = V1EvalConfig._typed_sampling(value)  # an older run saved max_completion_tokens
+        return value
+
+    changed = [k for k in PLAN_KEYS if k in before and plan(before, k) != plan(saved, k)]
     if changed:
         raise UserError(
             f"--resume continues the run as it was started; this config differs in {', '.join(changed)}",

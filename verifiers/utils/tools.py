@@ -9,10 +9,11 @@ input where it belongs:
   default), never as a process of the host;
 * ``calculator`` evaluates the expression by walking its syntax tree, with no ``eval`` and a bound on
   powers, so an expression like ``9**9**9**9`` is an error instead of a hung worker;
-* ``ask`` fetches only public ``http(s)`` addresses (no loopback, private or link-local host).
+* ``ask`` fetches only public ``http(s)`` addresses (no loopback, private or link-local host), each
+  connection made to the very address that was checked, redirects checked hop by hop.
 
-``search`` (Brave, ``brave-search``), ``search_ddg`` (``duckduckgo-search``) and ``ask`` (``requests``,
-``markdownify``, ``openai``, and ``DEEPINFRA_API_KEY`` for the model that reads the page) need those
+``search`` (Brave, ``brave-search``), ``search_ddg`` (``duckduckgo-search``) and ``ask`` (``markdownify``,
+``openai``, and ``DEEPINFRA_API_KEY`` for the model that reads the page) need those
 packages and the network; without them they answer with an error string that names what is missing.
 """
 
@@ -177,36 +178,81 @@ def search(query: str) -> str:
         return f"Error: {e}"
 
 
-def _public_http_url(url: str) -> str | None:
-    """Why ``url`` may not be fetched (None: it may): only http(s) to public addresses."""
+_PAGE_BYTES = 5 << 20
+
+
+def _public_address(url: str) -> tuple[str, str] | str:
+    """``(host, address)`` to read ``url`` from: its host resolved once, every address public; or
+    why it may not be read (only http(s) to public addresses)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "only http and https addresses can be read"
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+        infos = socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
     except OSError as e:
         return f"cannot resolve {parts.hostname}: {e}"
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global:
+    addresses = [info[4][0] for info in infos]
+    for address in addresses:
+        if not ipaddress.ip_address(address.split("%", 1)[0]).is_global:
             return f"{parts.hostname} is not a public address"
-    return None
+    return parts.hostname, addresses[0]
+
+
+def _fetch(url: str) -> tuple[int, dict[str, str], bytes]:
+    """One GET of ``url`` connected to the address that was checked (a second lookup, which a
+    rebinding name could answer with a private address, never happens); no redirect followed."""
+    import http.client
+    import ssl
+
+    found = _public_address(url)
+    if isinstance(found, str):
+        raise ValueError(found)
+    host, address = found
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+
+    class Pinned(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.create_connection((address, port), self.timeout)
+
+    class PinnedTLS(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            raw = socket.create_connection((address, port), self.timeout)
+            self.sock = ssl.create_default_context().wrap_socket(raw, server_hostname=host)
+
+    conn = (PinnedTLS if parts.scheme == "https" else Pinned)(host, port, timeout=30)
+    try:
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn.request("GET", path, headers={"User-Agent": "verifiers-tools/ask", "Accept": "text/html,*/*"})
+        response = conn.getresponse()
+        body = response.read(_PAGE_BYTES)
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, body
+    finally:
+        conn.close()
 
 
 def _page_markdown(url: str) -> str:
     try:
-        import requests
         from markdownify import markdownify  # type: ignore[import-not-found]
 
         for _hop in range(6):  # redirects followed by hand: each address is checked before it is read
-            refused = _public_http_url(url)
-            if refused is not None:
-                return f"Error: {refused}"
-            response = requests.get(url, timeout=30, allow_redirects=False)
-            if not response.is_redirect:
-                response.raise_for_status()
-                return markdownify(response.text)
-            url = requests.compat.urljoin(url, response.headers["location"])
+            status, headers, body = _fetch(url)
+            if status in (301, 302, 303, 307, 308) and headers.get("location"):
+                from urllib.parse import urljoin
+
+                url = urljoin(url, headers["location"])
+                continue
+            if status >= 400:
+                return f"Error: {status} for url: {url}"
+            charset = "utf-8"
+            for part in headers.get("content-type", "").split(";"):
+                if part.strip().lower().startswith("charset="):
+                    charset = part.split("=", 1)[1].strip() or charset
+            try:
+                text = body.decode(charset, errors="replace")
+            except LookupError:
+                text = body.decode("utf-8", errors="replace")
+            return markdownify(text)
         return "Error: too many redirects"
     except Exception as e:
         return f"Error: {e}"

@@ -9,9 +9,11 @@ by the server's chat template; the original renders it on the client and calls v
 endpoint. The renderer settings (``renderer``, ``renderer_model_name``) therefore do not apply, and
 the first train client of a process says so in the log.
 
-The embedded default is a local endpoint (``http://127.0.0.1:8000/v1``, no key variable); a hosted
-service is used only when a config names it. A key travels by the name of its environment
-variable, never as a value.
+The embedded default is a local endpoint (``http://127.0.0.1:8000/v1``, or ``$VF_BASE_URL``, or the
+original's ``$PRIME_INFERENCE_URL``); a hosted service is used only when a config or the
+environment names it. A config names its key by its environment variable, never as a value; with
+none named, the key is ``$PRIME_API_KEY`` or ``EMPTY``, as the original sends it (only this
+process's own client gets it: a client config sent over the wire carries no literal key).
 """
 
 from __future__ import annotations
