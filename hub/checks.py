@@ -231,6 +231,8 @@ def hub_dependencies(s: Session, env: Environment, ver: Version) -> tuple[list[t
     from packaging.version import InvalidVersion
     from packaging.version import Version as PV
 
+    from hub.queries import owned_environments
+
     chosen: dict[str, tuple[Environment, Version]] = {env.name: (env, ver)}
     # the extras asked of each chosen environment: a requirement behind one of them is needed too
     # (and a same-owner one must come from the hub, not from a public index)
@@ -253,16 +255,7 @@ def hub_dependencies(s: Session, env: Environment, ver: Version) -> tuple[list[t
             extras = ("", *sorted(extras_of.get(e.name, frozenset())))
             if req.marker is None or any(req.marker.evaluate({"extra": x}) for x in extras):
                 listed.append((req, hub_only))
-        # the owner's environments among them, in one query
-        names = {canonicalize_name(req.name) for req, _ in listed} - set(chosen)
-        owned = {
-            d.name: d
-            for d in (
-                s.scalars(select(Environment).where(Environment.owner_id == env.owner_id, Environment.name.in_(names)))
-                if names
-                else ()
-            )
-        }
+        owned = owned_environments(s, env.owner_id, {canonicalize_name(req.name) for req, _ in listed} - set(chosen))
         for req, hub_only in listed:
             name = canonicalize_name(req.name)
             wanted = frozenset(canonicalize_name(x) for x in req.extras)

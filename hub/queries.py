@@ -209,6 +209,14 @@ def install_commands(
     return {"vf": vf, "uv": uv, "pip": pip, "note": note, "needs_access": hidden}
 
 
+def owned_environments(s: Session, owner_id: int, names: set[str]) -> dict[str, Environment]:
+    """The owner's environments among ``names`` (normalised), by name, in one query."""
+    if not names:
+        return {}
+    rows = s.scalars(select(Environment).where(Environment.owner_id == owner_id, Environment.name.in_(names)))
+    return {d.name: d for d in rows}
+
+
 def _split_dependencies(
     s: Session, principal: Principal | None, env: Environment, ver: Version | None, limit: int = 50
 ) -> tuple[bool, list[str], list[str], bool]:
@@ -239,16 +247,7 @@ def _split_dependencies(
             # the installer, which asks the hub for the environment with that extra)
             applies = req.marker is None or req.marker.evaluate({"extra": ""})
             listed.append((raw, hub_only, canonicalize_name(req.name), applies))
-        # the owner's environments among them, in one query
-        names = {name for _, _, name, _ in listed} - seen
-        owned = {
-            d.name: d
-            for d in (
-                s.scalars(select(Environment).where(Environment.owner_id == env.owner_id, Environment.name.in_(names)))
-                if names
-                else ()
-            )
-        }
+        owned = owned_environments(s, env.owner_id, {name for _, _, name, _ in listed} - seen)
         for raw, hub_only, name, applies in listed:
             if name in seen:
                 continue
