@@ -213,6 +213,15 @@ def _file_out(run_id: int, f: File, env: str, name: str, version: str) -> dict[s
     }
 
 
+def owned_environments(s: Session, owner_id: int, names: set[str]) -> dict[str, Environment]:
+    """The owner's environments among ``names`` (normalised), by name, in one query (a version's
+    hub dependencies here, and the install advice of ``hub.queries``)."""
+    if not names:
+        return {}
+    rows = s.scalars(select(Environment).where(Environment.owner_id == owner_id, Environment.name.in_(names)))
+    return {d.name: d for d in rows}
+
+
 def wheel_of(s: Session, version_id: int) -> File | None:
     return s.scalar(
         select(File).where(File.version_id == version_id, File.kind == "wheel").order_by(File.id).limit(1)
@@ -230,8 +239,6 @@ def hub_dependencies(s: Session, env: Environment, ver: Version) -> tuple[list[t
     from packaging.utils import canonicalize_name
     from packaging.version import InvalidVersion
     from packaging.version import Version as PV
-
-    from hub.queries import owned_environments
 
     chosen: dict[str, tuple[Environment, Version]] = {env.name: (env, ver)}
     # the extras asked of each chosen environment: a requirement behind one of them is needed too

@@ -209,14 +209,6 @@ def install_commands(
     return {"vf": vf, "uv": uv, "pip": pip, "note": note, "needs_access": hidden}
 
 
-def owned_environments(s: Session, owner_id: int, names: set[str]) -> dict[str, Environment]:
-    """The owner's environments among ``names`` (normalised), by name, in one query."""
-    if not names:
-        return {}
-    rows = s.scalars(select(Environment).where(Environment.owner_id == owner_id, Environment.name.in_(names)))
-    return {d.name: d for d in rows}
-
-
 def _split_dependencies(
     s: Session, principal: Principal | None, env: Environment, ver: Version | None, limit: int = 50
 ) -> tuple[bool, list[str], list[str], bool]:
@@ -227,6 +219,8 @@ def _split_dependencies(
     the caller can see. An environment loaded by id is never a public requirement: one the owner does
     not publish is left out (its install fails to load it, and its check says why); and whether one of
     them is the owner's private environment that the caller cannot read (never a public requirement)."""
+    from hub import checks
+
     private = bool(env.private)
     hidden = False
     public_reqs: list[str] = []
@@ -247,7 +241,7 @@ def _split_dependencies(
             # the installer, which asks the hub for the environment with that extra)
             applies = req.marker is None or req.marker.evaluate({"extra": ""})
             listed.append((raw, hub_only, canonicalize_name(req.name), applies))
-        owned = owned_environments(s, env.owner_id, {name for _, _, name, _ in listed} - seen)
+        owned = checks.owned_environments(s, env.owner_id, {name for _, _, name, _ in listed} - seen)
         for raw, hub_only, name, applies in listed:
             if name in seen:
                 continue
