@@ -319,8 +319,8 @@ async def correct_answer(completion: Any, answer: str, info: Any = None, **_: An
     if predicted is None:
         return 0.0
     try:
-        return await asyncio.wait_for(asyncio.to_thread(score_answer, predicted, answer, info),
-                                      timeout=VERIFY_TIMEOUT_S)
+        async with asyncio.timeout(VERIFY_TIMEOUT_S):  # not asyncio.wait_for: 3.11's loses a cancellation
+            return await asyncio.to_thread(score_answer, predicted, answer, info)
     except TimeoutError:
         return 0.0
 

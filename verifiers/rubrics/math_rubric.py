@@ -18,6 +18,7 @@ from typing import Any
 from verifiers.parsers.maybe_think_parser import MaybeThinkParser
 from verifiers.parsers.parser import Parser
 from verifiers.rubrics.rubric import Rubric
+from verifiers.utils.async_utils import wait_for
 from verifiers.utils.data_utils import extract_boxed_answer
 
 __all__ = ["MathRubric", "verify_math"]
@@ -87,7 +88,7 @@ class MathRubric(Rubric):
         loop = asyncio.get_running_loop()
         fut = loop.run_in_executor(_executor(self.max_workers), verify_math, str(response), str(answer))
         try:
-            ok = await asyncio.wait_for(fut, timeout=self.timeout_seconds)
+            ok = await wait_for(fut, timeout=self.timeout_seconds)
         except TimeoutError:
             return 0.0
         return 1.0 if ok else 0.0

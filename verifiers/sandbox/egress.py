@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from verifiers.utils.async_utils import wait_for
+
 __all__ = ["RELAY", "EgressProxy", "LoopbackForward", "hosts_of"]
 
 MAX_HEAD_BYTES = 16 * 1024
@@ -142,7 +144,7 @@ class EgressProxy:
                 writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
+        head = await wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
         if len(head) > MAX_HEAD_BYTES:
             await _answer(writer, 431, "request head too large")
             return
@@ -159,7 +161,7 @@ class EgressProxy:
                 self.denied.append(target[:200])
                 await _answer(writer, 403, f"{target[:200]} is not an allowed host for this sandboxed run")
                 return
-            up_r, up_w = await asyncio.wait_for(asyncio.open_connection(host, int(port_s)), IDLE_TIMEOUT_S)
+            up_r, up_w = await wait_for(asyncio.open_connection(host, int(port_s)), IDLE_TIMEOUT_S)
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             await writer.drain()
             await self._pipe_both(reader, writer, up_r, up_w)
@@ -182,7 +184,7 @@ class EgressProxy:
             for line in lines[1:]
             if line and not line.lower().startswith(("proxy-", "connection:", "keep-alive:"))
         ]
-        up_r, up_w = await asyncio.wait_for(asyncio.open_connection(*where), IDLE_TIMEOUT_S)
+        up_r, up_w = await wait_for(asyncio.open_connection(*where), IDLE_TIMEOUT_S)
         up_w.write((f"{method} {path} HTTP/1.1\r\n" + "\r\n".join([*headers, "Connection: close"]) + "\r\n\r\n").encode("latin-1"))
         await up_w.drain()
         await self._pipe_both(reader, writer, up_r, up_w)
@@ -196,7 +198,7 @@ class EgressProxy:
     ) -> None:
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, count: bool) -> None:
             try:
-                while data := await asyncio.wait_for(src.read(65536), IDLE_TIMEOUT_S):
+                while data := await wait_for(src.read(65536), IDLE_TIMEOUT_S):
                     if count:
                         self.bytes_in += len(data)
                     dst.write(data)
@@ -258,7 +260,7 @@ class LoopbackForward:
                 return
             async with self._slots:
                 self.connections += 1
-                up_r, up_w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", self.port), IDLE_TIMEOUT_S)
+                up_r, up_w = await wait_for(asyncio.open_connection("127.0.0.1", self.port), IDLE_TIMEOUT_S)
                 await _splice(reader, writer, up_r, up_w)
         except (OSError, TimeoutError, asyncio.IncompleteReadError):
             pass

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from verifiers.sandbox.backends import Launch
 from verifiers.sandbox.types import KillReason
+from verifiers.utils.async_utils import wait_for
 
 __all__ = [
     "ProcessOutcome",
@@ -105,7 +106,7 @@ async def wait_exit(proc: asyncio.subprocess.Process, timeout: float | None = No
             exited = loop.create_future()
             loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
             try:
-                await asyncio.wait_for(exited, None if deadline is None else max(0.0, deadline - loop.time()))
+                await wait_for(exited, None if deadline is None else max(0.0, deadline - loop.time()))
             except TimeoutError:
                 return None
             finally:

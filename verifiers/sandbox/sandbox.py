@@ -35,6 +35,7 @@ from verifiers.sandbox.types import KillReason, Limits, RunResult, SandboxError
 from verifiers.sandbox.warm import WarmLease, WarmPool, WarmProcess
 from verifiers.sandbox.workdirs import remove_tree as _remove_tree
 from verifiers.sandbox.workdirs import work_dir_exceeds
+from verifiers.utils.async_utils import wait_for
 
 __all__ = ["Files", "Sandbox", "SandboxSession", "run_sync"]
 
@@ -642,7 +643,7 @@ class SandboxSession:
             )
         self._stderr_tail.clear()
         self._stderr_task = asyncio.create_task(self._drain_stderr(self._proc))
-        ready = await asyncio.wait_for(self._receive(), timeout=max(30.0, self.timeout))
+        ready = await wait_for(self._receive(), timeout=max(30.0, self.timeout))
         if ready.get("status") != "ready":
             raise SandboxError(f"the sandboxed Python interpreter did not start: {ready}")
 

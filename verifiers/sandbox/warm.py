@@ -59,6 +59,7 @@ from verifiers.sandbox.backends import _env_items
 from verifiers.sandbox.process import ProcessOutcome, kill_tree, poll_flag
 from verifiers.sandbox.types import KillReason, Limits, SandboxError, SandboxUnavailableError
 from verifiers.sandbox.workdirs import remove_tree, work_dir_exceeds
+from verifiers.utils.async_utils import wait_for
 
 if TYPE_CHECKING:
     from verifiers.sandbox.sandbox import Sandbox
@@ -350,7 +351,7 @@ class WarmSandbox:
             return
         reply = self._reply(loop)
         try:
-            answer = await asyncio.wait_for(reply, _RESET_TIMEOUT_S)
+            answer = await wait_for(reply, _RESET_TIMEOUT_S)
         except BaseException as exc:
             self.problem = f"its reset did not answer: {exc!r}"
             self.discard()
@@ -447,7 +448,7 @@ class WarmProcess:
 
     async def wait(self, timeout: float) -> int | None:
         with contextlib.suppress(asyncio.TimeoutError, _Dead):
-            await asyncio.wait_for(asyncio.shield(self._exited), timeout)
+            await wait_for(asyncio.shield(self._exited), timeout)
         return self.returncode
 
     async def finish(self) -> None:

@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.train.advantages import group_advantages, has_signal
 from verifiers.train.samples import Sample, assign_advantage, rollout_to_samples, sample_metrics
+from verifiers.utils.async_utils import wait_for
 
 
 class OrchestratorConfig(BaseModel):
@@ -567,7 +568,7 @@ class Orchestrator:
                         f"no batch within {limit:g} s: {len(groups)} of {self.cfg.batch_groups} groups "
                         f"ready, {len(self._inflight)} in flight (orchestrator.batch_timeout_s)")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake_batch.wait(), timeout=self.poll_s)
+                    await wait_for(self._wake_batch.wait(), timeout=self.poll_s)
             if self._fatal is not None:
                 raise self._fatal
             g = self._buffer.popleft()

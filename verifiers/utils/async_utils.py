@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ __all__ = [
     "maybe_call_with_named_args",
     "maybe_semaphore",
     "run_sync",
+    "wait_for",
     "with_sem",
 ]
 
@@ -109,6 +110,23 @@ async def maybe_semaphore(limit: int | None = None) -> Any:
     if limit and limit > 0:
         return asyncio.Semaphore(limit)
     return NullAsyncContext()
+
+
+async def wait_for(aw: Awaitable[Any], timeout: float | None) -> Any:
+    """``aw``'s result, or ``TimeoutError`` after ``timeout`` seconds (``None``: no limit).
+
+    Use this, never ``asyncio.wait_for`` (the lint bans it). On Python 3.11 ``asyncio.wait_for``
+    loses a cancellation of the waiting task that lands in the same loop iteration as ``aw``'s
+    result: it returns the result and the task runs on. ``asyncio.run`` turns Ctrl-C into exactly
+    one such cancellation, so a run whose Ctrl-C met a reply (a health check, a batch wake-up) never
+    stopped. Here the limit is an ``asyncio.timeout`` scope, which tells its own expiry from an
+    outside cancellation and always re-raises the latter (3.12's ``wait_for`` is built the same way).
+    Unlike 3.11's, a coroutine runs in the calling task, not in a new one.
+    """
+    if timeout is None:
+        return await aw
+    async with asyncio.timeout(timeout):
+        return await aw
 
 
 async def with_sem(sem: Any, coro: Any) -> Any:

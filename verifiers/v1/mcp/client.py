@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from verifiers.utils.async_utils import wait_for
 from verifiers.v1.errors import ToolsetError
 from verifiers.v1.mcp.toolset import (
     ENV_CONFIG,
@@ -121,7 +122,7 @@ class Connection:
         ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._own(ready), name=f"mcp:{self.name}")
         try:
-            self._session, self.tools = await asyncio.wait_for(asyncio.shield(ready), timeout)
+            self._session, self.tools = await wait_for(asyncio.shield(ready), timeout)
         except BaseException as exc:
             if not isinstance(exc, Exception):
                 await finish(self.close())

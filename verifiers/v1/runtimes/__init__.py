@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, PositiveFloat, field_validator
 
+from verifiers.utils.async_utils import wait_for
 from verifiers.v1.configs import BaseConfig
 from verifiers.v1.errors import SandboxError
 from verifiers.v1.fields import new_id
@@ -462,7 +463,7 @@ class SubprocessRuntime(Runtime):
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )  # fmt: skip
         try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
+            out, err = await wait_for(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
         except (TimeoutError, asyncio.CancelledError) as exc:
             _kill_group(proc)
             out, err = await proc.communicate()

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import ConfigDict
 
+from verifiers.utils.async_utils import wait_for
 from verifiers.v1.serve.protocol import DEFAULT_ADDRESS, DELTA, FrameIO
 from verifiers.v1.types import SamplingConfig
 from verifiers.v1.wire import (
@@ -139,7 +140,7 @@ class EnvClient:
             self._deltas[rid] = on_delta
         try:
             await self._send([rid.encode(), request.method.encode(), pack(request.model_dump(mode="json"))])
-            data = await asyncio.wait_for(future, timeout)
+            data = await wait_for(future, timeout)
         except asyncio.CancelledError:
             if request.method == RunRequest.method:  # tell the server to stop the episode
                 task = asyncio.ensure_future(self._send_cancel(rid))

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from verifiers.utils.async_utils import wait_for
 from verifiers.v1.serve.protocol import (
     BUSY,
     DEFAULT_ADDRESS,
@@ -506,7 +507,7 @@ class EnvServerPool:
             self._front.start()  # frames are routed as they arrive (FrameIO callbacks)
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), 0.1)
+                    await wait_for(stop.wait(), 0.1)
                 await self._maintain()
         finally:
             self.close()
