@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fastapi import Request
 from packaging.requirements import InvalidRequirement, Requirement
@@ -185,7 +186,7 @@ def install_commands(
     """
     base = hub.settings.public_url or str(request.base_url).rstrip("/")
     index = f"{base}/{own.name}/simple/"
-    private, public_reqs, hub_envs, hidden = _split_dependencies(s, principal, env, ver)
+    private, public_reqs, hub_envs, hidden, hidden_extras = _split_dependencies(s, principal, env, ver)
     pin = f"{env.name}=={ver.version}" if ver is not None else env.name
     vf = "vf install " + shlex.quote(f"{own.name}/{env.name}" + (f"@{ver.version}" if ver is not None else ""))
     note = None
@@ -200,37 +201,73 @@ def install_commands(
             )
     else:
         hub_index = index
+    if hidden_extras and not hidden:
+        note = (f"with the extra(s) {', '.join(hidden_extras)} it needs a private environment of its owner that "
+                "you cannot read: an install with them needs a token (VF_HUB_TOKEN, or a vf login) that can read it")
     steps = []  # (index, requirements): public dependencies from the public index, then the hub alone
     if public_reqs:
         steps.append((hub.settings.public_index_url, " ".join(shlex.quote(r) for r in public_reqs)))
     steps.append((hub_index, " ".join(shlex.quote(r) for r in [pin, *hub_envs])))
     pip = [f"pip install --isolated --index-url {url} {reqs}" for url, reqs in steps]
     uv = " && ".join(f"uv pip install --no-config --index-url {url} {reqs}" for url, reqs in steps)
-    return {"vf": vf, "uv": uv, "pip": pip, "note": note, "needs_access": hidden}
+    return {"vf": vf, "uv": uv, "pip": pip, "note": note, "needs_access": hidden,
+            "needs_access_extras": hidden_extras}
+
+
+_EXTRA_IN_MARKER = re.compile(r"""\bextra\s*==\s*(['"])(.*?)\1|(['"])(.*?)\3\s*==\s*extra\b""")
+
+
+def _marker_extras(req: Requirement) -> list[str]:
+    """The extras (normalised) under which ``req`` applies: those its marker names that make it hold."""
+    if req.marker is None:
+        return []
+    named = {m.group(2) if m.group(2) is not None else m.group(4) for m in _EXTRA_IN_MARKER.finditer(str(req.marker))}
+    out = set()
+    for extra in named:
+        try:
+            if req.marker.evaluate({"extra": extra}):
+                out.add(canonicalize_name(extra))
+        except Exception:  # an unevaluable marker: pip would fail it as well
+            continue
+    return sorted(out)
+
+
+class DependencySplit(NamedTuple):
+    """How a version's requirements install (see :func:`_split_dependencies`)."""
+
+    private: bool
+    public_reqs: list[str]
+    hub_envs: list[str]
+    hidden: bool
+    hidden_extras: list[str]
 
 
 def _split_dependencies(
     s: Session, principal: Principal | None, env: Environment, ver: Version | None, limit: int = 50
-) -> tuple[bool, list[str], list[str], bool]:
+) -> DependencySplit:
     """(whether any of ``env`` and its hub dependencies is private, the public requirements of ``ver``
     and, transitively, of its hub dependencies (their newest installable versions), the environments
     they load by id (``[tool.verifiers] environments``) that the owner publishes and the caller can
     see), following at most ``limit`` environments. Hub dependencies: the same owner's environments
     the caller can see. An environment loaded by id is never a public requirement: one the owner does
     not publish is left out (its install fails to load it, and its check says why); and whether one of
-    them is the owner's private environment that the caller cannot read (never a public requirement)."""
+    them is the owner's private environment that the caller cannot read (never a public requirement);
+    and the extras of ``ver`` itself under which one of its own requirements is such a hidden
+    environment (an installer asked for one of them needs access too: ``vf install`` reads each hub
+    dependency's requirements with the extras asked of it, so it checks this on every level)."""
     from hub import checks
 
     private = bool(env.private)
     hidden = False
+    hidden_extras: set[str] = set()
     public_reqs: list[str] = []
     hub_envs: list[str] = []
     seen = {env.name}
-    queue: list[tuple[list[str], list[str]]] = (
-        [(json.loads(ver.dependencies or "[]"), json.loads(ver.environments or "[]"))] if ver is not None else []
+    queue: list[tuple[list[str], list[str], bool]] = (
+        [(json.loads(ver.dependencies or "[]"), json.loads(ver.environments or "[]"), True)] if ver is not None else []
     )
     while queue and len(seen) < limit:
-        deps, loaded = queue.pop(0)
+        deps, loaded, first = queue.pop(0)
         listed = []
         for raw, hub_only in [*((r, False) for r in deps), *((r, True) for r in loaded)]:
             try:
@@ -240,9 +277,9 @@ def _split_dependencies(
             # whether it applies with no extra asked (pip's reading; one behind an extra is left to
             # the installer, which asks the hub for the environment with that extra)
             applies = req.marker is None or req.marker.evaluate({"extra": ""})
-            listed.append((raw, hub_only, canonicalize_name(req.name), applies))
-        owned = checks.owned_environments(s, env.owner_id, {name for _, _, name, _ in listed} - seen)
-        for raw, hub_only, name, applies in listed:
+            listed.append((raw, hub_only, canonicalize_name(req.name), applies, req))
+        owned = checks.owned_environments(s, env.owner_id, {name for _, _, name, _, _ in listed} - seen)
+        for raw, hub_only, name, applies, req in listed:
             if name in seen:
                 continue
             dep = owned.get(name)
@@ -255,6 +292,8 @@ def _split_dependencies(
                 # hub alone (with a token), never from a public index where anyone may take the name
                 if applies:
                     private = hidden = True
+                elif first:
+                    hidden_extras.update(_marker_extras(req))
                 continue
             seen.add(name)
             if hub_only:
@@ -267,8 +306,8 @@ def _split_dependencies(
                     )
                 ).first()
                 if row is not None:
-                    queue.append((json.loads(row[0] or "[]"), json.loads(row[1] or "[]")))
-    return private, public_reqs, hub_envs, hidden
+                    queue.append((json.loads(row[0] or "[]"), json.loads(row[1] or "[]"), False))
+    return DependencySplit(private, public_reqs, hub_envs, hidden, sorted(hidden_extras))
 
 
 def leaderboard(s: Session, env: Environment) -> list[dict[str, Any]]:

@@ -52,6 +52,11 @@ class InstallCommands(BaseModel):
         description="It depends on a private environment of its owner that the caller cannot read: an install "
         "needs a token that can read it (such a name never comes from a public index)",
     )
+    needs_access_extras: list[str] = Field(
+        default_factory=list,
+        description="The extras of this version under which one of its requirements is such a private "
+        "environment: an install that asks for one of them needs that access too",
+    )
 
 
 class EnvDetail(EnvSummary):

@@ -280,6 +280,7 @@ def test_install_commands_are_the_hubs_one_set(hub: HubClient, packages: Package
                 "alice-main==1.0.0"],
         "note": "private: export VF_HUB_TOKEN=<a read token> for uv and pip; vf install uses your vf login",
         "needs_access": False,
+        "needs_access_extras": [],
     }
     assert alice not in str(version)
 

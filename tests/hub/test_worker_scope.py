@@ -535,7 +535,27 @@ def test_a_private_hub_dependency_stays_with_those_who_may_read_it(hub: HubClien
     extra = make_wheel("pd-extra", "1.0.0", requires=['pd-secret>=1; extra == "gpu"'])
     assert hub.publish_files("alice", "pd-extra", [extra], alice).status_code == 201
     shown = hub.get("/api/v1/environments/alice/pd-extra/versions/1.0.0", None).json()["install_commands"]
-    assert shown["needs_access"] is False and shown["note"] is None
+    assert shown["needs_access"] is False and "pd-secret" not in " ".join(shown["pip"]) + shown["uv"]
+    # ...but one who asks for that extra does: the hub says which extras (vf install refuses them)
+    assert shown["needs_access_extras"] == ["gpu"] and "extra(s) gpu" in shown["note"]
+    assert hub.get("/api/v1/environments/alice/pd-extra/versions/1.0.0", alice).json()["install_commands"][
+        "needs_access_extras"] == []
+
+
+def test_the_extras_a_requirement_applies_under() -> None:
+    from packaging.requirements import Requirement
+
+    from hub.queries import _marker_extras
+
+    cases = {
+        'c; extra == "GPU_Extra"': ["gpu-extra"],  # normalised, as pip compares them
+        "c; 'gpu' == extra": ["gpu"],
+        'c; extra == "a" or extra == "b"': ["a", "b"],
+        'c; extra == "a" and python_version < "3"': [],  # never applies here
+        'c; python_version >= "3"': [],
+        "c": [],
+    }
+    assert {raw: _marker_extras(Requirement(raw)) for raw in cases} == cases
 
 
 def test_index_links_and_the_vf_line_are_quoted(hub: HubClient) -> None:

@@ -594,3 +594,21 @@ def test_vf_install_takes_a_dependency_behind_an_extra_from_the_hub(hub: HubProc
     assert "installed jane/jane-c==1.0.0" in res.out, res.out
     probe = "import importlib.metadata as m; print(m.version('jane-x'), m.version('jane-b'), m.version('jane-c'))"
     assert user.python_run(probe).out.split() == ["1.0.0", "1.0.0", "1.0.0"]
+    # the same shape with the dependency behind the extra private to jane: another user's vf install
+    # is refused before anything is installed (pip would take jane-d from the public index)
+    d = write_env_package(tmp_path, "jane-d", "1.0.0")
+    b2 = write_env_package(tmp_path, "jane-b2", "1.0.0")
+    y = write_env_package(tmp_path, "jane-y", "1.0.0")
+    text = (b2 / "pyproject.toml").read_text()
+    (b2 / "pyproject.toml").write_text(text.replace(
+        'dependencies = ["verifiers>=0.1.9"]', 'dependencies = ["verifiers>=0.1.9"]\noptional-dependencies = {gpu = ["jane-d>=1"]}'
+    ))
+    text = (y / "pyproject.toml").read_text()
+    (y / "pyproject.toml").write_text(text.replace('dependencies = ["verifiers>=0.1.9"]', 'dependencies = ["verifiers>=0.1.9", "jane-b2[gpu]"]'))
+    for pkg, flags in ((d, ["--private"]), (b2, []), (y, [])):
+        res = owner("push", str(pkg), *flags)
+        assert res.code == 0, res.text
+    kim = make_vf(create_user(hub, "kim"), venv=True)
+    res = kim("install", "jane/jane-y")
+    assert res.code != 0 and "jane/jane-b2 1.0.0 with the extra(s) gpu asked of it depends on a private" in res.text, res.text
+    assert kim.python_run("import importlib.util as u; print(u.find_spec('jane_y'))").out.strip() == "None"

@@ -481,10 +481,13 @@ def install(client: HubClient, refs: list[EnvRef], *, lock: Path | None = None, 
                 client.download(r.url, dest, expected_sha256=r.sha256)
                 paths[r.distribution] = dest
             detail = details[r.distribution]
-            if ((detail or {}).get("install_commands") or {}).get("needs_access"):
+            commands = (detail or {}).get("install_commands") or {}
+            behind = sorted(set(commands.get("needs_access_extras") or ()) & extras_of[r.distribution])
+            if commands.get("needs_access") or behind:
+                how = f" with the extra(s) {', '.join(behind)} asked of it" if behind and not commands.get("needs_access") else ""
                 raise HubClientError(
-                    f"{r.id} {r.version} depends on a private environment of {owner} that this login cannot read; "
-                    "vf install never takes such a name from a public index",
+                    f"{r.id} {r.version}{how} depends on a private environment of {owner} that this login cannot "
+                    "read; vf install never takes such a name from a public index",
                     hint=f"vf login with an account (or VF_HUB_TOKEN with a token) that can read {owner}'s environments",
                 )
             listed = [(req, False) for req in _requirements(dest, r, extras_of[r.distribution])]
