@@ -46,7 +46,13 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/vf-tests-XXXXXX")
 trap 'kill 0 2>/dev/null; rm -rf "$work"' INT TERM
 echo "==> two pytest processes: the hub's side (log below when it ends) and the model's side (here)"
-"${PYTEST[@]}" -p no:cacheprovider --basetemp="$work/hub" "${HUB_SIDE[@]}" > "$work/hub.log" 2>&1 &
+# A background command of a script starts with SIGINT and SIGQUIT ignored, and every process it
+# starts would inherit that (a test of Ctrl-C handling would see SIGINT ignored): put them back.
+.venv/bin/python -c 'import os, signal, sys
+for s in (signal.SIGINT, signal.SIGQUIT):
+    signal.signal(s, signal.SIG_DFL)
+os.execv(sys.executable, [sys.executable, "-m", "pytest", *sys.argv[1:]])' \
+  "${PYTEST[@]:3}" -p no:cacheprovider --basetemp="$work/hub" "${HUB_SIDE[@]}" > "$work/hub.log" 2>&1 &
 hub=$!
 "${PYTEST[@]}" -p no:cacheprovider --basetemp="$work/model" "${MODEL_SIDE[@]}"
 model_rc=$?
