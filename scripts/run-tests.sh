@@ -44,19 +44,41 @@ for d in tests/*/; do
 done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/vf-tests-XXXXXX")
-trap 'kill 0 2>/dev/null; rm -rf "$work"' INT TERM
-echo "==> two pytest processes: the hub's side (log below when it ends) and the model's side (here)"
+# Both halves run in the background, so a signal reaches this script while it waits. Ctrl-C at a
+# terminal reaches both pytest processes by itself; SIGTERM (a CI timeout) is passed on to them as
+# SIGINT. Each pytest stops and runs its teardowns (servers stopped, folders removed); the script
+# waits for them and exits 130.
+pids=()
+stop() {  # $1: pass SIGINT on to the halves
+  trap - INT TERM
+  if [ "$1" = pass ]; then
+    kill -INT "${pids[@]}" 2>/dev/null
+  fi
+  wait
+  rm -rf "$work"
+  exit 130
+}
+trap 'stop keep' INT
+trap 'stop pass' TERM
 # A background command of a script starts with SIGINT and SIGQUIT ignored, and every process it
 # starts would inherit that (a test of Ctrl-C handling would see SIGINT ignored): put them back.
-.venv/bin/python -c 'import os, signal, sys
+half() {  # $1: base folder name; the rest: test paths
+  local name=$1
+  shift
+  exec .venv/bin/python -c 'import os, signal, sys
 for s in (signal.SIGINT, signal.SIGQUIT):
     signal.signal(s, signal.SIG_DFL)
 os.execv(sys.executable, [sys.executable, "-m", "pytest", *sys.argv[1:]])' \
-  "${PYTEST[@]:3}" -p no:cacheprovider --basetemp="$work/hub" "${HUB_SIDE[@]}" > "$work/hub.log" 2>&1 &
-hub=$!
-"${PYTEST[@]}" -p no:cacheprovider --basetemp="$work/model" "${MODEL_SIDE[@]}"
+    "${PYTEST[@]:3}" -p no:cacheprovider --basetemp="$work/$name" "$@"
+}
+echo "==> two pytest processes: the hub's side (log below when it ends) and the model's side (here)"
+half hub "${HUB_SIDE[@]}" > "$work/hub.log" 2>&1 &
+pids+=($!)
+half model "${MODEL_SIDE[@]}" &
+pids+=($!)
+wait "${pids[1]}"
 model_rc=$?
-wait "$hub"
+wait "${pids[0]}"
 hub_rc=$?
 echo
 echo "==> the hub's side: ${HUB_SIDE[*]}"
