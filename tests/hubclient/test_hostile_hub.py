@@ -236,6 +236,14 @@ def test_install_refuses_dependency_confusion(evil: HostileHub, home: Path, tmp_
     assert vf.python_run(probe).out.strip() == "1.0.0"
     assert not [p for p in evil.requests[seen:] if p.startswith("/pipview/")]
 
+    # 3. Install commands of the wrong shape (needs_access_extras not a list of names): one clear refusal
+    for bad in (5, "gpu", [{"x": 1}]):
+        evil.json("/api/v1/environments/evil/evil-env/versions/1.0.0",
+                  {"id": "evil/evil-env", "version": "1.0.0", "check": {"status": "passed"},
+                   "install_commands": {"needs_access_extras": bad}})
+        res = vf("install", "evil/evil-env")
+        refused(res, "unusable install commands")
+
 
 def test_a_squatted_dependency_name_comes_from_the_public_index(evil: HostileHub, tmp_path: Path) -> None:
     """Someone published an environment named like the public package the environment depends on

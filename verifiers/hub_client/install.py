@@ -481,8 +481,12 @@ def install(client: HubClient, refs: list[EnvRef], *, lock: Path | None = None, 
                 client.download(r.url, dest, expected_sha256=r.sha256)
                 paths[r.distribution] = dest
             detail = details[r.distribution]
-            commands = (detail or {}).get("install_commands") or {}
-            behind = sorted(set(commands.get("needs_access_extras") or ()) & extras_of[r.distribution])
+            commands = (detail.get("install_commands") if isinstance(detail, dict) else None) or {}
+            extras = commands.get("needs_access_extras") if isinstance(commands, dict) else None
+            if not isinstance(commands, dict) or not isinstance(extras or [], list) \
+                    or not all(isinstance(e, str) for e in extras or []):
+                raise HubClientError(f"the hub sent unusable install commands for {r.id} {r.version}")
+            behind = sorted({canonicalize_name(e) for e in extras or []} & extras_of[r.distribution])
             if commands.get("needs_access") or behind:
                 how = f" with the extra(s) {', '.join(behind)} asked of it" if behind and not commands.get("needs_access") else ""
                 raise HubClientError(
