@@ -78,8 +78,9 @@ def write_v1_package(root: Path, name: str, *, all_: str = '["AddTaskset"]', loa
 
 
 @pytest.fixture(autouse=True)
-def _short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+def _short_grace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(checking, "LEFTOVER_GRACE_S", 2.0)
+    monkeypatch.chdir(tmp_path)  # every validation writes its run folder under ./outputs
 
 
 @pytest.fixture(autouse=True)
@@ -135,7 +136,7 @@ def test_an_endless_taskset_is_sampled_not_exhausted(tmp_path, capsys) -> None:
         ({"all_": '["AddTask"]'}, "load", "exports no Taskset subclass in __all__"),
         ({"all_": "[]"}, "load", "exports no Taskset subclass in __all__"),
         ({"load": 'raise RuntimeError("the dataset is gone")'}, "taskset", "RuntimeError: the dataset is gone"),
-        ({"reward": 'raise ValueError("cannot score")'}, "errors", "reward 'correct'"),
+        ({"reward": 'raise ValueError("cannot score")'}, "noop", "scoring the untouched task failed"),
     ],
     ids=["no-taskset-in-all", "empty-all", "load-raises", "reward-raises"],
 )
@@ -146,9 +147,11 @@ def test_a_broken_v1_package_fails_with_a_clear_reason(tmp_path, capsys, kwargs,
     failed = [c for c in verdict["checks"] if not c["ok"] and not c["skipped"]]
     assert failed[0]["name"] == check, failed
     assert reason in failed[0]["detail"], failed[0]
-    if check == "errors":
+    if check == "noop":
         assert "cannot score" in failed[0]["detail"]
-        # the reward's None is accepted by the rewards check because its error is on record
+        # the episodes fail it too; the reward's None is accepted by the rewards check because
+        # its error is on record
+        assert "reward 'correct'" in by_name(verdict)["errors"]["detail"] and not by_name(verdict)["errors"]["ok"]
         assert by_name(verdict)["rewards"]["ok"]
 
 
@@ -218,7 +221,7 @@ def test_output_dir_keeps_the_verdict_and_refuses_to_overwrite(tmp_path, capsys)
     argv = [str(folder), "-n", "1", "-r", "1", "-o", str(tmp_path / "outputs"), "--run.name", "first"]
     assert validate(capsys, *argv)[0] == 0
     summary = json.loads((tmp_path / "outputs" / "first" / "summary.json").read_text())
-    assert summary["ok"] is True and set(summary) == VERDICT_KEYS
+    assert summary["verdict"]["ok"] is True and set(summary["verdict"]) == VERDICT_KEYS
     assert json.loads((tmp_path / "outputs" / "first" / "configs" / "validate.json").read_text())["target"] == str(folder)
     with pytest.raises(Exception, match="already holds a validation"):
         validate_cmd.run(argv)
@@ -229,16 +232,19 @@ def test_output_dir_keeps_the_verdict_and_refuses_to_overwrite(tmp_path, capsys)
 def test_the_console_scripts_and_vf_check_dispatch(tmp_path) -> None:
     folder = write_v1_package(tmp_path, "v1chk-scripts")
     env_file = write_env_file(tmp_path, "v1chk_classic_echo2", ECHO_ENV)
-    v1 = run_vf("check", str(folder), "-n", "1", "-r", "1", "--json")  # vf check on a v1 package
+    v1 = run_vf("check", str(folder), "-n", "1", "-r", "1", "--json", cwd=tmp_path)  # vf check on a v1 package
     assert v1.returncode == 0, v1.stderr
     assert [c["name"] for c in json.loads(v1.stdout)["checks"]] == list(V1_CHECKS)
-    script = run_vf(str(folder), "-n", "1", "-r", "1", script="vf-validate")
+    assert not (tmp_path / "outputs").exists()  # vf check keeps no run folder
+    script = run_vf(str(folder), "-n", "1", "-r", "1", script="vf-validate", cwd=tmp_path)
     assert script.returncode == 0, script.stderr
     assert "v1chk-scripts: passed" in script.stdout
-    classic = run_vf("validate", str(env_file), "-n", "1", "-r", "1", "--json")  # vf validate on a classic one
+    (run,) = (tmp_path / "outputs").iterdir()  # the original's default run folder
+    assert run.name.startswith("v1chk-scripts--validate--") and f"results: outputs/{run.name}" in script.stdout
+    classic = run_vf("validate", str(env_file), "-n", "1", "-r", "1", "--json", cwd=tmp_path)  # vf validate on a classic one
     assert classic.returncode == 0, classic.stderr
     assert [c["name"] for c in json.loads(classic.stdout)["checks"]] == list(CLASSIC_CHECKS)
-    broken = run_vf("validate", str(write_v1_package(tmp_path, "v1chk-scripts-broken", all_="[]")), "--json")
+    broken = run_vf("validate", str(write_v1_package(tmp_path, "v1chk-scripts-broken", all_="[]")), "--json", cwd=tmp_path)
     assert broken.returncode == 1 and json.loads(broken.stdout)["ok"] is False
 
 
@@ -275,8 +281,100 @@ def test_a_judge_with_its_own_endpoint_is_answered_by_the_scripted_model(tmp_pat
     module.write_text(module.read_text().replace('id=f"t{i}"))', 'id=f"t{i}"), self.config.task)'))
     judge = {"id": "reference", "base_url": "http://127.0.0.1:9/v1", "model": "paid-judge", "name": "judged"}
     args = json.dumps({"taskset": {"task": {"judges": [judge]}}})
-    code, verdict = validate(capsys, str(folder), "-n", "1", "-r", "1", "-a", args)
+    code, verdict = validate(capsys, str(folder), "-n", "1", "-r", "1", "-a", args, "-o", "out", "--run.name", "j")
     assert code == 0, verdict
     (rollout,) = verdict["rollouts"]
     # weighted sum: `correct` 1.0 plus the judge's "yes" 1.0 (without the redirect: a recorded error)
     assert rollout["error"] is None and rollout["reward"] == 2.0, rollout
+    # the noop check asks no judge: the untouched task is scored by its own reward alone
+    (row,) = _rows(tmp_path / "out" / "j" / "results.jsonl").values()
+    assert row["noop"]["rewards"] == {"correct": 0.0} and row["noop"]["reason"] == "valid"
+
+
+def _rows(path: Path) -> dict[int, dict]:
+    return {row["task_position"]: row for row in map(json.loads, path.read_text().splitlines())}
+
+
+def test_the_default_checks_every_task_without_a_model_and_keeps_a_row_for_each(tmp_path, capsys) -> None:
+    """Without -n: gold and noop on every task (the original vf-validate's default), the episodes
+    on the first two; results.jsonl holds one row per task in the original's shape, summary.json
+    its counts and the verdict."""
+    gold = "\n    async def validate(self, runtime) -> bool:\n        return self.data.answer != '4'\n"
+    folder = write_v1_package(tmp_path, "v1chk-every", validate=gold)
+    code, verdict = validate(capsys, str(folder), "--taskset.n", "5", "-r", "1", "-o", "out", "--run.name", "every")
+    assert code == 1
+    checks = by_name(verdict)
+    assert checks["taskset"]["detail"] == "5 task(s) of AddTaskset (all of them)"
+    assert checks["gold"]["detail"] == "task 2: validate() returned False: the reference answer does not pass"
+    assert checks["noop"] == {"name": "noop", "ok": True, "skipped": False, "detail": "5 task(s) valid"}
+    assert len(verdict["rollouts"]) == 2 and checks["rollouts"]["ok"]  # the episodes: the first two tasks
+    rows = _rows(tmp_path / "out" / "every" / "results.jsonl")
+    assert sorted(rows) == [0, 1, 2, 3, 4] and len({r["task_key"] for r in rows.values()}) == 5
+    bad = rows[2]
+    assert set(bad) == {"index", "name", "mode", "valid", "reason", "elapsed", "error", "error_type", "gold", "noop",
+                        "task_position", "task_key"}  # fmt: skip
+    assert (bad["mode"], bad["valid"], bad["reason"], bad["error"]) == ("all", False, "invalid", "gold: validate() returned False: the reference answer does not pass")
+    assert bad["gold"]["reason"] == "invalid" and bad["gold"]["valid"] is False
+    # the untouched task scored 0 (the reward needs the agent's answer): the noop check holds
+    assert (bad["noop"]["valid"], bad["noop"]["reward"], bad["noop"]["rewards"]) == (True, 0.0, {"correct": 0.0})
+    assert all(r["reason"] == "valid" for p, r in rows.items() if p != 2)
+    summary = json.loads((tmp_path / "out" / "every" / "summary.json").read_text())
+    assert summary["outcomes"] == {"valid": 4, "invalid": 1, "unchecked": 0, "error": 0, "timeout": 0, "missing": 0}
+    assert (summary["mode"], summary["total"], summary["owed"], summary["valid_rate"]) == ("all", 5, 0, 0.8)
+    assert summary["checks"]["gold"]["invalid"] == 1 and summary["checks"]["noop"]["valid"] == 5
+    assert summary["verdict"] == verdict
+
+
+def test_resume_runs_again_only_the_tasks_without_a_verdict(tmp_path, capsys) -> None:
+    """An errored task is checked again by --resume; the tasks with a verdict are kept, not re-run."""
+    calls, flaky = tmp_path / "calls.txt", tmp_path / "flaky"
+    gold = f"""
+    async def validate(self, runtime) -> bool:
+        import pathlib
+        with open({str(calls)!r}, "a") as f:
+            f.write(self.data.answer + "\\n")
+        if self.data.answer == "2" and pathlib.Path({str(flaky)!r}).exists():
+            raise ConnectionError("the grader is down")
+        return True
+    """
+    folder = write_v1_package(tmp_path, "v1chk-resume", validate=textwrap.indent(textwrap.dedent(gold), "    "))
+    argv = [str(folder), "--only-gold", "-o", "out", "--run.name", "r"]
+    flaky.touch()
+    code, verdict = validate(capsys, *argv)
+    assert code == 1 and "task 1: ConnectionError: the grader is down" in by_name(verdict)["gold"]["detail"]
+    assert sorted(calls.read_text().split()) == ["0", "2", "4"]
+    assert _rows(tmp_path / "out" / "r" / "results.jsonl")[1]["error_type"] == "ConnectionError"
+    with pytest.raises(Exception, match="already holds a validation"):
+        validate_cmd.run(argv)
+    flaky.unlink()
+    calls.write_text("")
+    code, verdict = validate(capsys, *argv, "--resume")
+    assert code == 0, verdict
+    assert calls.read_text().split() == ["2"]  # only the errored task ran again
+    assert by_name(verdict)["gold"]["detail"] == "3 task(s) valid (2 kept from the run folder)"
+    rows = _rows(tmp_path / "out" / "r" / "results.jsonl")
+    assert sorted(rows) == [0, 1, 2] and all(r["reason"] == "valid" for r in rows.values())
+    summary = json.loads((tmp_path / "out" / "r" / "summary.json").read_text())
+    assert summary["outcomes"]["valid"] == 3 and summary["owed"] == 0 and summary["mode"] == "gold"
+
+
+def test_the_run_folder_keeps_each_final_row_once_and_skips_a_cut_line(tmp_path) -> None:
+    from verifiers.v1.check_log import CheckLog
+
+    log = CheckLog(tmp_path / "run")
+    assert log.plan(["a", "b", "a"], "gold") == [True, True, True]
+    for position, (key, reason, valid) in enumerate([("a", "valid", True), ("b", "error", False), ("a", "valid", True)]):
+        log.add({"task_key": key, "mode": "gold", "reason": reason, "valid": valid, "task_position": position})
+    with open(log.results_path, "a", encoding="utf-8") as f:
+        f.write('{"task_key": "b", "mode": "gold", "rea')  # a write cut short
+    again = CheckLog(tmp_path / "run", resume=True)
+    assert again.plan(["a", "b", "a"], "gold") == [False, True, False]
+    assert [r["task_position"] for r in again.rows] == [0, 2]
+    # two kept rows for content in three places: the first place runs again, the others keep them
+    assert CheckLog(tmp_path / "run", resume=True).plan(["a", "a", "a"], "gold") == [True, False, False]
+    # a row of another check, or one whose valid does not match its reason, is not a verdict
+    tampered = CheckLog(tmp_path / "run")
+    tampered.plan(["a"], "gold")
+    tampered.add({"task_key": "a", "mode": "gold", "reason": "valid", "valid": False})
+    assert CheckLog(tmp_path / "run", resume=True).plan(["a"], "gold") == [True]
+    assert CheckLog(tmp_path / "run", resume=True).plan(["a"], "noop") == [True]

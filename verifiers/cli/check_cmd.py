@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,11 @@ def run_check(
     as_json: bool = False,
     env_dir_path: Path | None = None,
     v1_options: Any = None,
-    summary_path: Path | None = None,
+    save: Callable[[dict[str, Any]], Any] | None = None,
 ) -> int:
     """Check ``target`` and print the verdict; the exit status. ``v1_options``: ``vf validate``'s
-    own flags (a ``verifiers.v1.check.V1CheckOptions``); ``summary_path``: where to write the
-    verdict as JSON as well."""
+    own flags (a ``verifiers.v1.check.V1CheckOptions``); ``save``: called with the verdict (a
+    JSON-able dict) before it is printed (``vf validate`` keeps it in its run folder)."""
     from verifiers.check import check_environment
     from verifiers.ids import EnvId, parse_env_spec
 
@@ -58,8 +59,8 @@ def run_check(
             search_dirs=[d for d in (env_dir_path, Path("environments")) if d is not None],
             v1_options=v1_options,
         )
-    if summary_path is not None:
-        summary_path.write_text(report.to_json() + "\n", encoding="utf-8")
+    if save is not None:
+        save(report.to_dict())
     if as_json:
         print(json.dumps(report.to_dict(), default=str))
     else:

@@ -11,8 +11,9 @@ taskset too), ``--select.*`` (``-n`` = ``--select.limit``, ``-s`` = ``--select.s
 ``--runtime.*`` (``--runtime.type subprocess``), ``--timeout.setup`` / ``--timeout.total``,
 ``--only-setup`` / ``--only-gold`` / ``--only-noop`` (the model-free checks alone), ``-c`` /
 ``--max-concurrent``, ``-o`` / ``--output-dir`` with ``--run.name`` / ``--run.dir`` (the run
-folder: ``configs/validate.json`` and ``summary.json``, the verdict), ``--resume`` (check again
-into that folder: a check keeps no partial state to resume), ``--clean`` (empty it first),
+folder, ``outputs/<target>--validate--<id>`` by default: ``configs/validate.json``,
+``results.jsonl`` and ``summary.json`` in the original's shapes, :mod:`verifiers.v1.check_log`),
+``--resume`` (check again into that folder: tasks with a verdict are kept), ``--clean`` (empty it first),
 ``-v`` / ``--verbose``, ``--rich`` / ``--no-rich`` (this command prints its report instead of a
 live dashboard), ``@ file.toml`` (the same keys as a file; flags win). ``vf check``'s own flags
 work too: ``-a`` / ``--env-args``, ``-r`` / ``--rollouts-per-example``, ``--timeout-per-rollout``,
@@ -33,14 +34,17 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator, mode
 
 from verifiers.cli.errors import UserError, guarded
 from verifiers.cli.v1_eval import RunSection, _merge, _set, _value, read_config_file
+from verifiers.v1.check_log import RESULTS_FILE, SUMMARY_FILE, CheckLog
 from verifiers.v1.configs import BaseConfig
 
 USAGE = """usage: vf validate <taskset-id | folder | env-id> [--only-setup | --only-gold | --only-noop] [--json]
                    [-n N] [-r R] [-a JSON] [--taskset.KNOB V] [--select.KEY V] [--runtime.type subprocess]
                    [--timeout.setup S] [--timeout.total S] [-c N] [-o DIR] [--run.name NAME] [--resume] [--clean]
                    [@ file.toml]
-Loads the environment, checks its tasks (or rows), runs a few episodes against a scripted model
-and checks traces, rewards and teardown. --only-* run that model-free check alone."""
+Loads the environment, checks every task without a model (gold: Task.validate; noop: the untouched
+task does not already pass), runs episodes of the first -n (2) against a scripted model and checks
+traces, rewards and teardown. --only-* run that model-free check alone. Writes results.jsonl and
+summary.json to outputs/<run>."""
 
 SHORT = {"-n": "select.limit", "-s": "select.shuffle", "-c": "max_concurrent", "-o": "output_dir", "-v": "verbose",
          "-a": "env_args", "-r": "rollouts_per_example", "-p": "env_dir_path"}  # fmt: skip
@@ -156,9 +160,9 @@ def parse_argv(argv: list[str]) -> tuple[str | None, dict[str, Any]]:
     return (str(target) if target is not None else None), tree
 
 
-def _run_folder(opts: ValidateOptions, target: str) -> Path | None:
-    if opts.output_dir is None and opts.run.dir is None and opts.run.name is None:
-        return None
+def _run_folder(opts: ValidateOptions, target: str) -> Path:
+    """``output_dir / run.dir`` (default ``outputs/<target>--validate--<id>``), emptied by
+    ``--clean``; a folder that already holds a validation is re-entered only by ``--resume``."""
     base = opts.output_dir or Path("outputs")
     name = opts.run.dir or opts.run.name or f"{Path(target).name.replace('/', '--')}--validate--{uuid.uuid4().hex[:8]}".lower()
     folder = base / name
@@ -166,8 +170,10 @@ def _run_folder(opts: ValidateOptions, target: str) -> Path | None:
         if folder.resolve() == base.resolve() or not folder.resolve().is_relative_to(base.resolve()):
             raise UserError("--clean needs run.dir to name a folder inside output_dir")
         shutil.rmtree(folder)
-    if (folder / "summary.json").exists() and not opts.resume:
-        raise UserError(f"{folder} already holds a validation", hint="check again into it with --resume, or empty it with --clean")
+    held = (folder / SUMMARY_FILE).exists() or ((folder / RESULTS_FILE).exists() and (folder / RESULTS_FILE).stat().st_size > 0)
+    if held and not opts.resume:
+        raise UserError(f"{folder} already holds a validation",
+                        hint="check again into it with --resume (tasks with a verdict are kept), or empty it with --clean")  # fmt: skip
     return folder
 
 
@@ -188,23 +194,25 @@ def run(argv: list[str]) -> int:
         logging.getLogger("verifiers").setLevel(logging.DEBUG)
     select = dict(opts.select)
     limit = select.pop("limit", None)
+    folder = _run_folder(opts, target)
+    (folder / "configs").mkdir(parents=True, exist_ok=True)
+    saved = opts.model_dump(mode="json", exclude={"resume", "clean"}, by_alias=False)
+    saved["target"] = target
+    (folder / "configs" / "validate.json").write_text(json.dumps(saved, indent=2), encoding="utf-8")
+    log = CheckLog(folder, resume=opts.resume)
     v1 = V1CheckOptions(
         taskset={k: v for k, v in opts.taskset.items() if k != "id"}, select=select, runtime=opts.runtime,
         mode=opts.mode, setup_timeout=opts.timeout.setup, check_timeout=opts.timeout.total,
-        max_concurrent=opts.max_concurrent,
+        max_concurrent=opts.max_concurrent, all_tasks=limit is None, log=log,
     )  # fmt: skip
-    folder = _run_folder(opts, target)
-    if folder is not None:
-        (folder / "configs").mkdir(parents=True, exist_ok=True)
-        saved = opts.model_dump(mode="json", exclude={"resume", "clean"}, by_alias=False)
-        saved["target"] = target
-        (folder / "configs" / "validate.json").write_text(json.dumps(saved, indent=2), encoding="utf-8")
-    return run_check(
+    code = run_check(
         target, env_args_json=json.dumps(opts.env_args) if opts.env_args is not None else None,
         num_examples=int(limit) if limit is not None else 2, rollouts_per_example=opts.rollouts_per_example,
         timeout_per_rollout=opts.timeout_per_rollout, as_json=opts.json_, env_dir_path=opts.env_dir_path,
-        v1_options=v1, summary_path=folder / "summary.json" if folder is not None else None,
+        v1_options=v1, save=log.write_summary,
     )  # fmt: skip
+    print(f"results: {folder}", file=sys.stderr if opts.json_ else sys.stdout)
+    return code
 
 
 def main(argv: list[str] | None = None) -> None:

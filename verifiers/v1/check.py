@@ -9,18 +9,20 @@ check          passes when
 =============  =================================================================================
 load           the package follows the v1 conventions (exactly one ``Taskset`` subclass in
                ``__all__``), its env builds with the given config and every role can start here
-taskset        the taskset yields tasks: the first ``-n`` of them are taken, so a generator or an
-               ``INFINITE`` taskset is sampled, never exhausted (within ``--timeout-per-rollout`` s)
-tasks          each sampled task's data survives the wire (JSON and back, as an env server ships
+taskset        the taskset yields tasks: the first ``-n`` of them, or (``vf validate`` without ``-n``)
+               every task of a bounded taskset; a generator or an ``INFINITE`` taskset is sampled,
+               never exhausted (within ``--timeout-per-rollout`` s)
+tasks          each task's data survives the wire (JSON and back, as an env server ships
                it), its prompt is not empty (None: the env's agents write it), it has a hash and a
                key, and no two share an ``id``
 setup          (``--only-setup``) ``Task.setup`` finishes in a fresh runtime, for each task
-gold           ``Task.validate`` (the reference answer, no model) holds for each task; skipped when
-               no task defines it
-noop           (``--only-noop``) the untouched task, finalized and scored with no agent turn, does
-               not already pass (reward below 1)
-rollouts       ``-n`` x ``-r`` episodes ran through the real v1 run path (``run_v1``: env, agents,
-               harness, runtime, scoring) against the scripted model ``vf check`` uses
+gold           ``Task.setup`` then ``Task.validate`` (the reference answer, no model) holds for each
+               task, in a fresh runtime; skipped when no task defines it
+noop           ``Task.setup``, ``finalize`` and the task's rewards on the untouched task (no agent, no
+               model: the judges plugged into the task are not asked), in a fresh runtime: it does
+               not already pass (reward below 1); skipped when no task declares a reward
+rollouts       ``-n`` (default 2) tasks x ``-r`` episodes ran through the real v1 run path
+               (``run_v1``: env, agents, harness, runtime, scoring) against the scripted model
 traces         every episode record reads back as a ``WireEpisode``, with a trace that called the model
 rewards        every reward and metric of every trace is a finite number, or None with the
                hook's error recorded on the trace; each trace recorded at least one reward
@@ -29,10 +31,13 @@ teardown       the env's ``stop()`` ran without an exception and every rollout's
 leftovers      no child process or non-daemon thread the check started is alive afterwards
 =============  =================================================================================
 
-``--only-setup`` / ``--only-gold`` / ``--only-noop`` (the original ``vf-validate``'s model-free
-modes) run that check alone and no episode; the verdict then needs it to pass. Runtimes: the
-``--runtime.*`` table replaces every role's runtime and is the model-free checks' runtime (the
-local subprocess runtime by default; the original's default, a remote sandbox, is not here).
+By default gold and noop run on every task, as the original ``vf-validate`` runs them, and the
+episodes on the first ``-n``; ``--only-setup`` / ``--only-gold`` / ``--only-noop`` run that check
+alone and no episode (the verdict then needs it to pass). With ``V1CheckOptions.log`` (``vf
+validate``'s run folder) each task's row goes to ``results.jsonl`` as it finishes
+(:mod:`verifiers.v1.check_log`). Runtimes: the ``--runtime.*`` table replaces every role's runtime
+and is the model-free checks' runtime (the local subprocess runtime by default; the original's
+default, a remote sandbox, is not here).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from types import ModuleType
 from typing import Any
 
 from verifiers.checking import JUDGE_MODEL, CheckReport, check_leftovers, one_line, scripted_replies
+from verifiers.v1.check_log import CheckLog
 
 __all__ = ["CHECKS", "MODES", "V1CheckOptions", "check_v1"]
 
@@ -71,6 +77,11 @@ class V1CheckOptions:
     setup_timeout: float | None = None  # --timeout.setup
     check_timeout: float | None = None  # --timeout.total (each model-free check, after setup)
     max_concurrent: int | None = None  # -c: episodes / model-free checks in flight
+    #: The model-free checks take every task of a bounded taskset (the selection's), the episodes
+    #: the first ``-n``; False: both take the first ``-n`` (``vf check``, the hub's check).
+    all_tasks: bool = False
+    #: ``vf validate``'s run folder: a row per task in ``results.jsonl`` (None: rows are not kept).
+    log: CheckLog | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -121,17 +132,13 @@ def check_v1(
         check_leftovers(report, threads_before, children_before)
         return report
     if options.mode == "all":
-        report.add("setup", True, "runs as part of gold and the episodes", skipped=True)
-        if any(_defines_validate(t) for t in tasks):
-            _model_free(report, "gold", tasks, options)
-        else:
-            report.add("gold", True, "no task defines validate() (the reference answer checked without a model)", skipped=True)
-        report.add("noop", True, "not run (--only-noop runs it)", skipped=True)
-        _episodes(report, env, tasks, rollouts_per_example, timeout_per_rollout, options)
+        report.add("setup", True, "runs as part of gold, noop and the episodes", skipped=True)
+        _model_free(report, tasks, options)
+        _episodes(report, env, tasks[:num_examples], rollouts_per_example, timeout_per_rollout, options)
     else:
         for kind in ("setup", "gold", "noop"):
             if kind == options.mode:
-                _model_free(report, kind, tasks, options)
+                _model_free(report, tasks, options)
             else:
                 report.add(kind, True, f"not run (--only-{options.mode})", skipped=True)
         for name in ("rollouts", "traces", "rewards", "errors"):
@@ -204,15 +211,16 @@ def _load(report: CheckReport, source: Any, module: ModuleType, env_args: dict[s
 
 
 # -------------------------------------------------------------------------------------- tasks
-def _sample(view: Any, count: int, wait_s: float) -> list[Any]:
-    """The first ``count`` tasks of ``view``, read in a daemon thread for at most ``wait_s``
-    seconds (a ``load()`` that blocks forever fails the check instead of hanging it)."""
+def _sample(view: Any, count: int | None, wait_s: float) -> list[Any]:
+    """The first ``count`` tasks of ``view`` (None: all of a bounded one), read in a daemon thread
+    for at most ``wait_s`` seconds (a ``load()`` that blocks forever fails the check instead of
+    hanging it)."""
     out: list[Any] = []
     failure: list[BaseException] = []
 
     def read() -> None:
         try:
-            out.extend(view.take(count))
+            out.extend(view.take(count) if count is not None else view)
         except BaseException as exc:
             failure.append(exc)
 
@@ -220,24 +228,28 @@ def _sample(view: Any, count: int, wait_s: float) -> list[Any]:
     thread.start()
     thread.join(wait_s)
     if thread.is_alive():
-        raise TimeoutError(f"load() did not give {count} task(s) in {wait_s:g} s")
+        raise TimeoutError(f"load() did not give {count if count is not None else 'its'} task(s) in {wait_s:g} s")
     if failure:
         raise failure[0]
     return out
 
 
 def _check_taskset(report: CheckReport, env: Any, n: int, options: V1CheckOptions, wait_s: float) -> list[Any]:
+    """The tasks to check: the first ``n`` (or ``-n``), or with ``options.all_tasks`` and no ``-n``
+    every task of a bounded taskset (an endless one is sampled, never exhausted)."""
     from verifiers.v1.configs import SelectConfig
 
     taskset = env.taskset
+    count: int | None = None
     try:
         select = dict(options.select)
         limit = select.pop("limit", None)
         view = taskset.select(SelectConfig(**select)) if select else taskset
-        count = max(1, int(limit if limit is not None else n))
-        tasks = _sample(view, count, wait_s)  # never more than `count`: an endless taskset is sampled
+        if limit is not None or not options.all_tasks or not view.bounded:
+            count = max(1, int(limit if limit is not None else n))
+        tasks = _sample(view, count, wait_s)
     except TimeoutError:
-        report.add("taskset", False, f"{type(taskset).__name__}.load() gave fewer than {count} task(s) in {wait_s:g} s (does it hang?)")
+        report.add("taskset", False, f"{type(taskset).__name__}.load() gave fewer than {count or 'all its'} task(s) in {wait_s:g} s (does it hang?)")
         return []
     except Exception as exc:
         report.add("taskset", False, f"iterating {type(taskset).__name__} failed: {one_line(exc)}")
@@ -245,7 +257,8 @@ def _check_taskset(report: CheckReport, env: Any, n: int, options: V1CheckOption
     if not tasks:
         report.add("taskset", False, f"{type(taskset).__name__}.load() yielded no tasks" + (" for this selection" if options.select else ""))
         return []
-    kind = "sampled from an endless (INFINITE) taskset" if not taskset.bounded else "taken from the start"
+    kind = ("sampled from an endless (INFINITE) taskset" if not taskset.bounded
+            else "taken from the start" if count is not None else "(all of them)")  # fmt: skip
     report.add("taskset", True, f"{len(tasks)} task(s) of {type(taskset).__name__} {kind}")
     return tasks
 
@@ -289,60 +302,128 @@ def _check_tasks(report: CheckReport, tasks: Sequence[Any]) -> None:
     report.add("tasks", not problems, detail)
 
 
-def _defines_validate(task: Any) -> bool:
-    from verifiers.v1.task import Task
-
-    return type(task).validate is not Task.validate
-
-
 # ------------------------------------------------------------------------- model-free checks
-def _model_free(report: CheckReport, kind: str, tasks: Sequence[Any], options: V1CheckOptions) -> None:
-    """``setup``, ``gold`` or ``noop`` on each task, each in its own fresh runtime."""
+def _model_free(report: CheckReport, tasks: Sequence[Any], options: V1CheckOptions) -> None:
+    """The model-free checks of ``options.mode`` on each task, each check in its own fresh runtime:
+    ``setup``, ``gold`` or ``noop`` alone, or gold then noop (the default). One row per task goes
+    to ``options.log`` as it finishes; the report gets one line per check, over every task."""
     from verifiers.v1.runtimes import SubprocessConfig, resolve_runtime_config
 
+    kinds = ("gold", "noop") if options.mode == "all" else (options.mode,)
     try:
         runtime_cfg = resolve_runtime_config(options.runtime) if options.runtime else SubprocessConfig()
     except Exception as exc:
-        report.add(kind, False, f"--runtime: {one_line(exc)}")
+        for kind in kinds:
+            report.add(kind, False, f"--runtime: {one_line(exc)}")
         return
-    targets = [t for t in tasks if kind != "gold" or _defines_validate(t)]
+    log = options.log
+    keys = [t.hash for t in tasks]
+    todo = log.plan(keys, options.mode) if log is not None else [True] * len(tasks)
+    rows: list[dict[str, Any]] = list(log.rows) if log is not None else []  # with --resume: the kept ones
     teardown: list[str] = []
 
-    async def all_tasks() -> list[tuple[Any, bool | None, str]]:
-        gate = asyncio.Semaphore(options.max_concurrent or len(targets))
+    async def one(gate: asyncio.Semaphore, position: int, task: Any) -> None:
+        async with gate:
+            start = time.time()
+            checks = [await _one_model_free(kind, task, runtime_cfg, options, teardown) for kind in kinds]
+        row = checks[0] if len(checks) == 1 else _combined(task, checks, time.time() - start)
+        row.update(task_position=position, task_key=keys[position])
+        rows.append(row)
+        if log is not None:
+            log.add(row)
 
-        async def one(task: Any) -> tuple[Any, bool | None, str]:
-            async with gate:
-                return (task, *await _one_model_free(kind, task, runtime_cfg, options, teardown))
-
-        return list(await asyncio.gather(*(one(t) for t in targets)))
+    async def all_tasks() -> None:
+        gate = asyncio.Semaphore(options.max_concurrent or MODEL_FREE_CONCURRENCY)
+        await asyncio.gather(*(one(gate, i, t) for i, t in enumerate(tasks) if todo[i]))
 
     try:
-        results = _run(all_tasks())
+        _run(all_tasks())
     except Exception as exc:
-        report.add(kind, False, f"the {kind} check could not run: {one_line(exc)}")
+        for kind in kinds:
+            report.add(kind, False, f"the {kind} check could not run: {one_line(exc)}")
         return
-    bad = [f"task {t.data.idx}: {why}" for t, valid, why in results if valid is False]
-    if options.mode == "all":  # no teardown check of its own here (the episodes' is the check): fail it
-        bad += teardown
-    unchecked = sum(1 for _, valid, _ in results if valid is None)
-    if not bad and unchecked == len(results):
-        report.add(kind, True, f"no task declared anything to check ({unchecked} unchecked)", skipped=True)
-    else:
-        checked = len(results) - unchecked
-        report.add(kind, not bad, "; ".join(bad[:3]) or f"{checked} task(s) valid" + (f", {unchecked} unchecked" if unchecked else ""))
-    if kind != "gold" or options.mode != "all":  # in the default mode the episodes' teardown is the check
+    rows.sort(key=lambda r: r.get("task_position", 0))
+    kept = todo.count(False)
+    for kind in kinds:
+        subrows = [r if options.mode != "all" else r.get(kind) or {} for r in rows]
+        bad = [f"task {r.get('index')}: {_why(r)}" for r in subrows if r.get("valid") is not True and r.get("reason") != "unchecked"]
+        if kind == kinds[-1] and options.mode == "all":  # the episodes' teardown check is separate: fail it here
+            bad += teardown
+        unchecked = sum(1 for r in subrows if r.get("reason") == "unchecked")
+        resumed = f" ({kept} kept from the run folder)" if kept else ""
+        if not bad and unchecked == len(subrows):
+            report.add(kind, True, NOTHING_TO_CHECK[kind] + f" ({unchecked} unchecked)", skipped=True)
+        else:
+            checked = len(subrows) - unchecked
+            report.add(kind, not bad, "; ".join(bad[:3]) + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else "")
+                       or f"{checked} task(s) valid" + (f", {unchecked} unchecked" if unchecked else "") + resumed)  # fmt: skip
+    if options.mode != "all":  # in the default mode the episodes' teardown is the check
         report.add("teardown", not teardown, "; ".join(teardown[:3]) or "every runtime stopped")
 
 
-async def _one_model_free(
-    kind: str, task: Any, runtime_cfg: Any, options: V1CheckOptions, teardown: list[str]
-) -> tuple[bool | None, str]:
-    """One task's check: (True valid | False invalid or failed | None nothing to check, why)."""
+#: What a check with nothing to check says (every task unchecked).
+NOTHING_TO_CHECK = {
+    "setup": "no task to set up",
+    "gold": "no task defines validate() (the reference answer checked without a model)",
+    "noop": "no task declares a reward to score untouched",
+}
+#: Tasks checked at once by the model-free checks when ``-c`` is not given (the original's default).
+MODEL_FREE_CONCURRENCY = 128
+
+
+def _why(row: Mapping[str, Any]) -> str:
+    """The report's words for a row that is not valid."""
+    if row.get("reason") == "invalid":
+        if row.get("mode") == "noop":
+            return f"passes untouched (reward {row.get('reward') or 0:g}): its rewards do not need the agent"
+        if row.get("mode") == "gold":
+            return "validate() returned False: the reference answer does not pass"
+    return str(row.get("error") or row.get("reason"))
+
+
+def _combined(task: Any, rows: list[dict[str, Any]], elapsed: float) -> dict[str, Any]:
+    """The default mode's row of one task: its gold and noop rows and the verdict of both."""
+    gold, noop = rows
+    if all(r["valid"] is True for r in rows):
+        reason = "valid"
+    else:
+        found = {r["reason"] for r in rows}
+        reason = next((r for r in ("error", "timeout", "invalid") if r in found), "unchecked")
+    failed = [r for r in rows if r["reason"] not in ("valid", "unchecked")]
+    return {
+        "index": task.data.idx,
+        "name": task.data.name,
+        "mode": "all",
+        "valid": None if reason == "unchecked" else reason == "valid",
+        "reason": reason,
+        "elapsed": round(elapsed, 2),
+        "error": "; ".join(f"{r['mode']}: {_why(r)}" for r in failed) or None,
+        "error_type": "+".join(sorted({r["error_type"] for r in failed if r["error_type"]})) or None,
+        "gold": gold,
+        "noop": noop,
+    }
+
+
+async def _one_model_free(kind: str, task: Any, runtime_cfg: Any, options: V1CheckOptions, teardown: list[str]) -> dict[str, Any]:
+    """One task's ``kind`` check in a fresh runtime, as a row of ``results.jsonl`` (the original's
+    shape): valid, invalid, unchecked (nothing to check), error or timeout."""
     from verifiers.v1.configs import WireAgentConfig
     from verifiers.v1.runtimes import make_runtime
-    from verifiers.v1.scoring import invoke
+    from verifiers.v1.scoring import invoke, score_task
+    from verifiers.v1.task import Task
     from verifiers.v1.trace import AgentInfo, Trace
+
+    start = time.time()
+    row: dict[str, Any] = {"index": task.data.idx, "name": task.data.name, "mode": kind}
+    trace: Any = None
+
+    def done(valid: bool | None, reason: str, error: str | None = None, error_type: str | None = None) -> dict[str, Any]:
+        row.update(valid=valid, reason=reason, elapsed=round(time.time() - start, 2), error=error, error_type=error_type)
+        if kind == "noop":
+            rewards = dict(trace.rewards) if trace is not None else {}
+            row["reward"] = trace.reward if rewards and reason != "error" else None
+            row["rewards"] = {name: r.score if r is not None else None for name, r in rewards.items()}
+        return row
 
     runtime = None
     try:
@@ -354,32 +435,39 @@ async def _one_model_free(
             async with asyncio.timeout(setup_limit):
                 await invoke(task.setup, {"trace": trace, "runtime": runtime})
         except TimeoutError:
-            return False, f"setup() did not finish within {setup_limit:g} s"
+            return done(False, "timeout", f"setup() did not finish within {setup_limit:g} s", "TimeoutError")
         if kind == "setup":
-            return True, ""
+            return done(True, "valid")
         try:
             async with asyncio.timeout(options.check_timeout):
                 if kind == "gold":
                     valid = await task.validate(runtime)
-                    if valid is None or isinstance(valid, bool):
-                        return valid, "" if valid is not False else "validate() returned False: the reference answer does not pass"
-                    return False, f"validate() returned {type(valid).__name__}, not a bool or None"
+                    if valid is True:
+                        return done(True, "valid")
+                    if valid is None:
+                        return done(None, "unchecked")
+                    if valid is False:
+                        return done(False, "invalid")
+                    return done(False, "error", f"validate() returned {type(valid).__name__}, not a bool or None", "TypeError")
                 await invoke(task.finalize, {"trace": trace, "runtime": runtime})
-                await task.score(trace, runtime)
+                if type(task).score is Task.score:  # the judges plugged into the task are not asked
+                    await score_task(task, trace, runtime, judges=False)
+                else:
+                    await task.score(trace, runtime)
         except TimeoutError:
-            return False, f"{kind} did not finish within {options.check_timeout:g} s"
+            return done(False, "timeout", f"{kind} did not finish within {options.check_timeout:g} s", "TimeoutError")
         if trace.errors:
             e = trace.errors[0]
-            return False, f"scoring the untouched task failed: {e.type}: {e.message}"[:500]
+            return done(False, "error", f"scoring the untouched task failed: {e.type}: {e.message}"[:500], e.type)
         if not trace.rewards:
-            return None, ""
+            return done(None, "unchecked")
         if trace.reward >= SOLVED:
-            return False, f"passes untouched (reward {trace.reward:g}): its rewards do not need the agent"
-        return True, ""
+            return done(False, "invalid")
+        return done(True, "valid")
     except (asyncio.CancelledError, KeyboardInterrupt):
         raise
     except Exception as exc:
-        return False, one_line(exc)
+        return done(False, "error", one_line(exc), type(exc).__name__)
     finally:
         if runtime is not None:
             try:

@@ -299,12 +299,15 @@ def is_scoring_error(error: Any) -> bool:
     return kind in ("HookError", "HookTimeout", "InvalidScore") and message.startswith(tuple(f"{k} " for k in SCORING_KINDS))
 
 
-async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: float | None = None) -> None:
+async def score_task(
+    task: Task, trace: Trace, runtime: Any = None, *, timeout: float | None = None, judges: bool = True
+) -> None:
     """Run ``task``'s metrics, then its rewards, on ``trace`` and record them.
 
     Every expected key is first set to None (unscored), so a trace shows what should have run
     even when a hook fails. A hook that needs ``runtime`` is skipped (left None, no error) when
-    none is given, as when re-scoring saved traces offline."""
+    none is given, as when re-scoring saved traces offline. ``judges=False`` leaves the judges
+    plugged into the task's config out (``vf validate``'s noop check asks no model)."""
     if timeout is None:
         timeout = task.data.timeout.scoring or DEFAULT_HOOK_TIMEOUT
     available: dict[Any, Any] = {"task": task.data, "trace": trace, "state": trace.state, "config": task.config}
@@ -320,15 +323,15 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
     for fn in rewards:
         trace.rewards[fn.__name__] = None
     errors: list[HookError] = []
-    judges: list[Any] = []
-    for config in task.config.judges:
+    plugged: list[Any] = []
+    for config in task.config.judges if judges else ():
         trace.rewards[config.key] = None
         try:
-            judges.append(task.plugged_judge(config))
+            plugged.append(task.plugged_judge(config))
         except Exception as exc:  # a judge that cannot be built: its reward stays unscored
             errors.append(HookError("judge", config.key, f"could not be loaded: {type(exc).__name__}: {exc}", cause_type=type(exc).__name__))
     if runtime is None:
-        judges = [j for j in judges if not needs_runtime(j.score)]
+        plugged = [j for j in plugged if not needs_runtime(j.score)]
 
     async def one(kind: str, name: str, fn: Callable[..., Any]) -> Any:
         try:
@@ -347,7 +350,7 @@ async def score_task(task: Task, trace: Trace, runtime: Any = None, *, timeout: 
     stages = (
         ("metric", [(fn.__name__, fn, 1.0) for fn in metrics]),
         ("reward", [(fn.__name__, fn, getattr(fn, "reward_weight", 1.0)) for fn in rewards]),
-        ("judge", [(j.reward_name, j.score, j.config.weight) for j in judges]),
+        ("judge", [(j.reward_name, j.score, j.config.weight) for j in plugged]),
     )
     for kind, hooks in stages:
         if not hooks:
