@@ -148,9 +148,22 @@ def test_eval_by_id_with_dotted_overrides_and_vf_eval_script(tmp_path) -> None:
         # the cap goes out as max_tokens, as the original sends it
         assert srv.requests[-1].body.get("max_tokens") == 11 and "max_completion_tokens" not in srv.requests[-1].body
         # the original's console-script name runs v1 too
-        res = _vf("vf-sums", "-m", "scripted-model", "-b", srv.base_url, "-n", "1", "-o", str(tmp_path / "p"), cwd=tmp_path, script="vf-eval")
+        # and --no-rich prints each trace as JSON on stdout, nothing else (the summary on stderr)
+        res = _vf("vf-sums", "-m", "scripted-model", "-b", srv.base_url, "-n", "2", "-o", str(tmp_path / "p"), "--no-rich",
+                  cwd=tmp_path, script="vf-eval")  # fmt: skip
         assert res.returncode == 0, res.stderr
         assert len(list((tmp_path / "p").iterdir())) == 1
+        decoder, text, printed = json.JSONDecoder(), res.stdout.strip(), []
+        while text:
+            trace, end = decoder.raw_decode(text)
+            printed.append(trace)
+            text = text[end:].strip()
+        (run,) = (tmp_path / "p").iterdir()
+        saved = [t for line in (run / "traces.jsonl").read_text().splitlines() for t in json.loads(line)["traces"]]
+        assert sorted(t["id"] for t in printed) == sorted(t["id"] for t in saved) and len(printed) == 2
+        assert all(t["rewards"] == s["rewards"] and None not in t.values() for t, s in zip(
+            sorted(printed, key=lambda t: t["id"]), sorted(saved, key=lambda t: t["id"]), strict=True))  # fmt: skip
+        assert "v1 eval" in res.stderr
 
 
 def test_bad_config_is_one_line(tmp_path) -> None:

@@ -98,8 +98,9 @@ class V1EvalConfig(BaseConfig):
     clean: bool = False
     """Delete the run's folder (``output_dir / run.dir``) first: only a folder that holds a run."""
     rich: bool | dict[str, Any] | None = None
-    """The original's live dashboard switch (``--no-rich``, ``--rich.show-logs``): taken, and our
-    progress line is shown either way (on a terminal)."""
+    """The original's live dashboard switch (``--rich.show-logs`` is taken; our progress line is
+    shown either way, on a terminal). ``--no-rich``: each trace is printed as JSON on stdout after
+    the run, as the original prints it, and the summary goes to stderr."""
 
     @field_validator("sampling", mode="before")
     @classmethod
@@ -459,8 +460,11 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
         reset_sync_pool()  # the lane's idle threads end: the interpreter does not wait on them
     from rich.console import Console
 
-    console = Console()
+    plain = cfg.rich is False  # --no-rich, as the original: each trace as JSON on stdout, the rest on stderr
+    console = err if plain else Console()
     console.print(summary_table(out.metadata, title="v1 eval"))
+    if plain:
+        _print_traces(out["outputs"])
     if folder is not None:
         err.print(f"traces: {folder / 'traces.jsonl'}")
     n, n_err = int(out.metadata.get("num_rollouts") or 0), int(out.metadata.get("num_errors") or 0)
@@ -474,6 +478,18 @@ async def _run(cfg: V1EvalConfig, env: Any, tasks: list[Any], folder: Path | Non
         push_run(str(env.config.taskset.id), folder, console, hub=cfg.hub, samples=cfg.push_samples, anyway=cfg.push_anyway)
     # as the original: failed episodes are rows of the run (``ok`` false), not a failed command
     return 0
+
+
+def _print_traces(records: list[Any]) -> None:
+    """Every trace of every episode as indented JSON on stdout, None fields left out (the
+    original's ``--no-rich`` output)."""
+    import sys
+
+    from verifiers.v1.trace import WireTrace
+
+    for record in records:
+        for trace in dict(record).get("traces") or ():
+            sys.stdout.write(WireTrace.model_validate(trace).model_dump_json(indent=2, exclude_none=True) + "\n")
 
 
 #: The keys of a saved config that make a run's plan: a resume must not change them.
