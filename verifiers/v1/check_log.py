@@ -111,7 +111,7 @@ class CheckLog:
             for raw in f:
                 try:
                     row = json.loads(raw)
-                except ValueError:  # a line cut short by an interrupted write
+                except (ValueError, RecursionError):  # a line cut short by an interrupted write, or not ours
                     continue
                 key = row.get("task_key") if isinstance(row, dict) else None
                 if isinstance(key, str) and len(kept[key]) < wanted[key] and _is_final(row, key, mode):
