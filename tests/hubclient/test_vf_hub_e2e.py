@@ -570,6 +570,18 @@ def test_readme_plain_pip_line_works_as_written(hub: HubProcess, make_vf, tmp_pa
     assert out.startswith("0.1.0 ") and str(user.python).rsplit("/bin/", 1)[0] in out, out
 
 
+def _needs_behind_extra(top: Path, middle: Path, extra: str, bottom: Path) -> None:
+    """Rewrite the packages' ``pyproject.toml``: ``top`` needs ``middle[extra]``, and ``middle``'s
+    ``extra`` needs ``bottom``."""
+    plain = 'dependencies = ["verifiers>=0.1.9"]'
+    pyproject = middle / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(
+        plain, f'{plain}\noptional-dependencies = {{{extra} = ["{bottom.name}>=1"]}}'
+    ))  # fmt: skip
+    pyproject = top / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(plain, f'dependencies = ["verifiers>=0.1.9", "{middle.name}[{extra}]"]'))
+
+
 def test_vf_install_takes_a_dependency_behind_an_extra_from_the_hub(hub: HubProcess, make_vf, tmp_path: Path) -> None:
     """jane-x needs ``jane-b[extra1]``; jane-b's ``extra1`` needs jane-c, also jane's: vf install
     pins jane-c from the hub by sha256 (pip would otherwise look it up on the public index, where
@@ -579,12 +591,7 @@ def test_vf_install_takes_a_dependency_behind_an_extra_from_the_hub(hub: HubProc
     c = write_env_package(tmp_path, "jane-c", "1.0.0")
     b = write_env_package(tmp_path, "jane-b", "1.0.0")
     x = write_env_package(tmp_path, "jane-x", "1.0.0")
-    text = (b / "pyproject.toml").read_text()
-    (b / "pyproject.toml").write_text(text.replace(
-        'dependencies = ["verifiers>=0.1.9"]', 'dependencies = ["verifiers>=0.1.9"]\noptional-dependencies = {extra1 = ["jane-c>=1"]}'
-    ))
-    text = (x / "pyproject.toml").read_text()
-    (x / "pyproject.toml").write_text(text.replace('dependencies = ["verifiers>=0.1.9"]', 'dependencies = ["verifiers>=0.1.9", "jane-b[extra1]"]'))
+    _needs_behind_extra(x, b, "extra1", c)
     for pkg in (c, b, x):
         res = owner("push", str(pkg))
         assert res.code == 0, res.text
@@ -599,12 +606,7 @@ def test_vf_install_takes_a_dependency_behind_an_extra_from_the_hub(hub: HubProc
     d = write_env_package(tmp_path, "jane-d", "1.0.0")
     b2 = write_env_package(tmp_path, "jane-b2", "1.0.0")
     y = write_env_package(tmp_path, "jane-y", "1.0.0")
-    text = (b2 / "pyproject.toml").read_text()
-    (b2 / "pyproject.toml").write_text(text.replace(
-        'dependencies = ["verifiers>=0.1.9"]', 'dependencies = ["verifiers>=0.1.9"]\noptional-dependencies = {gpu = ["jane-d>=1"]}'
-    ))
-    text = (y / "pyproject.toml").read_text()
-    (y / "pyproject.toml").write_text(text.replace('dependencies = ["verifiers>=0.1.9"]', 'dependencies = ["verifiers>=0.1.9", "jane-b2[gpu]"]'))
+    _needs_behind_extra(y, b2, "gpu", d)
     for pkg, flags in ((d, ["--private"]), (b2, []), (y, [])):
         res = owner("push", str(pkg), *flags)
         assert res.code == 0, res.text
