@@ -110,8 +110,10 @@ def test_a_fixed_reward_rescores_the_run_without_the_model(run) -> None:
     assert [x["reward"] for x in old] == [0.0, 0.0, 0.0, 0.0]
     res = run_vf("replay", str(folder), cwd=folder, env={**env, "RP_REWARD": "right"})
     assert res.returncode == 0, res.stdout + res.stderr
-    out = _replayed(res)
-    assert out.parent.parent == folder / "replays" and out.name == "traces.jsonl"
+    # the original's default folder, under the current one: outputs/<taskset>--replay/<uuid>
+    assert _replayed(res).parent.parent == Path("outputs") / "rp-pairs--replay"
+    out = folder / _replayed(res)
+    assert out.name == "traces.jsonl"
     assert _digest(folder / "traces.jsonl") == before  # the input is never touched
     assert not list(out.parent.glob(".*part"))  # the temporary file was renamed into place
     new = _lines(out)
@@ -233,11 +235,11 @@ def test_a_file_of_many_bad_lines_keeps_counts_not_every_message() -> None:
 def test_vf_replay_console_script(run, tmp_path) -> None:
     folder, env = run
     copy = tmp_path / "run"
-    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("replays"))
+    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("outputs"))
     res = run_vf(str(copy), "-n", "2", script="vf-replay", cwd=tmp_path, env={**env, "RP_REWARD": "right"})
     assert res.returncode == 0, res.stdout + res.stderr
     first_two = [x["example_id"] for x in _lines(folder / "traces.jsonl")[:2]]
-    assert [x["reward"] for x in _lines(_replayed(res))] == [0.0 if i == 2 else 1.0 for i in first_two]
+    assert [x["reward"] for x in _lines(tmp_path / _replayed(res))] == [0.0 if i == 2 else 1.0 for i in first_two]
 
     # the original's other spellings: -r re-scores each one that many times (each its own line),
     # --no-rich and -v are taken, --dry-run writes the config and re-scores nothing

@@ -14,8 +14,8 @@ scoring again, which is how a fixed reward function is applied to an old run.
 The taskset (and env) come from the run's ``configs/eval.json`` (a replay's output: its
 ``configs/replay.json``), else ``--taskset ID``; dotted
 flags (``--taskset.task.rewards.correct.weight 2``, ``--env.n 4``) adjust that config. The input is
-never written to: the re-scored episodes go to a new folder (default
-``<run>/replays/<UTC stamp>/``) as ``traces.jsonl`` (written to a temporary name and renamed when
+never written to: the re-scored episodes go to a new folder (default, as the original's:
+``outputs/<taskset>--replay/<uuid>/`` under the current folder) as ``traces.jsonl`` (written to a temporary name and renamed when
 complete), with ``replay.json`` (the summary) and ``configs/replay.json`` (the env config used).
 """
 
@@ -27,9 +27,9 @@ import json
 import math
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,12 +106,10 @@ def env_config_for(source: Source, taskset: str | None, overrides: dict[str, Any
     return _merge(env, overrides)
 
 
-def _stamp() -> str:
-    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
-
-
-def output_folder(source: Source, output: Path | None) -> Path:
-    out = output if output is not None else source.run_dir / "replays" / _stamp()
+def output_folder(source: Source, output: Path | None, taskset_id: str) -> Path:
+    """``output``, else the original's default: ``outputs/<taskset>--replay/<uuid>`` under the
+    current folder (a fresh one each time)."""
+    out = output if output is not None else Path("outputs") / f"{taskset_id.replace('/', '--')}--replay" / str(uuid.uuid4())
     target = out / TRACES_FILE
     if target.resolve() == source.traces.resolve():
         raise UserError(f"the output {target} is the input: vf replay never overwrites the traces it reads")
@@ -422,7 +420,7 @@ def run_replay(path: Path, *, taskset: str | None = None, output: Path | None = 
         env = load_environment(env_table)
     except (PluginError, ModuleNotFoundError, TypeError, ValueError) as exc:
         raise UserError(f"cannot load the taskset to re-score with: {exc}") from None
-    out = output_folder(source, output)
+    out = output_folder(source, output, str(env.config.taskset.id))
     out.mkdir(parents=True, exist_ok=True)
     (out / "configs").mkdir(exist_ok=True)
     from verifiers.v1.configs.flags import resolved_like
@@ -493,7 +491,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--taskset", "--taskset.id", dest="taskset", default=None,
                    help="taskset id to re-score with (default: the run's own)")  # fmt: skip
     p.add_argument("-o", "--output", "--output-dir", dest="output", type=Path, default=None,
-                   help="folder for the new traces.jsonl (default: <run>/replays/<stamp>)")  # fmt: skip
+                   help="folder for the new traces.jsonl (default: outputs/<taskset>--replay/<uuid>)")  # fmt: skip
     p.add_argument("-n", "--num-episodes", "--num-traces", dest="limit", type=int, default=None, help="re-score the first N lines only")
     p.add_argument("-r", "--num-rescores", dest="rescores", type=int, default=1,
                    help="re-score each episode this many times, each its own line (a judge's variance)")  # fmt: skip
