@@ -8,7 +8,7 @@ endpoint registry (``-e``, a Python file defining ``ENDPOINTS = {alias: {"model"
 default server is a local ``vf serve`` (``$VF_BASE_URL``) rather than a hosted API, and the model
 defaults to the one that server serves. ``vf-init`` writes a v1 package, as the original 0.4.0's
 does (``--classic``: the classic layout). ``vf-replay`` is ``vf replay`` (``verifiers.cli.replay_cmd``);
-``vf-validate`` is ``vf validate``; ``vf-debug`` and ``vf-gepa`` have no equivalent here and say so.
+``vf-validate`` is ``vf validate``, ``vf-debug`` is ``vf debug``; ``vf-gepa`` has no equivalent here and says so.
 """
 
 from __future__ import annotations
@@ -160,12 +160,6 @@ def _vf_init(argv: list[str] | None) -> int:
 #: The original 0.4.0's console scripts with no command of their own here: what each did, and the
 #: nearest command of ours.
 NO_EQUIVALENT = {
-    "vf-debug": (
-        "runs each task's setup in its runtime, then one shell command or script there, and saves the "
-        "traces; this version has no such command",
-        "vf validate TASKSET runs each task's setup and validate() in its runtime without a model; "
-        "vf eval TASKSET -n 1 runs one real episode",
-    ),
     "vf-gepa": (
         "optimises a taskset's prompts with GEPA against a model; this version has no prompt optimiser",
         "vf eval TASKSET compares prompts run by run (--env.taskset.system-prompt FILE)",
@@ -184,9 +178,11 @@ def _no_equivalent(script: str) -> None:
     sys.exit(2)
 
 
-def vf_debug_main() -> None:
-    """Console-script entry point of ``vf-debug`` (no equivalent: one clear message)."""
-    _no_equivalent("vf-debug")
+def vf_debug_main(argv: list[str] | None = None) -> None:
+    """Console-script entry point of ``vf-debug`` (the original's name of ``vf debug``)."""
+    from verifiers.cli.debug_cmd import main as debug_main
+
+    debug_main(argv)
 
 
 def vf_gepa_main() -> None:

@@ -322,6 +322,19 @@ def check_command(
 
 
 @app.command(
+    "debug",
+    add_help_option=False,  # `vf debug --help` is its own parser's (verifiers/cli/debug_cmd.py)
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def debug_command(ctx: typer.Context) -> None:
+    """Set up each task of a v1 taskset in a fresh runtime, run one shell command or script there, and
+    save each task's trace with the outcome (the original vf-debug; vf debug --help)."""
+    from verifiers.cli.debug_cmd import main as debug_main
+
+    debug_main(list(ctx.args))
+
+
+@app.command(
     "validate",
     add_help_option=False,  # `vf validate --help` is its own parser's (verifiers/cli/validate_cmd.py)
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

@@ -32,8 +32,9 @@ from typing import Any
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 
+from verifiers.cli import v1_args
 from verifiers.cli.errors import UserError, guarded
-from verifiers.cli.v1_eval import RunSection, _merge, _set, _value, read_config_file
+from verifiers.cli.v1_eval import RunSection
 from verifiers.v1.check_log import RESULTS_FILE, SUMMARY_FILE, CheckLog
 from verifiers.v1.configs import BaseConfig
 
@@ -50,6 +51,7 @@ SHORT = {"-n": "select.limit", "-s": "select.shuffle", "-c": "max_concurrent", "
          "-a": "env_args", "-r": "rollouts_per_example", "-p": "env_dir_path"}  # fmt: skip
 ALIASES = {"num_examples": "select.limit", "num_rollouts": "rollouts_per_example", "taskset": "taskset.id"}
 FLAGS = {"only_setup", "only_gold", "only_noop", "json", "resume", "clean", "verbose", "rich", "select.shuffle"}
+SPEC = v1_args.FlagSpec("vf validate", USAGE, SHORT, ALIASES, frozenset(FLAGS), text=frozenset({"env_args"}))
 
 
 class TimeoutSection(BaseConfig):
@@ -106,58 +108,7 @@ class ValidateOptions(BaseConfig):
 
 def parse_argv(argv: list[str]) -> tuple[str | None, dict[str, Any]]:
     """The target and the option tree ``argv`` describes (``@`` files first, flags over them)."""
-    file_data: dict[str, Any] = {}
-    flags: dict[str, Any] = {}
-    positional: list[str] = []
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        i += 1
-        if tok in ("-h", "--help"):
-            print(USAGE)
-            raise SystemExit(0)
-        if tok == "@" or (tok.startswith("@") and len(tok) > 1):
-            path = tok[1:] if tok != "@" else (argv[i] if i < len(argv) else "")
-            if tok == "@":
-                if not path:
-                    raise UserError("`@` needs a config file: vf validate @ validate.toml")
-                i += 1
-            file_data = _merge(file_data, read_config_file(Path(path)))
-            continue
-        if not tok.startswith("-") or tok == "-":
-            positional.append(tok)
-            continue
-        name, eq, value = tok.partition("=")
-        if name in SHORT:
-            key = SHORT[name]
-        elif name.startswith("--"):
-            key = name[2:].replace("-", "_")
-        else:
-            raise UserError(f"unknown flag {name}", hint="vf validate --help")
-        negate = key.startswith("no_") and not eq
-        key = ALIASES.get(key[3:] if negate else key, key[3:] if negate else key)
-        if eq:
-            val: Any = _value(value)
-        elif negate or key in FLAGS:
-            val = not negate
-        else:
-            if i >= len(argv):
-                raise UserError(f"{name} needs a value")
-            val = argv[i] if key in ("env_args",) else _value(argv[i])
-            i += 1
-        if key == "env_args" and isinstance(val, str):
-            from verifiers.cli.errors import parse_json_arg
-
-            val = parse_json_arg(val, "-a/--env-args")
-        _set(flags, key, val)
-    if len(positional) > 1:
-        raise UserError(f"one environment to validate, got {positional}")
-    tree = _merge(file_data, flags)
-    taskset = tree.get("taskset") if isinstance(tree.get("taskset"), dict) else {}
-    target = positional[0] if positional else taskset.get("id")
-    if positional and taskset.get("id") not in (None, positional[0]):
-        raise UserError(f"two tasksets named: {positional[0]!r} and --taskset.id {taskset['id']!r}")
-    return (str(target) if target is not None else None), tree
+    return v1_args.parse_argv(argv, SPEC)
 
 
 def _run_folder(opts: ValidateOptions, target: str) -> Path:
