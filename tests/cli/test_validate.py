@@ -222,7 +222,7 @@ def test_output_dir_keeps_the_verdict_and_refuses_to_overwrite(tmp_path, capsys)
     assert validate(capsys, *argv)[0] == 0
     summary = json.loads((tmp_path / "outputs" / "first" / "summary.json").read_text())
     assert summary["verdict"]["ok"] is True and set(summary["verdict"]) == VERDICT_KEYS
-    assert json.loads((tmp_path / "outputs" / "first" / "configs" / "validate.json").read_text())["target"] == str(folder)
+    assert json.loads((tmp_path / "outputs" / "first" / "configs" / "validate.json").read_text())["taskset"]["id"] == str(folder)
     with pytest.raises(Exception, match="already holds a validation"):
         validate_cmd.run(argv)
     assert validate(capsys, *argv, "--resume")[0] == 0
@@ -348,7 +348,8 @@ def test_resume_runs_again_only_the_tasks_without_a_verdict(tmp_path, capsys) ->
         validate_cmd.run(argv)
     flaky.unlink()
     calls.write_text("")
-    code, verdict = validate(capsys, *argv, "--resume")
+    # the run's own saved config names its taskset and folder, as the original's resume command takes it
+    code, verdict = validate(capsys, "@", str(tmp_path / "out" / "r" / "configs" / "validate.json"), "--resume")
     assert code == 0, verdict
     assert calls.read_text().split() == ["2"]  # only the errored task ran again
     assert by_name(verdict)["gold"]["detail"] == "3 task(s) valid (2 kept from the run folder)"
@@ -356,6 +357,15 @@ def test_resume_runs_again_only_the_tasks_without_a_verdict(tmp_path, capsys) ->
     assert sorted(rows) == [0, 1, 2] and all(r["reason"] == "valid" for r in rows.values())
     summary = json.loads((tmp_path / "out" / "r" / "summary.json").read_text())
     assert summary["outcomes"]["valid"] == 3 and summary["owed"] == 0 and summary["mode"] == "gold"
+    # --clean with --resume keeps the folder (the original ignores it there): nothing runs again
+    calls.write_text("")
+    code, verdict = validate(capsys, *argv, "--resume", "--clean")
+    assert code == 0 and calls.read_text() == "" and "(3 kept from the run folder)" in by_name(verdict)["gold"]["detail"]
+    # a resume whose checks never start (no tasks): the summary counts the folder's rows as they are
+    assert validate(capsys, *argv, "--resume", "--taskset.n", "0")[0] == 1
+    summary = json.loads((tmp_path / "out" / "r" / "summary.json").read_text())
+    assert (summary["mode"], summary["total"], summary["outcomes"]["valid"]) == ("gold", 3, 3)
+    assert summary["verdict"]["ok"] is False
 
 
 def test_the_run_folder_keeps_each_final_row_once_and_skips_a_cut_line(tmp_path) -> None:
@@ -379,3 +389,85 @@ def test_the_run_folder_keeps_each_final_row_once_and_skips_a_cut_line(tmp_path)
     tampered.add({"task_key": "a", "mode": "gold", "reason": "valid", "valid": False})
     assert CheckLog(tmp_path / "run", resume=True).plan(["a"], "gold") == [True]
     assert CheckLog(tmp_path / "run", resume=True).plan(["a"], "noop") == [True]
+
+
+@pytest.mark.parametrize(
+    ("mode", "row"),
+    [
+        ("gold", {"reason": ["valid"], "valid": True}),
+        ("gold", {"reason": "valid", "valid": 1}),
+        ("all", {"reason": "valid", "valid": True, "gold": "x", "noop": {}}),
+        ("all", {"reason": "valid", "valid": True, "gold": {"mode": "gold", "reason": ["x"], "valid": True},
+                 "noop": {"mode": "noop", "reason": "valid", "valid": True, "rewards": {}, "reward": 0.0}}),
+        ("noop", {"reason": "invalid", "valid": False, "rewards": {}, "reward": "abc"}),
+        ("noop", {"reason": "invalid", "valid": False, "rewards": {}, "reward": None}),
+        ("noop", {"reason": "valid", "valid": True, "rewards": {}, "reward": float("nan")}),
+        ("noop", {"reason": "valid", "valid": True, "rewards": [], "reward": 0.0}),
+    ],
+    ids=["reason-list", "valid-not-bool", "gold-not-a-row", "gold-reason-list", "reward-text", "invalid-no-reward",
+         "reward-nan", "rewards-list"],
+)
+def test_a_row_not_of_our_shape_is_checked_again_and_counts_nothing(tmp_path, mode, row) -> None:
+    """--resume keeps only rows of our own shape: a hostile or corrupt one is checked again, and
+    the summary, the report and the verdict never fail on it."""
+    from verifiers.v1.check import _why
+    from verifiers.v1.check_log import CheckLog, summarize
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "results.jsonl").write_text(json.dumps({**row, "mode": mode, "task_key": "k"}) + "\n")
+    log = CheckLog(folder, resume=True, mode=mode)
+    assert log.plan(["k"], mode) == [True] and log.rows == []
+    bad = {**row, "mode": mode}
+    summary = summarize([bad], 1, mode)  # also as rows of this run: counted where they fit, never raising
+    assert summary["total"] == 1 and sum(summary["outcomes"].values()) <= 1
+    assert isinstance(_why(bad), str)
+
+
+def test_a_noop_check_that_times_out_records_no_reward(tmp_path, capsys) -> None:
+    folder = write_v1_package(tmp_path, "v1chk-slow-reward", reward="import time; time.sleep(5); return 0.0")
+    code, verdict = validate(capsys, str(folder), "-n", "1", "--only-noop", "--timeout.total", "0.5", "-o", "o", "--run.name", "t")
+    assert code == 1 and "noop did not finish within 0.5 s" in by_name(verdict)["noop"]["detail"]
+    (row,) = _rows(tmp_path / "o" / "t" / "results.jsonl").values()
+    assert (row["reason"], row["valid"], row["reward"], row["error_type"]) == ("timeout", False, None, "TimeoutError")
+
+
+TWO_SEATS = '''
+import verifiers.v1 as vf
+
+
+class Seats(vf.EnvConfig):
+    first: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"})
+    second: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"})
+
+
+class OneMove(vf.Env[Seats]):
+    """The first seat moves; the game ends before the second one's turn (it is still scored)."""
+
+    async def run(self, task, agents):
+        seat = vf.Task(vf.TaskData(idx=task.data.idx, prompt=None))
+        async with agents.first.interaction(seat) as a, agents.second.interaction(seat) as b:
+            await a.turn(str(task.data.prompt))
+        a.trace.record_reward("won", 1.0)
+        b.trace.record_reward("won", 0.0)
+
+
+class Games(vf.Taskset[vf.Task, vf.TasksetConfig]):
+    def load(self):
+        for i in range(2):
+            yield vf.Task(vf.TaskData(prompt=f"game {i}: your move"))
+
+
+__all__ = ["Games", "OneMove"]
+'''
+
+
+def test_a_seat_that_never_gets_a_turn_is_not_a_malformed_trace(tmp_path, capsys) -> None:
+    folder = tmp_path / "v1chk-seats"
+    (folder / "v1chk_seats").mkdir(parents=True)
+    (folder / "v1chk_seats" / "__init__.py").write_text(TWO_SEATS)
+    (folder / "pyproject.toml").write_text('[project]\nname = "v1chk-seats"\nversion = "0.1.0"\n')
+    code, verdict = validate(capsys, str(folder), "-r", "1")
+    checks = by_name(verdict)
+    assert code == 0 and checks["traces"]["ok"] and checks["rewards"]["ok"], verdict
+    assert "env OneMove (first: null harness on subprocess, second: null harness on subprocess)" in checks["load"]["detail"]

@@ -117,7 +117,7 @@ def _run_folder(opts: ValidateOptions, target: str) -> Path:
     base = opts.output_dir or Path("outputs")
     name = opts.run.dir or opts.run.name or f"{Path(target).name.replace('/', '--')}--validate--{uuid.uuid4().hex[:8]}".lower()
     folder = base / name
-    if opts.clean and folder.exists():
+    if opts.clean and not opts.resume and folder.exists():  # a resume keeps what the folder holds
         if folder.resolve() == base.resolve() or not folder.resolve().is_relative_to(base.resolve()):
             raise UserError("--clean needs run.dir to name a folder inside output_dir")
         shutil.rmtree(folder)
@@ -147,21 +147,30 @@ def run(argv: list[str]) -> int:
     limit = select.pop("limit", None)
     folder = _run_folder(opts, target)
     (folder / "configs").mkdir(parents=True, exist_ok=True)
-    saved = opts.model_dump(mode="json", exclude={"resume", "clean"}, by_alias=False)
-    saved["target"] = target
+    # the command line as it ran, its folder named: `vf validate @ <run>/configs/validate.json
+    # --resume` checks again into the same folder
+    saved = opts.model_dump(mode="json", exclude={"resume", "clean", "json_"}, by_alias=False)
+    saved["taskset"] = {**opts.taskset, "id": target}
+    saved["output_dir"], saved["run"] = str(folder.parent), {"name": opts.run.name or folder.name, "dir": folder.name}
     (folder / "configs" / "validate.json").write_text(json.dumps(saved, indent=2), encoding="utf-8")
-    log = CheckLog(folder, resume=opts.resume)
+    log = CheckLog(folder, resume=opts.resume, mode=opts.mode)
     v1 = V1CheckOptions(
         taskset={k: v for k, v in opts.taskset.items() if k != "id"}, select=select, runtime=opts.runtime,
         mode=opts.mode, setup_timeout=opts.timeout.setup, check_timeout=opts.timeout.total,
         max_concurrent=opts.max_concurrent, all_tasks=limit is None, log=log,
     )  # fmt: skip
-    code = run_check(
-        target, env_args_json=json.dumps(opts.env_args) if opts.env_args is not None else None,
-        num_examples=int(limit) if limit is not None else 2, rollouts_per_example=opts.rollouts_per_example,
-        timeout_per_rollout=opts.timeout_per_rollout, as_json=opts.json_, env_dir_path=opts.env_dir_path,
-        v1_options=v1, save=log.write_summary,
-    )  # fmt: skip
+    print(f"validating {target} into {folder}", file=sys.stderr, flush=True)
+    try:
+        code = run_check(
+            target, env_args_json=json.dumps(opts.env_args) if opts.env_args is not None else None,
+            num_examples=int(limit) if limit is not None else 2, rollouts_per_example=opts.rollouts_per_example,
+            timeout_per_rollout=opts.timeout_per_rollout, as_json=opts.json_, env_dir_path=opts.env_dir_path,
+            v1_options=v1, save=log.write_summary,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        print(f"interrupted; partial results: {folder} (vf validate @ {folder / 'configs' / 'validate.json'} --resume)",
+              file=sys.stderr)  # fmt: skip
+        return 130
     print(f"results: {folder}", file=sys.stderr if opts.json_ else sys.stdout)
     return code
 

@@ -25,7 +25,7 @@ rollouts       ``-n`` (default 2) tasks x ``-r`` episodes ran through the real v
                (``run_v1``: env, agents, harness, runtime, scoring) against the scripted model
 traces         every episode record reads back as a ``WireEpisode``, with a trace that called the model
 rewards        every reward and metric of every trace is a finite number, or None with the
-               hook's error recorded on the trace; each trace recorded at least one reward
+               hook's error recorded on the trace; each episode recorded at least one reward
 errors         no episode or trace recorded an error (setup, harness, model, reward, timeout ...)
 teardown       the env's ``stop()`` ran without an exception and every rollout's runtime folder is gone
 leftovers      no child process or non-daemon thread the check started is alive afterwards
@@ -125,7 +125,10 @@ def check_v1(
         _check_tasks(report, tasks)
     else:
         report.add("tasks", False, "no tasks", skipped=True)
-    if not tasks or not report.checks[-1].ok:
+    # a task set that failed a data check is still checked further where every task has a key (the
+    # verdict has failed already; vf validate's rows say which tasks pass): one bad task in a large
+    # taskset does not hide the others
+    if not tasks or (not report.checks[-1].ok and not (options.all_tasks and _all_keyed(tasks))):
         for name in CHECKS[3:-2]:  # setup .. errors
             report.add(name, False, "no valid tasks to run", skipped=True)
         _stop_unused(report, env)
@@ -133,12 +136,12 @@ def check_v1(
         return report
     if options.mode == "all":
         report.add("setup", True, "runs as part of gold, noop and the episodes", skipped=True)
-        _model_free(report, tasks, options)
+        _model_free(report, env, tasks, options)
         _episodes(report, env, tasks[:num_examples], rollouts_per_example, timeout_per_rollout, options)
     else:
         for kind in ("setup", "gold", "noop"):
             if kind == options.mode:
-                _model_free(report, tasks, options)
+                _model_free(report, env, tasks, options)
             else:
                 report.add(kind, True, f"not run (--only-{options.mode})", skipped=True)
         for name in ("rollouts", "traces", "rewards", "errors"):
@@ -204,14 +207,23 @@ def _load(report: CheckReport, source: Any, module: ModuleType, env_args: dict[s
     except Exception as exc:
         report.add("load", False, one_line(exc))
         return None
-    roles = ", ".join(f"{n}: {s.harness or 'null'} harness on {s.runtime.type}" for n, s in env._agent_specs.items())
+    roles = ", ".join(f"{n}: {_harness_id(s.harness)} harness on {s.runtime.type}" for n, s in env._agent_specs.items())
     version = f" {source.version}" if source.version else ""
-    report.add("load", True, f"v1 package {source.module}{version}: {taskset_cls.__name__}, env {env.env_id} ({roles})")
+    own = type(env).__module__.split(".")[0] == source.module.split(".")[0]  # the package's own Env class
+    label = type(env).__name__ if own else env.env_id
+    report.add("load", True, f"v1 package {source.module}{version}: {taskset_cls.__name__}, env {label} ({roles})")
     return env
 
 
+def _harness_id(harness: Any) -> str:
+    """A role's harness as the report names it: its id (a config, a table or a bare id)."""
+    if isinstance(harness, dict):
+        return str(harness.get("id") or "null")
+    return str(getattr(harness, "id", None) or harness or "null")
+
+
 # -------------------------------------------------------------------------------------- tasks
-def _sample(view: Any, count: int | None, wait_s: float) -> list[Any]:
+def _sample(view: Any, count: int | None, wait_s: float | None) -> list[Any]:
     """The first ``count`` tasks of ``view`` (None: all of a bounded one), read in a daemon thread
     for at most ``wait_s`` seconds (a ``load()`` that blocks forever fails the check instead of
     hanging it)."""
@@ -226,9 +238,12 @@ def _sample(view: Any, count: int | None, wait_s: float) -> list[Any]:
 
     thread = threading.Thread(target=read, name="vf-check-taskset", daemon=True)
     thread.start()
+    if wait_s is None:
+        while thread.is_alive():  # short joins: a Ctrl-C reaches this thread between them
+            thread.join(0.2)
     thread.join(wait_s)
     if thread.is_alive():
-        raise TimeoutError(f"load() did not give {count if count is not None else 'its'} task(s) in {wait_s:g} s")
+        raise TimeoutError(f"load() did not give {count} task(s) in {wait_s:g} s")
     if failure:
         raise failure[0]
     return out
@@ -247,9 +262,11 @@ def _check_taskset(report: CheckReport, env: Any, n: int, options: V1CheckOption
         view = taskset.select(SelectConfig(**select)) if select else taskset
         if limit is not None or not options.all_tasks or not view.bounded:
             count = max(1, int(limit if limit is not None else n))
-        tasks = _sample(view, count, wait_s)
+        # every task of a bounded taskset: as long as its load() takes (Ctrl-C stops it), as the
+        # original reads it
+        tasks = _sample(view, count, wait_s if count is not None else None)
     except TimeoutError:
-        report.add("taskset", False, f"{type(taskset).__name__}.load() gave fewer than {count or 'all its'} task(s) in {wait_s:g} s (does it hang?)")
+        report.add("taskset", False, f"{type(taskset).__name__}.load() gave fewer than {count} task(s) in {wait_s:g} s (does it hang?)")
         return []
     except Exception as exc:
         report.add("taskset", False, f"iterating {type(taskset).__name__} failed: {one_line(exc)}")
@@ -303,15 +320,27 @@ def _check_tasks(report: CheckReport, tasks: Sequence[Any]) -> None:
 
 
 # ------------------------------------------------------------------------- model-free checks
-def _model_free(report: CheckReport, tasks: Sequence[Any], options: V1CheckOptions) -> None:
-    """The model-free checks of ``options.mode`` on each task, each check in its own fresh runtime:
-    ``setup``, ``gold`` or ``noop`` alone, or gold then noop (the default). One row per task goes
-    to ``options.log`` as it finishes; the report gets one line per check, over every task."""
+def _all_keyed(tasks: Sequence[Any]) -> bool:
+    try:
+        return all(isinstance(t.hash, str) for t in tasks)
+    except Exception:
+        return False
+
+
+def _model_free(report: CheckReport, env: Any, tasks: Sequence[Any], options: V1CheckOptions) -> None:
+    """The model-free checks of ``options.mode`` on each task, each check in its own fresh runtime
+    (``--runtime.*``, else the runtime of the env's first role): ``setup``, ``gold`` or ``noop``
+    alone, or gold then noop (the default). One row per task goes to ``options.log`` as it
+    finishes; the report gets one line per check, over every task."""
     from verifiers.v1.runtimes import SubprocessConfig, resolve_runtime_config
 
     kinds = ("gold", "noop") if options.mode == "all" else (options.mode,)
     try:
-        runtime_cfg = resolve_runtime_config(options.runtime) if options.runtime else SubprocessConfig()
+        if options.runtime:
+            runtime_cfg = resolve_runtime_config(options.runtime)
+        else:
+            roles = [spec.runtime for spec in env._agent_specs.values() if getattr(spec, "runtime", None) is not None]
+            runtime_cfg = roles[0] if roles else SubprocessConfig()
     except Exception as exc:
         for kind in kinds:
             report.add(kind, False, f"--runtime: {one_line(exc)}")
@@ -345,7 +374,7 @@ def _model_free(report: CheckReport, tasks: Sequence[Any], options: V1CheckOptio
     rows.sort(key=lambda r: r.get("task_position", 0))
     kept = todo.count(False)
     for kind in kinds:
-        subrows = [r if options.mode != "all" else r.get(kind) or {} for r in rows]
+        subrows = [r if options.mode != "all" else _sub(r, kind) for r in rows]
         bad = [f"task {r.get('index')}: {_why(r)}" for r in subrows if r.get("valid") is not True and r.get("reason") != "unchecked"]
         if kind == kinds[-1] and options.mode == "all":  # the episodes' teardown check is separate: fail it here
             bad += teardown
@@ -371,11 +400,18 @@ NOTHING_TO_CHECK = {
 MODEL_FREE_CONCURRENCY = 128
 
 
+def _sub(row: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    sub = row.get(kind)
+    return sub if isinstance(sub, dict) else {}
+
+
 def _why(row: Mapping[str, Any]) -> str:
     """The report's words for a row that is not valid."""
     if row.get("reason") == "invalid":
         if row.get("mode") == "noop":
-            return f"passes untouched (reward {row.get('reward') or 0:g}): its rewards do not need the agent"
+            reward = row.get("reward")
+            shown = f"{reward:g}" if isinstance(reward, int | float) and not isinstance(reward, bool) else repr(reward)
+            return f"passes untouched (reward {shown}): its rewards do not need the agent"
         if row.get("mode") == "gold":
             return "validate() returned False: the reference answer does not pass"
     return str(row.get("error") or row.get("reason"))
@@ -421,7 +457,7 @@ async def _one_model_free(kind: str, task: Any, runtime_cfg: Any, options: V1Che
         row.update(valid=valid, reason=reason, elapsed=round(time.time() - start, 2), error=error, error_type=error_type)
         if kind == "noop":
             rewards = dict(trace.rewards) if trace is not None else {}
-            row["reward"] = trace.reward if rewards and reason != "error" else None
+            row["reward"] = trace.reward if rewards and reason not in ("error", "timeout") else None
             row["rewards"] = {name: r.score if r is not None else None for name, r in rewards.items()}
         return row
 
@@ -575,13 +611,16 @@ def _check_records(report: CheckReport, records: list[dict[str, Any]]) -> None:
             malformed.append(f"{where}: no trace")
         if not _finite(rec.get("reward")):
             bad_scores.append(f"{where}: reward = {rec.get('reward')!r}")
+        # per episode, not per trace: in a multi-agent env a seat may never get a turn (the game ended
+        # first) or go unscored, as the env decides
+        failed = any(t.errors for t in episode.traces) or bool(episode.errors)
+        if episode.traces and not any(t.calls for t in episode.traces) and not failed:
+            malformed.append(f"{where}: no trace holds a model call")
+        if episode.traces and not any(t.rewards for t in episode.traces) and not failed:
+            bad_scores.append(f"{where}: no reward was recorded (does the task declare a @vf.reward?)")
         for trace in episode.traces:
             who = f"{where} {trace.agent.name}"
             errors += [f"{who}: {e.type}: {e.message}"[:300] for e in trace.errors]
-            if not trace.calls and not trace.errors:
-                malformed.append(f"{who}: the trace holds no model call")
-            if not trace.rewards and not trace.errors:
-                bad_scores.append(f"{who}: no reward was recorded (does the task declare a @vf.reward?)")
             recorded = " ".join(f"{e.type} {e.message}" for e in trace.errors)
             values = {**{f"reward {k}": (None if r is None else r.score) for k, r in trace.rewards.items()},
                       **{f"metric {k}": v for k, v in trace.metrics.items()}}  # fmt: skip

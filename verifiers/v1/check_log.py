@@ -22,7 +22,9 @@ the selection and checked the same way, and runs the rest again (missing, errore
 from __future__ import annotations
 
 import json
+import math
 import os
+import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -47,21 +49,34 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _is_final(row: Any, key: str, mode: str) -> bool:
-    if not isinstance(row, dict) or row.get("task_key") != key or row.get("mode") != mode:
+def _final_check(row: Any, mode: str) -> bool:
+    """``row`` is a check's verdict: a reason that is one, the ``valid`` it goes with, and for a
+    noop check the untouched task's scores (an invalid one: the reward that passed)."""
+    if not isinstance(row, dict) or row.get("mode") != mode:
         return False
     reason = row.get("reason")
-    if reason not in FINAL or row.get("valid") is not FINAL[reason]:
+    if not isinstance(reason, str) or reason not in FINAL or row.get("valid") is not FINAL[reason]:
         return False
-    if mode in ("gold", "setup"):
+    if mode != "noop":
         return True
-    noop = row.get("noop") if mode == "all" else row  # a noop check that never scored is not final
-    return isinstance(noop, dict) and isinstance(noop.get("rewards"), dict)
+    reward = row.get("reward")
+    scored = reward is None or (isinstance(reward, int | float) and not isinstance(reward, bool) and math.isfinite(reward))
+    return isinstance(row.get("rewards"), dict) and scored and (reason != "invalid" or reward is not None)
+
+
+def _is_final(row: Any, key: str, mode: str) -> bool:
+    """Whether ``--resume`` keeps ``row`` for the task ``key`` checked in ``mode``."""
+    if not isinstance(row, dict) or row.get("task_key") != key or not _final_check(row, mode):
+        return False
+    if mode != "all":
+        return True
+    gold, noop = row.get("gold"), row.get("noop")
+    return _final_check(gold, "gold") and _final_check(noop, "noop")
 
 
 def summarize(rows: Sequence[Mapping[str, Any]], total: int, mode: str) -> dict[str, Any]:
     """The original's summary of ``rows`` out of ``total`` selected tasks."""
-    counts = Counter(row.get("reason") for row in rows)
+    counts = Counter(row.get("reason") for row in rows if isinstance(row.get("reason"), str))
     missing = max(0, total - len(rows))
     outcomes: dict[str, int] = {reason: counts[reason] for reason in REASONS}
     outcomes["missing"] = missing
@@ -78,7 +93,8 @@ def summarize(rows: Sequence[Mapping[str, Any]], total: int, mode: str) -> dict[
     if mode == "all":
         checks: dict[str, dict[str, int]] = {}
         for check in ("gold", "noop"):
-            by_reason = Counter(row[check].get("reason") for row in rows if isinstance(row.get(check), dict))
+            subs = [row[check] for row in rows if isinstance(row.get(check), dict)]
+            by_reason = Counter(sub.get("reason") for sub in subs if isinstance(sub.get("reason"), str))
             checks[check] = {reason: by_reason[reason] for reason in REASONS} | {"missing": missing}
         summary["checks"] = checks
     return summary
@@ -91,12 +107,17 @@ class CheckLog:
     ``resume``, keeps the final rows) and says which positions still need a check. :meth:`add`
     appends one finished task's row. :meth:`write_summary` writes the counts and the verdict."""
 
-    def __init__(self, folder: Path, *, resume: bool = False) -> None:
+    #: ``summary.json`` is rewritten at most this often while rows come in (and at the end).
+    SUMMARY_EVERY_S = 2.0
+
+    def __init__(self, folder: Path, *, resume: bool = False, mode: str = "all") -> None:
         self.folder = Path(folder)
         self.resume = resume
         self.rows: list[dict[str, Any]] = []
-        self.mode = "all"
+        self.mode = mode
         self.total = 0
+        self.planned = False  # plan() ran: the tasks were read and the rows are this run's
+        self._summary_at = 0.0
 
     @property
     def results_path(self) -> Path:
@@ -140,7 +161,9 @@ class CheckLog:
                     owed[key] -= 1
                 todo.append(True)
         self.rows = rows
+        self.planned = True
         _write_atomic(self.results_path, "".join(_line(r) for r in rows))
+        self.write_summary(None)
         return todo
 
     def add(self, row: dict[str, Any]) -> None:
@@ -148,12 +171,35 @@ class CheckLog:
         self.rows.append(row)
         with self.results_path.open("a", encoding="utf-8") as f:
             f.write(_line(row))
+        if time.monotonic() - self._summary_at >= self.SUMMARY_EVERY_S:
+            self.write_summary(None)  # an interrupted run keeps counts that are at most a moment old
+
+    def _rows_on_disk(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        if self.results_path.exists():
+            with self.results_path.open("rb") as f:
+                for raw in f:
+                    try:
+                        row = json.loads(raw)
+                    except (ValueError, RecursionError):
+                        continue
+                    if isinstance(row, dict):
+                        rows.append(row)
+        return rows
 
     def summary(self) -> dict[str, Any]:
         return summarize(self.rows, self.total, self.mode)
 
     def write_summary(self, verdict: Mapping[str, Any] | None) -> Path:
+        """``summary.json``: the counts and ``verdict`` (None while the run goes on). When the checks
+        never started (the package did not load), the rows already in the folder are counted as
+        they are."""
         path = self.folder / SUMMARY_FILE
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if not self.planned:
+            self.rows = self._rows_on_disk()
+            self.total = len(self.rows)
         body = {**self.summary(), "verdict": dict(verdict) if verdict is not None else None}
+        self._summary_at = time.monotonic()
         _write_atomic(path, json.dumps(body, indent=2, sort_keys=True, default=str) + "\n")
         return path
