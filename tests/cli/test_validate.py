@@ -257,6 +257,11 @@ def test_a_hanging_load_fails_and_bad_task_data_is_named(tmp_path, capsys) -> No
     module.write_text(module.read_text().replace('id=f"t{i}"', 'id="same"'))
     code, verdict = validate(capsys, str(folder), "-n", "2", "-r", "1")
     assert code == 1 and "task 1 has the id 'same' of task 0" in by_name(verdict)["tasks"]["detail"]
+    assert by_name(verdict)["noop"]["skipped"]  # vf check's scope: the data is wrong, nothing else runs
+    # every task (vf validate without -n): the others are still checked and get their rows
+    code, verdict = validate(capsys, str(folder), "-r", "1", "-o", "o", "--run.name", "ids")
+    assert code == 1 and not by_name(verdict)["tasks"]["ok"] and by_name(verdict)["noop"]["detail"] == "3 task(s) valid"
+    assert sorted(_rows(tmp_path / "o" / "ids" / "results.jsonl")) == [0, 1, 2]
     folder = write_v1_package(tmp_path, "v1chk-empty-prompt")
     module = folder / "v1chk_empty_prompt" / "__init__.py"
     module.write_text(module.read_text().replace('prompt=f"What is {i} + {i}?"', 'prompt="  "'))
