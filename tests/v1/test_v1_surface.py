@@ -27,7 +27,6 @@ _RUNTIME = ("live runtime processes: not yet (issue 19 step 6 brought the subpro
 _CLIENT = ("the original's live client classes: a v1 agent's model client is our ModelClient, made from the "
            "client configs (EvalClientConfig, ...), which are here")
 _SERVE = "env servers and their pools: the env-server issue (the wire shapes are here: verifiers.v1.wire)"
-_GIT = "patch capture from a runtime's git checkout: not yet (not part of issue 19 step 6's runtimes)"
 
 REASONS: dict[str, str] = {
     **dict.fromkeys(
@@ -44,7 +43,6 @@ REASONS: dict[str, str] = {
     ),
     **dict.fromkeys(("Client", "resolve_client"), _CLIENT),
     **dict.fromkeys(("ServeConfig", "StaticPoolConfig", "ElasticPoolConfig", "pool_serve_kwargs"), _SERVE),
-    **dict.fromkeys(("PATCH_CAP_BYTES", "capture_patch", "resolve_head"), _GIT),
     "ACP": "0.3.0's ACP harness namespace, removed in 0.4.0 (ACPHarness): with the harness layer",
     "KeptTokens": "0.3.0's token-retention record of its old graph builder, removed in 0.4.0; tokens live on MessageNode",
     "LegacyEnvConfig": "0.3.0's bridge to classic environments, removed in 0.4.0; ours runs classic packages natively",

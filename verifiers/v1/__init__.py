@@ -141,6 +141,7 @@ if TYPE_CHECKING:
         Usage,
         UserMessage,
     )
+    from verifiers.v1.utils.git import PATCH_CAP_BYTES, capture_patch, resolve_head
     from verifiers.v1.utils.score import (
         compare_stdout_results,
         parse_pytest_outcomes,
@@ -277,6 +278,9 @@ _LAZY: dict[str, str] = {
     "ApptainerConfig": "verifiers.v1.runtimes:ApptainerConfig",
     "PrimeConfig": "verifiers.v1.runtimes:PrimeConfig",
     "ARTIFACTS_DIR": "verifiers.v1.runtimes:ARTIFACTS_DIR",
+    "PATCH_CAP_BYTES": "verifiers.v1.utils.git:PATCH_CAP_BYTES",
+    "capture_patch": "verifiers.v1.utils.git:capture_patch",
+    "resolve_head": "verifiers.v1.utils.git:resolve_head",
     "collect": "verifiers.v1.artifacts:collect",
     "restore": "verifiers.v1.artifacts:restore",
     # judges
@@ -312,6 +316,7 @@ __all__ = [
     "ACP_SEMANTIC_EDGES_METADATA_KEY",
     "ARTIFACTS_DIR",
     "ID",
+    "PATCH_CAP_BYTES",
     "TRACE_VERSION",
     "ACPInfo",
     "Agent",
@@ -434,6 +439,7 @@ __all__ = [
     "WireTaskData",
     "WireTrace",
     "WorkInfo",
+    "capture_patch",
     "collect",
     "compare_stdout_results",
     "default_harness_id",
@@ -457,6 +463,7 @@ __all__ = [
     "parse_pytest_outcomes",
     "read_answer_file_or_last_reply",
     "resolve_env_config",
+    "resolve_head",
     "restore",
     "reward",
     "stop",
