@@ -459,3 +459,24 @@ def test_argv_and_resume_details(tmp_path) -> None:
     _same_plan(run, {**old, "sampling": {"max_tokens": 64}})  # the same plan, in today's spelling
     with pytest.raises(UserError, match="differs in sampling"):
         _same_plan(run, {**old, "sampling": {"max_tokens": 65}})
+
+
+def test_eval_takes_a_v1_package_folder_and_an_id_beside_a_folder_of_its_name(tmp_path) -> None:
+    """``vf eval ./my-taskset`` runs the v1 package in that folder, and ``vf eval my_taskset`` run
+    where a folder of that name is runs the package (both went to the classic eval and failed)."""
+    import os
+
+    from tests.cli.helpers import REPO
+    from tests.cli.test_validate import write_v1_package
+
+    folder = write_v1_package(tmp_path, "v1evalmod")  # the folder and its module share the name
+    with ScriptedServer(_answer) as srv:
+        for target, out in ((str(folder), "by-path"), ("v1evalmod", "by-id")):
+            env = {"PYTHONPATH": os.pathsep.join((str(REPO), str(PACKAGES), str(folder)))}
+            res = run_vf("eval", target, "-m", "scripted-model", "-b", srv.base_url, "-n", "2", "-r", "1",
+                         "-o", str(tmp_path / out), cwd=tmp_path, env=env)  # fmt: skip
+            assert res.returncode == 0, res.stdout + res.stderr
+            (run,) = (tmp_path / out).iterdir()
+            lines = [json.loads(x) for x in (run / "traces.jsonl").read_text().splitlines()]
+            assert len(lines) == 2 and all(x["reward"] == 1.0 for x in lines), lines
+            assert all(x["task"]["type"] == "AddTask" for x in lines)

@@ -500,6 +500,9 @@ def run_eval(opts: EvalOptions) -> int:
     err = Console(stderr=True)
     out = Console()
     env = envs.load(plan.resolved, plan.env_args)
+    if not hasattr(env, "evaluate"):  # a v1 env the loader found (vf eval on v1 picks the v1 eval first)
+        raise UserError(f"{plan.resolved.env_id} is a v1 taskset: this command line is a classic one",
+                        hint=f"vf eval {plan.resolved.env_id} -m MODEL -b URL (a v1 command line: -n, -r, --env.*)")  # fmt: skip
     err.print(
         f"[bold]{plan.resolved.env_id}[/] with [bold]{plan.model}[/] at {plan.base_url}: "
         f"{plan.num_examples if plan.num_examples >= 0 else 'all'} examples x {plan.rollouts_per_example} rollouts"

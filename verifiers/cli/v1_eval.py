@@ -330,6 +330,7 @@ def run(argv: list[str]) -> int:
         tree = _merge(base, tree)
         tree.setdefault("run", {})["dir"] = resume_dir.name
         tree["output_dir"] = str(resume_dir.parent)
+    _taskset_by_folder(tree)
     try:
         cfg = V1EvalConfig.model_validate(tree)
     except ValidationError as exc:
@@ -558,6 +559,31 @@ def versions(environment: str | None) -> dict[str, str | None]:
     return {"verifiers": verifiers.__version__, "environment": environment}
 
 
+def _taskset_by_folder(tree: dict[str, Any]) -> None:
+    """A taskset named by the path of its package folder (``vf eval ./my-taskset``) is run by its
+    module's name, the folder made importable."""
+    env = tree.get("env")
+    taskset = env.get("taskset") if isinstance(env, dict) else None
+    given = taskset.get("id") if isinstance(taskset, dict) else None
+    if isinstance(given, str) and Path(given).exists() and (module := v1_package_at(given)) is not None:
+        taskset["id"] = module
+
+
+def v1_package_at(path: str) -> str | None:
+    """The module name of the v1 package at ``path`` (a package folder or a module file),
+    importable from now on; None when ``path`` holds no v1 package."""
+    from verifiers.utils.env_loading import import_source, is_v1_package, resolve
+
+    try:
+        source = resolve(Path(path))
+        if source.kind not in ("file", "folder"):
+            return None
+        module = import_source(source)
+        return source.module if is_v1_package(source, module) else None
+    except Exception:
+        return None
+
+
 def wants_v1(argv: list[str]) -> bool:
     """Whether an ``eval`` command line is a v1 one: a config file (``@``), a dotted flag
     (``--env.x``), ``--resume`` of a v1 run folder, or a first argument naming an importable
@@ -577,8 +603,14 @@ def wants_v1(argv: list[str]) -> bool:
             break
         takes_value = "=" not in tok and SHORT.get(tok, tok[2:].replace("-", "_")) not in FLAGS and not tok.startswith("--no-")
         i += 2 if takes_value else 1
-    if first is None or first.endswith(".py") or Path(first).exists():
+    if first is None:
         return False
+    if Path(first).exists():
+        if v1_package_at(first) is not None:
+            return True  # a v1 package folder (or file)
+        if first.endswith(".py") or "/" in first or Path(first).is_file():
+            return False  # a classic environment's file or folder
+        # a folder here that only shares the id's name: the id decides, as below
     try:
         from verifiers.ids import parse_env_id
         from verifiers.utils.env_loading import resolve
