@@ -110,7 +110,7 @@ def parse_dist_filename(filename: str) -> tuple[str, str, str]:
 
 MAX_REQUIREMENTS = 500
 
-_DIST_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE | re.ASCII)
+_DIST_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])\Z", re.IGNORECASE | re.ASCII)
 
 
 def is_valid_dist_name(name: str) -> bool:

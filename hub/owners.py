@@ -10,7 +10,7 @@ from packaging.utils import canonicalize_name
 
 from hub.errors import Invalid
 
-OWNER_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")
+OWNER_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?\Z")
 # Owner names nobody may register: every top-level route name of the hub (a test checks the routes
 # against this set), ``admin`` (the bootstrap user), and a few that would confuse readers.
 RESERVED_OWNERS = {
@@ -25,7 +25,7 @@ RESERVED_OWNERS = {
 SYSTEM_ACCOUNTS = {"admin", "check-worker"}
 RESERVED_OWNERS |= SYSTEM_ACCOUNTS | {"system", "hub-admin", "worker", "check-workers", "checks", "check-jobs"}
 _RESERVED_NORMALISED = frozenset(canonicalize_name(n) for n in RESERVED_OWNERS)
-ADMIN_TOKEN_RE = re.compile(r"^vfh_[A-Za-z0-9_-]{32,196}$")
+ADMIN_TOKEN_RE = re.compile(r"^vfh_[A-Za-z0-9_-]{32,196}\Z")
 
 
 def check_admin_token(token: str) -> None:

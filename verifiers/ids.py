@@ -40,7 +40,7 @@ __all__ = [
 ENTRY_POINT_GROUP = "verifiers.environments"
 
 _PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-_ID = re.compile(rf"^(?:(?P<owner>{_PART})/)?(?P<name>{_PART})(?:@(?P<version>[A-Za-z0-9.+!_-]+))?$")
+_ID = re.compile(rf"^(?:(?P<owner>{_PART})/)?(?P<name>{_PART})(?:@(?P<version>[A-Za-z0-9.+!_-]+))?\Z")
 
 
 @dataclass(frozen=True, slots=True)

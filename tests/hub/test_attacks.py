@@ -917,3 +917,47 @@ def test_principal_cache_refuses_expired_tokens_and_other_generations() -> None:
     live = Principal(1, "u", False, 2, "read")
     cache.put("h2", 7, live)
     assert cache.get("h2", 7) is live and cache.get("h2", 8) is None
+
+
+# --------------------------------------------------------------------------- names with a line end
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r", "\x00", " ", "\t"])
+def test_a_name_with_a_line_end_or_a_control_character_is_refused(shared_hub: HubProcess, end: str) -> None:
+    """Python's ``$`` also matches before a final newline: ``alice\\n`` passed every name check and
+    let anyone make a look-alike owner of another user, or take a reserved (``check-worker``,
+    ``simple``) or protected (``numpy``, ``pip``) name. Every such name is refused now, nothing is
+    made, and no index or install command ever carries one."""
+    h = shared_hub
+    me = f"nl-mallory-{end.encode().hex()}"
+    token = _user(h, me)
+    with h.client(token) as c:
+        for owner in ("nl-alice", "check-worker", "simple"):
+            r = c.post("/api/v1/orgs", json={"name": owner + end})
+            assert r.status_code == 400 and "invalid name" in r.json()["detail"], (owner, r.status_code, r.text)
+        for name in ("numpy", "pip", "verifiers", "nl-tools"):
+            r = c.post("/api/v1/environments", json={"owner": me, "name": name + end})
+            assert r.status_code in (400, 422), (name, r.status_code, r.text)
+        names = [p["name"] for p in c.get("/simple/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}).json()["projects"]]
+        assert not [n for n in names if n != n.strip() or "\x00" in n], names
+        r = c.get(f"/api/v1/owners/{me}")
+        assert r.status_code == 200 and "\\n" not in r.text and not r.json().get("environments")
+
+
+def test_ids_and_names_are_checked_to_their_last_character() -> None:
+    from hub.archives import is_valid_dist_name
+    from hub.errors import HubError
+    from hub.owners import ADMIN_TOKEN_RE, normalise_owner
+    from verifiers.hub_client.check_worker import _SHA256, _WHEEL_NAME
+    from verifiers.ids import parse_env_id
+
+    assert is_valid_dist_name("pub-env") and not is_valid_dist_name("pub-env\n")
+    assert normalise_owner("Alice") == "alice"
+    with pytest.raises(HubError):
+        normalise_owner("alice\n")
+    assert ADMIN_TOKEN_RE.match("vfh_" + "a" * 40) and not ADMIN_TOKEN_RE.match("vfh_" + "a" * 40 + "\n")
+    assert _WHEEL_NAME.match("a-1.0-py3-none-any.whl") and not _WHEEL_NAME.match("a-1.0-py3-none-any.whl\n")
+    assert not _SHA256.match("0" * 64 + "\n")
+    assert parse_env_id("alice/tools@1.0").owner == "alice"
+    assert str(parse_env_id(" alice/tools@1.0\n")) == "alice/tools@1.0"  # a typed id's surrounding space is dropped
+    for bad in ("alice\n/tools", "alice/to\nols", "alice/tools@1.0\n@2"):
+        with pytest.raises(ValueError):
+            parse_env_id(bad)

@@ -24,7 +24,7 @@ COMMON_MODULES = frozenset(
         "wheel", "yaml", "jinja2", "math_verify", "vllm",
     }
 )  # fmt: skip
-ID_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+ID_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*\Z")
 
 
 def split_owner(name: str) -> tuple[str | None, str]:

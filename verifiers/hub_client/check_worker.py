@@ -57,8 +57,8 @@ __all__ = ["CheckWorker", "WorkerConfig", "clean_environment", "parse_verdict", 
 
 log = logging.getLogger("verifiers.check_worker")
 
-_WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,200}\.whl$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,200}\.whl\Z")
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 _VERDICT = "VF-CHECK-VERDICT"
 MAX_WHEEL_BYTES = 150 * 1024 * 1024
 MAX_HUB_DEPENDENCIES = 64

@@ -51,7 +51,7 @@ BUILDER_VERSION = 1
 RECORD = ".vf-toolenv.json"
 PACKAGE_REGISTRIES = ("https://pypi.org", "https://files.pythonhosted.org")
 MAX_REQUIREMENTS = 200
-_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\], <>=!~;:'\"()*+@/]*$")
+_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\], <>=!~;:'\"()*+@/]*\Z")
 UV_INSIDE = "/opt/vf/bin/uv"
 """Where the venv's ``uv`` is mounted in a sandbox that builds (here and ``prepare_uv_script``)."""
 CACHE_INSIDE = "/opt/vf/uv-cache"
