@@ -961,3 +961,26 @@ def test_ids_and_names_are_checked_to_their_last_character() -> None:
     for bad in ("alice\n/tools", "alice/to\nols", "alice/tools@1.0\n@2"):
         with pytest.raises(ValueError):
             parse_env_id(bad)
+
+
+def test_no_validation_pattern_ends_at_a_dollar() -> None:
+    """A pattern that checks a whole name must end at ``\\Z``: Python's ``$`` lets a final newline
+    through. Every compiled pattern of the hub, its client and the id parser is read with ``ast``."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    files = [*(root / "hub").rglob("*.py"), *(root / "verifiers" / "hub_client").rglob("*.py"),
+             root / "verifiers" / "ids.py", root / "verifiers" / "sandbox" / "toolenv.py"]  # fmt: skip
+    def ends_at_dollar(arg: ast.expr) -> bool:
+        if isinstance(arg, ast.JoinedStr) and arg.values:  # an f-string: its last literal part
+            arg = arg.values[-1]
+        return isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.endswith("$")
+
+    def found_in(source: str) -> list[int]:
+        return [node.lineno for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("compile", "match", "fullmatch", "search")
+                and node.args and ends_at_dollar(node.args[0])]  # fmt: skip
+
+    assert found_in('import re\nA = re.compile(r"^[a-z]+$")\nB = re.compile(rf"^{A}x$")\n') == [2, 3]  # the check bites
+    found = [f"{path.relative_to(root)}:{line}" for path in files for line in found_in(path.read_text(encoding="utf-8"))]
+    assert len(files) > 20 and not found, found
