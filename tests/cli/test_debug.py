@@ -106,3 +106,19 @@ def test_options_are_checked_and_the_console_script_runs(tmp_path) -> None:
     assert all(t["info"]["debug"]["stdout"] == "hi\n" for t in _traces(tmp_path / "cs").values())
     res = run_vf("debug", str(folder), "--command", "exit 3", "-n", "1", "-o", "vf", cwd=tmp_path)
     assert res.returncode == 1 and "idx=0 ok=False reason=nonzero_exit" in res.stdout, res.stderr
+
+
+def test_a_task_its_runtime_cannot_keep_is_refused_before_anything_runs(tmp_path, capsys) -> None:
+    """A task with a network policy (no hosts) is placed as an agent's run places it: refused on
+    the subprocess runtime (the host's network), run in the sandbox (no network at all)."""
+    folder = write_v1_package(tmp_path, "v1chk-debug-policy", validate=SETUP)
+    module = folder / "v1chk_debug_policy" / "__init__.py"
+    module.write_text(module.read_text().replace('id=f"t{i}"', 'id=f"t{i}", network_allow=[]'))
+    code = debug_cmd.run([str(folder), "--command", "cat answer.txt", "-n", "1", "-o", "host"])
+    (trace,) = _traces(tmp_path / "host").values()
+    info = trace["info"]["debug"]
+    assert code == 1 and info["reason"] == "error" and info["error_type"] == "SandboxError"
+    assert "requires a network policy" in info["error"] and info["stdout"] == ""
+    code = debug_cmd.run([str(folder), "--command", "cat answer.txt", "-n", "1", "-o", "box", "--runtime.type", "sandbox"])
+    (trace,) = _traces(tmp_path / "box").values()
+    assert code == 0 and trace["info"]["debug"]["stdout"] == "0", trace["info"]["debug"]

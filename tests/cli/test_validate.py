@@ -476,3 +476,17 @@ def test_a_seat_that_never_gets_a_turn_is_not_a_malformed_trace(tmp_path, capsys
     checks = by_name(verdict)
     assert code == 0 and checks["traces"]["ok"] and checks["rewards"]["ok"], verdict
     assert "env OneMove (first: null harness on subprocess, second: null harness on subprocess)" in checks["load"]["detail"]
+
+
+def test_the_model_free_checks_place_each_task_as_a_run_does(tmp_path, capsys) -> None:
+    """A task with a network policy is refused on the subprocess runtime (its row says why) and
+    checked in the sandbox, as an agent's run of it would be."""
+    folder = write_v1_package(tmp_path, "v1chk-policy")
+    module = folder / "v1chk_policy" / "__init__.py"
+    module.write_text(module.read_text().replace('id=f"t{i}"', 'id=f"t{i}", network_allow=[]'))
+    code, verdict = validate(capsys, str(folder), "-n", "1", "--only-setup", "-o", "o", "--run.name", "host")
+    assert code == 1 and "requires a network policy" in by_name(verdict)["setup"]["detail"]
+    (row,) = _rows(tmp_path / "o" / "host" / "results.jsonl").values()
+    assert (row["reason"], row["error_type"]) == ("error", "SandboxError")
+    code, verdict = validate(capsys, str(folder), "-n", "1", "--only-setup", "--runtime.type", "sandbox", "-o", "o", "--run.name", "box")
+    assert code == 0 and by_name(verdict)["setup"]["detail"] == "1 task(s) valid", verdict

@@ -162,7 +162,7 @@ async def debug_task(task: Any, opts: DebugOptions, runtime_cfg: Any, script: by
     """One task: a fresh runtime, ``setup``, the action; its trace (never raises for the task's faults;
     a cancellation is recorded on the trace, then passed on)."""
     from verifiers.v1.configs import WireAgentConfig
-    from verifiers.v1.runtimes import make_runtime
+    from verifiers.v1.runtimes import make_task_runtime
     from verifiers.v1.scoring import invoke
     from verifiers.v1.trace import AgentInfo, Error, Trace
 
@@ -174,8 +174,8 @@ async def debug_task(task: Any, opts: DebugOptions, runtime_cfg: Any, script: by
     runtime = None
     cancelled: BaseException | None = None
     try:
-        runtime = make_runtime(runtime_cfg)
         timing.boot.start = time.time()
+        runtime = make_task_runtime(runtime_cfg, task)
         await runtime.start()
         trace.agent.runtime = runtime.info
         timing.boot.end = timing.setup.start = time.time()

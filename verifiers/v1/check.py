@@ -444,7 +444,7 @@ async def _one_model_free(kind: str, task: Any, runtime_cfg: Any, options: V1Che
     """One task's ``kind`` check in a fresh runtime, as a row of ``results.jsonl`` (the original's
     shape): valid, invalid, unchecked (nothing to check), error or timeout."""
     from verifiers.v1.configs import WireAgentConfig
-    from verifiers.v1.runtimes import make_runtime
+    from verifiers.v1.runtimes import make_task_runtime
     from verifiers.v1.scoring import invoke, score_task
     from verifiers.v1.task import Task
     from verifiers.v1.trace import AgentInfo, Trace
@@ -463,8 +463,8 @@ async def _one_model_free(kind: str, task: Any, runtime_cfg: Any, options: V1Che
 
     runtime = None
     try:
-        runtime = make_runtime(runtime_cfg)
         trace = Trace.for_task(task, agent=AgentInfo(config=WireAgentConfig(), name="validate", trainable=False))
+        runtime = make_task_runtime(runtime_cfg, task)
         await runtime.start()
         setup_limit = options.setup_timeout if options.setup_timeout is not None else task.data.timeout.setup
         try:

@@ -990,3 +990,17 @@ def make_runtime(config: RuntimeConfig) -> Runtime:
         return SandboxRuntime(config)
     missing = getattr(type(config), "MISSING", "") or f"the {config.type} runtime is not available"
     raise SandboxError(f"runtime {config.type!r}{f' ({config.id})' if config.id else ''}: {missing}")
+
+
+def make_task_runtime(config: RuntimeConfig, task: Any) -> Runtime:
+    """A runtime for ``task`` outside an agent's run (``vf validate``'s model-free checks, ``vf
+    debug``), placed as an agent's run places it: the task's declared resources applied, and a
+    task the runtime cannot keep (its network policy, a Docker image) refused with one
+    ``SandboxError``, before anything starts."""
+    placed = task_runtime_config(config, getattr(task.data, "resources", None))
+    refused = network_policy_refusal(placed, task.data)
+    runtime = make_runtime(placed)
+    refused = refused or runtime.refuse_task(task.data)
+    if refused is not None:
+        raise SandboxError(refused)
+    return runtime
