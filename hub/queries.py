@@ -8,6 +8,7 @@ import json
 import re
 import shlex
 from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import quote
 
 from fastapi import Request
 from packaging.requirements import InvalidRequirement, Requirement
@@ -185,7 +186,7 @@ def install_commands(
     each tool does, never the token itself.
     """
     base = hub.settings.public_url or str(request.base_url).rstrip("/")
-    index = f"{base}/{own.name}/simple/"
+    index = f"{base}/{quote(own.name, safe='')}/simple/"  # a name is [A-Za-z0-9._-]; quoted all the same
     private, public_reqs, hub_envs, hidden, hidden_extras = _split_dependencies(s, principal, env, ver)
     pin = f"{env.name}=={ver.version}" if ver is not None else env.name
     vf = "vf install " + shlex.quote(f"{own.name}/{env.name}" + (f"@{ver.version}" if ver is not None else ""))
