@@ -33,12 +33,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, Field, ValidationError, model_validator
 
 from verifiers.cli import v1_args
 from verifiers.cli.errors import UserError, guarded
-from verifiers.cli.validate_cmd import TimeoutSection
-from verifiers.v1.configs import BaseConfig
 
 USAGE = """usage: vf debug <taskset-id | folder> (--command CMD | --script-path FILE) [-n N] [--select.KEY V]
                 [--taskset.KNOB V] [--runtime.type subprocess|sandbox] [--timeout.setup S] [--timeout.total S]
@@ -64,27 +62,13 @@ OUTPUT_LIMIT = 1 << 20  # stdout / stderr kept per task (the rest is cut, and sa
 log = logging.getLogger("verifiers.debug")
 
 
-class DebugOptions(BaseConfig):
+class DebugOptions(v1_args.TasksetOptions):
     """The command line (and ``@ file``) of ``vf debug``; unknown keys are refused."""
 
-    taskset: dict[str, Any] = Field(default_factory=dict)
-    select: dict[str, Any] = Field(default_factory=dict)
-    runtime: dict[str, Any] | None = None
     command: str | None = None
     script_path: Path | None = Field(None, validation_alias=AliasChoices("script_path", "script"))
-    timeout: TimeoutSection = TimeoutSection()
     max_concurrent: int = Field(128, ge=1, validation_alias=AliasChoices("max_concurrent", "c"))
-    verbose: bool = Field(False, validation_alias=AliasChoices("verbose", "v"))
     output_dir: Path | None = Field(None, validation_alias=AliasChoices("output_dir", "o"))
-    env_dir_path: Path | None = None
-
-    @field_validator("select", mode="before")
-    @classmethod
-    def _typed_select(cls, value: Any) -> Any:
-        from verifiers.v1.configs.flags import has_flags, typed_fields
-        from verifiers.v1.configs.select import SelectCLIConfig
-
-        return typed_fields(SelectCLIConfig, value) if isinstance(value, dict) and has_flags(value) else value
 
     @model_validator(mode="after")
     def _one_action(self) -> DebugOptions:
@@ -96,9 +80,6 @@ class DebugOptions(BaseConfig):
             if self.script_path.stat().st_size > MAX_SCRIPT_BYTES:
                 raise ValueError(f"--script-path {self.script_path} is over {MAX_SCRIPT_BYTES // 1024} KiB: run a "
                                  "smaller script that fetches the rest, or use --command")  # fmt: skip
-        limit = self.select.get("limit")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise ValueError(f"-n / select.limit must be a number of tasks >= 1, not {limit!r}")
         return self
 
 

@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import AliasChoices, Field, field_validator, model_validator
+
 from verifiers.cli.errors import UserError
 from verifiers.cli.v1_eval import _merge, _set, _value, read_config_file
+from verifiers.v1.configs import BaseConfig
 
 
 @dataclass(frozen=True)
@@ -80,3 +83,37 @@ def parse_argv(argv: list[str], spec: FlagSpec) -> tuple[str | None, dict[str, A
     if positional and taskset.get("id") not in (None, positional[0]):
         raise UserError(f"two tasksets named: {positional[0]!r} and --taskset.id {taskset['id']!r}")
     return (str(target) if target is not None else None), tree
+
+
+class TimeoutSection(BaseConfig):
+    setup: float | None = Field(None, gt=0)
+    total: float | None = Field(None, gt=0)
+
+
+class TasksetOptions(BaseConfig):
+    """What the tools share: the taskset's knobs, the selection (typed by its own fields; ``-n``
+    a number of tasks >= 1), the runtime table, the stage time limits, ``-v``, ``-p``."""
+
+    FLAGS_LATER = frozenset({"taskset", "select", "runtime"})  # typed by the taskset's, selection's, runtime's configs
+    taskset: dict[str, Any] = Field(default_factory=dict)
+    select: dict[str, Any] = Field(default_factory=dict)
+    runtime: dict[str, Any] | None = None
+    timeout: TimeoutSection = TimeoutSection()
+    verbose: bool = Field(False, validation_alias=AliasChoices("verbose", "v"))
+    env_dir_path: Path | None = None
+
+    @field_validator("select", mode="before")
+    @classmethod
+    def _typed_select(cls, value: Any) -> Any:
+        # command-line values typed by the selection's own fields (its match tables by theirs, later)
+        from verifiers.v1.configs.flags import has_flags, typed_fields
+        from verifiers.v1.configs.select import SelectCLIConfig
+
+        return typed_fields(SelectCLIConfig, value) if isinstance(value, dict) and has_flags(value) else value
+
+    @model_validator(mode="after")
+    def _task_limit(self) -> TasksetOptions:
+        limit = self.select.get("limit")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"-n / select.limit must be a number of tasks >= 1, not {limit!r}")
+        return self

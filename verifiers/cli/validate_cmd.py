@@ -30,13 +30,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, Field, ValidationError, model_validator
 
 from verifiers.cli import v1_args
 from verifiers.cli.errors import UserError, guarded
 from verifiers.cli.v1_eval import RunSection
 from verifiers.v1.check_log import RESULTS_FILE, SUMMARY_FILE, CheckLog
-from verifiers.v1.configs import BaseConfig
 
 USAGE = """usage: vf validate <taskset-id | folder | env-id> [--only-setup | --only-gold | --only-noop] [--json]
                    [-n N] [-r R] [-a JSON] [--taskset.KNOB V] [--select.KEY V] [--runtime.type subprocess]
@@ -54,19 +53,9 @@ FLAGS = {"only_setup", "only_gold", "only_noop", "json", "resume", "clean", "ver
 SPEC = v1_args.FlagSpec("vf validate", USAGE, SHORT, ALIASES, frozenset(FLAGS), text=frozenset({"env_args"}))
 
 
-class TimeoutSection(BaseConfig):
-    setup: float | None = Field(None, gt=0)
-    total: float | None = Field(None, gt=0)
-
-
-class ValidateOptions(BaseConfig):
+class ValidateOptions(v1_args.TasksetOptions):
     """The command line (and ``@ file``) of ``vf validate``; unknown keys are refused."""
 
-    FLAGS_LATER = frozenset({"taskset", "select", "runtime"})  # typed by the taskset's, selection's, runtime's configs
-    taskset: dict[str, Any] = Field(default_factory=dict)
-    select: dict[str, Any] = Field(default_factory=dict)
-    runtime: dict[str, Any] | None = None
-    timeout: TimeoutSection = TimeoutSection()
     only_setup: bool = False
     only_gold: bool = False
     only_noop: bool = False
@@ -75,30 +64,16 @@ class ValidateOptions(BaseConfig):
     run: RunSection = RunSection()
     resume: bool = False
     clean: bool = False
-    verbose: bool = Field(False, validation_alias=AliasChoices("verbose", "v"))
     rich: bool = True
     json_: bool = Field(False, validation_alias=AliasChoices("json", "json_"))
     env_args: dict[str, Any] | None = None
     rollouts_per_example: int = Field(2, ge=1)
     timeout_per_rollout: float = Field(120.0, gt=0)
-    env_dir_path: Path | None = None
-
-    @field_validator("select", mode="before")
-    @classmethod
-    def _typed_select(cls, value: Any) -> Any:
-        # command-line values typed by the selection's own fields (its match tables by theirs, later)
-        from verifiers.v1.configs.flags import has_flags, typed_fields
-        from verifiers.v1.configs.select import SelectCLIConfig
-
-        return typed_fields(SelectCLIConfig, value) if isinstance(value, dict) and has_flags(value) else value
 
     @model_validator(mode="after")
     def _one_mode(self) -> ValidateOptions:
         if self.only_setup + self.only_gold + self.only_noop > 1:
             raise ValueError("pass at most one of --only-setup, --only-gold or --only-noop")
-        limit = self.select.get("limit")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise ValueError(f"-n / select.limit must be a number of tasks >= 1, not {limit!r}")
         return self
 
     @property
