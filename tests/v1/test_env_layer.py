@@ -942,7 +942,7 @@ async def test_a_tasks_network_policy_the_runtime_cannot_keep_fails_the_episode_
     ``network_block``) on the subprocess runtime (the host's network) is refused, the episode an
     ``EnvError`` with no trace and no model call; the sandbox runtime (no network) keeps a policy
     that names no host to reach and refuses one that does."""
-    from verifiers.v1.runtimes import SandboxConfig, SubprocessConfig, network_policy_refusal
+    from verifiers.v1.runtimes import SandboxConfig, SubprocessConfig, placement_refusal
     from verifiers.v1.task import TaskData
 
     env = load_environment({"taskset": {"id": "vf-sums", "n": 1}})
@@ -960,6 +960,19 @@ async def test_a_tasks_network_policy_the_runtime_cannot_keep_fails_the_episode_
     assert rec["errors"][0]["type"] == "EnvError"
     assert rec["errors"][0]["message"] == ("SingleAgentEnv.run(): ValueError: task 0 requires a network policy, but the "
                                            "subprocess runtime does not support framework-aware policies")
+    # a task that names a Docker image, on the host: refused the same way, nothing run on the host
+    imaged = type(task)(task.data.model_copy(update={"image": "python:3.12-slim", "idx": 1}))
+    async with ScriptedServer(_sum_answer) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            out = await run_v1(env, [imaged], client, model="scripted-model")
+        finally:
+            await client.aclose()
+        assert srv.request_count == 0
+    (err,) = out.state[0]["_episode"].errors
+    assert out.state[0]["_episode"].traces == []
+    assert err.type == "EnvError" and err.message.startswith(
+        "SingleAgentEnv.run(): ValueError: task 1 requires image 'python:3.12-slim', but the subprocess runtime has no container")
     from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
 
     class Borrowing(SingleAgentEnv):  # a borrowed box is held to the task's policy as well
@@ -978,11 +991,17 @@ async def test_a_tasks_network_policy_the_runtime_cannot_keep_fails_the_episode_
     (err,) = out.state[0]["_episode"].errors
     assert err.type == "EnvError" and err.message.startswith("Borrowing.run(): ValueError: task 0 requires a network policy")
     sub, box = SubprocessConfig(), SandboxConfig()
-    assert network_policy_refusal(sub, TaskData(prompt="x")) is None  # the default: any host
-    assert network_policy_refusal(sub, TaskData(prompt="x", network_block=["evil.example"])) is not None
-    assert network_policy_refusal(box, TaskData(prompt="x", network_allow=[])) is None
-    assert network_policy_refusal(box, TaskData(prompt="x", network_block=["evil.example"])) is None
-    assert "pypi.org" in network_policy_refusal(box, TaskData(prompt="x", network_allow=["pypi.org"]))
+    assert placement_refusal(sub, TaskData(prompt="x")) is None  # the default: any host
+    assert placement_refusal(sub, TaskData(prompt="x", network_block=["evil.example"])) is not None
+    assert placement_refusal(box, TaskData(prompt="x", network_allow=[])) is None
+    assert placement_refusal(box, TaskData(prompt="x", network_block=["evil.example"])) is None
+    assert "pypi.org" in placement_refusal(box, TaskData(prompt="x", network_allow=["pypi.org"]))
+    # a Docker image: the host has no container, so the subprocess runtime refuses it first, in one
+    # line (the sandbox runtime refuses it when made: SandboxRuntime.refuse_task)
+    imaged = TaskData(prompt="x", image="python:3.12-slim", network_allow=[])
+    why = placement_refusal(sub, imaged)
+    assert why is not None and "python:3.12-slim" in why and "subprocess" in why and "\n" not in why
+    assert placement_refusal(box, TaskData(prompt="x", image="python:3.12-slim")) is None
 
 
 async def test_an_empty_reply_is_recorded_without_content(tmp_path) -> None:

@@ -45,7 +45,7 @@ from verifiers.v1.runtimes import (
     RuntimeConfig,
     SubprocessConfig,
     make_runtime,
-    network_policy_refusal,
+    placement_refusal,
     resolve_runtime_config,
     task_runtime_config,
 )
@@ -393,8 +393,8 @@ class Agent:
         from verifiers.v1.interception import CallContext
         from verifiers.v1.mcp.client import ToolServers, finish
 
-        # as the original: a task whose network policy its runtime (its own, or the one it borrows)
-        # cannot keep fails the env's run, before a trace is minted
+        # as the original: a task whose Docker image or network policy its runtime (its own, or
+        # the one it borrows) cannot keep fails the env's run, before a trace is minted
         if runtime is not None:
             placed = getattr(runtime, "config", None)
         else:
@@ -402,7 +402,7 @@ class Agent:
                 placed = task_runtime_config(self.config.runtime, getattr(task.data, "resources", None))
             except Exception:
                 placed = None  # a config that cannot be made: recorded on the trace, where the runtime is made
-        refused = network_policy_refusal(placed, task.data) if placed is not None else None
+        refused = placement_refusal(placed, task.data) if placed is not None else None
         if refused is not None:
             raise ValueError(refused)
         servers = ToolServers()

@@ -220,13 +220,22 @@ def resolve_runtime_config(data: Any) -> RuntimeConfig:
     return cls.model_validate({**data, "type": kind})
 
 
-def network_policy_refusal(config: RuntimeConfig, data: Any) -> str | None:
-    """Why a run of the task ``data`` describes cannot start on the runtime ``config`` for its
-    network policy (``network_allow`` other than ``["*"]``, or any ``network_block``), None when
-    it can. As in the original, a runtime that cannot enforce a policy refuses the task rather than
-    run it on an open network: the subprocess runtime (the host's network) refuses every policy;
-    the sandbox runtime (no network at all) keeps any policy that asks for no host (an empty
-    allow list, or blocks only) and refuses one that names hosts to reach."""
+def placement_refusal(config: RuntimeConfig, data: Any) -> str | None:
+    """Why a run of the task ``data`` describes cannot start on the runtime ``config``, None when
+    it can. As in the original, the runtime is checked against what the task asks for, in this
+    order, and a runtime that cannot give it refuses the task rather than run it on something else:
+
+    - a Docker ``image``: the subprocess runtime (the host itself, no container) refuses it (the
+      sandbox runtime refuses it when it is made, ``SandboxRuntime.refuse_task``);
+    - a network policy (``network_allow`` other than ``["*"]``, or any ``network_block``): the
+      subprocess runtime (the host's network) refuses every policy; the sandbox runtime (no network
+      at all) keeps any policy that asks for no host (an empty allow list, or blocks only) and
+      refuses one that names hosts to reach."""
+    image = getattr(data, "image", None)
+    if image and isinstance(config, SubprocessConfig):
+        return (f"task {getattr(data, 'idx', None)!r} requires image {image!r}, but the subprocess runtime has no "
+                "container; use a container runtime (docker, podman) or [env.<role>.runtime] type = \"sandbox\" with "
+                "the task's environment as files")  # fmt: skip
     allow = list(getattr(data, "network_allow", None) or [])
     block = list(getattr(data, "network_block", None) or [])
     if "*" in allow and not block:
@@ -998,7 +1007,7 @@ def make_task_runtime(config: RuntimeConfig, task: Any) -> Runtime:
     task the runtime cannot keep (its network policy, a Docker image) refused with one
     ``SandboxError``, before anything starts."""
     placed = task_runtime_config(config, getattr(task.data, "resources", None))
-    refused = network_policy_refusal(placed, task.data)
+    refused = placement_refusal(placed, task.data)
     runtime = make_runtime(placed)
     refused = refused or runtime.refuse_task(task.data)
     if refused is not None:
