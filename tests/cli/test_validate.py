@@ -128,6 +128,32 @@ def test_an_endless_taskset_is_sampled_not_exhausted(tmp_path, capsys) -> None:
     assert code == 0, verdict
     assert "3 task(s)" in by_name(verdict)["taskset"]["detail"] and "endless" in by_name(verdict)["taskset"]["detail"]
     assert len(verdict["rollouts"]) == 3
+    # without -n vf validate checks every task: an endless taskset is refused, as the original
+    # refuses it, never sampled as if it were the whole set (and nothing is checked)
+    code, verdict = validate(capsys, str(folder))
+    assert code == 1
+    assert by_name(verdict)["taskset"] == {"name": "taskset", "ok": False, "skipped": False,
+                                           "detail": "AddTaskset is infinite - bound the run with -n"}  # fmt: skip
+    assert verdict["rollouts"] == []
+
+
+def test_a_task_class_that_needs_a_container_is_refused_on_the_host(tmp_path, capsys) -> None:
+    """A task class that declares ``NEEDS_CONTAINER`` is refused on the subprocess runtime (the
+    host) in each model-free check, with one line that names the way out, as the original refuses
+    it; nothing of the task runs."""
+    marker = tmp_path / "setup-ran"
+    needs = f"""
+    NEEDS_CONTAINER = True
+
+    async def setup(self, runtime) -> None:
+        open({str(marker)!r}, "w").close()
+"""
+    folder = write_v1_package(tmp_path, "v1chk-container", validate=textwrap.indent(textwrap.dedent(needs), "    "))
+    code, verdict = validate(capsys, str(folder), "-n", "1", "--only-noop")
+    assert code == 1
+    detail = by_name(verdict)["noop"]["detail"]
+    assert "AddTask needs a container runtime (NEEDS_CONTAINER)" in detail and "--runtime.type sandbox" in detail
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize(

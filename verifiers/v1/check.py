@@ -10,8 +10,9 @@ check          passes when
 load           the package follows the v1 conventions (exactly one ``Taskset`` subclass in
                ``__all__``), its env builds with the given config and every role can start here
 taskset        the taskset yields tasks: the first ``-n`` of them, or (``vf validate`` without ``-n``)
-               every task of a bounded taskset; a generator or an ``INFINITE`` taskset is sampled,
-               never exhausted (within ``--timeout-per-rollout`` s)
+               every task of a bounded taskset (an ``INFINITE`` one then fails: bound it with
+               ``-n``); a generator or an ``INFINITE`` taskset is sampled, never exhausted (within
+               ``--timeout-per-rollout`` s)
 tasks          each task's data survives the wire (JSON and back, as an env server ships
                it), its prompt is not empty (None: the env's agents write it), it has a hash and a
                key, and no two share an ``id``
@@ -251,7 +252,8 @@ def _sample(view: Any, count: int | None, wait_s: float | None) -> list[Any]:
 
 def _check_taskset(report: CheckReport, env: Any, n: int, options: V1CheckOptions, wait_s: float) -> list[Any]:
     """The tasks to check: the first ``n`` (or ``-n``), or with ``options.all_tasks`` and no ``-n``
-    every task of a bounded taskset (an endless one is sampled, never exhausted)."""
+    every task of a bounded taskset (an endless one is then refused; with a count it is sampled,
+    never exhausted)."""
     from verifiers.v1.configs import SelectConfig
 
     taskset = env.taskset
@@ -260,7 +262,12 @@ def _check_taskset(report: CheckReport, env: Any, n: int, options: V1CheckOption
         select = dict(options.select)
         limit = select.pop("limit", None)
         view = taskset.select(SelectConfig(**select)) if select else taskset
-        if limit is not None or not options.all_tasks or not view.bounded:
+        if options.all_tasks and limit is None and not view.bounded:
+            # ``vf validate`` checks every task unless bounded: an endless one is refused, as the
+            # original refuses it, never sampled as if it were the whole set
+            report.add("taskset", False, f"{type(taskset).__name__} is infinite - bound the run with -n")
+            return []
+        if limit is not None or not options.all_tasks:
             count = max(1, int(limit if limit is not None else n))
         # every task of a bounded taskset: as long as its load() takes (Ctrl-C stops it), as the
         # original reads it

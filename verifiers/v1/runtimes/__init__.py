@@ -1004,10 +1004,13 @@ def make_runtime(config: RuntimeConfig) -> Runtime:
 def make_task_runtime(config: RuntimeConfig, task: Any) -> Runtime:
     """A runtime for ``task`` outside an agent's run (``vf validate``'s model-free checks, ``vf
     debug``), placed as an agent's run places it: the task's declared resources applied, and a
-    task the runtime cannot keep (its network policy, a Docker image) refused with one
-    ``SandboxError``, before anything starts."""
+    task the runtime cannot keep (a Docker image, its network policy, a task class that declares
+    ``NEEDS_CONTAINER`` on the host) refused with one ``SandboxError``, before anything starts."""
     placed = task_runtime_config(config, getattr(task.data, "resources", None))
     refused = placement_refusal(placed, task.data)
+    if refused is None and getattr(type(task), "NEEDS_CONTAINER", False) and isinstance(placed, SubprocessConfig):
+        refused = (f"{type(task).__name__} needs a container runtime (NEEDS_CONTAINER), but the subprocess runtime runs "
+                   "on the host: pass --runtime.type sandbox, or a container runtime (docker, podman)")  # fmt: skip
     runtime = make_runtime(placed)
     refused = refused or runtime.refuse_task(task.data)
     if refused is not None:
