@@ -49,6 +49,15 @@ class PairTask(vf.Task[PairData]):
     def in_box(self, runtime) -> float:
         return 1.0
 
+    @vf.metric
+    async def box_files(self, runtime) -> float:  # measured in the rollout's runtime
+        await runtime.write("seen.txt", "x")
+        return 3.0
+
+    @vf.reward(weight=0.0)
+    def reads_box(self, trace: vf.Trace) -> float:  # reads the runtime metric off the trace
+        return trace.metrics.get("box_files") or 0.0
+
 
 class PairConfig(vf.TasksetConfig):
     n: int = 4
@@ -128,14 +137,17 @@ def test_a_fixed_reward_rescores_the_run_without_the_model(run) -> None:
             continue
         trace = again["traces"][0]
         assert trace["rewards"]["correct"] == {"score": 1.0, "weight": 1.0}
-        assert "in_box" not in trace["rewards"]  # needs the rollout's runtime: not re-run
+        # needs the rollout's runtime: not re-run, its saved value kept, and a reward that reads the
+        # runtime metric sees the rollout's value
+        assert trace["rewards"]["in_box"] == {"score": 1.0, "weight": 0.0}
+        assert trace["metrics"]["box_files"] == 3.0 and trace["rewards"]["reads_box"]["score"] == 3.0
         assert trace["metrics"]["reply_chars"] == float(len(str(2 * rec["example_id"] + 2)))
         assert again["reward"] == 1.0 and again["complete"] is True
     assert sorted(x["reward"] for x in new) == [0.0, 1.0, 1.0, 1.0]
     summary = json.loads((out.parent / "replay.json").read_text())
     assert summary["old_avg_reward"] == 0.0 and summary["new_avg_reward"] == 0.75
     assert (summary["num_rescored"], summary["num_skipped"], summary["num_changed"]) == (3, 1, 3)
-    assert summary["not_rerun"] == ["reward in_box"]
+    assert summary["not_rerun"] == ["metric box_files", "reward in_box"]
     assert "avg reward" in res.stdout and "0.0000" in res.stdout and "0.7500" in res.stdout
     assert "reward in_box" in res.stdout and "skipped 1" in res.stdout
     # the replay folder is itself a source, with the env config it used

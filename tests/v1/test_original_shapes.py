@@ -107,6 +107,10 @@ async def test_image_turns_built_with_the_originals_image_helper() -> None:
         return "".join(letters)
 
     env = load_environment({"taskset": {"id": "vf-squares"}})
+    # the package's own Env class (found by the loader) is labelled by its taskset's id, as its
+    # episodes are, never as the built-in single-agent env
+    assert type(env).__name__ == "SquaresEnv" and env.env_id == "vf-squares"
+    assert load_environment({"taskset": {"id": "vf-sums"}}).env_id == "single-agent"
     tasks = list(env.taskset.take(2))
     async with ScriptedServer(script) as srv:
         client = ModelClient.from_any(srv.base_url)

@@ -178,6 +178,11 @@ def test_bad_config_is_one_line(tmp_path) -> None:
     assert res.returncode == 1 and "does not exist" in res.stderr
     res = _vf("eval", "vf-sums", "--env.taskset.id", "other-sums", "-m", "x", cwd=tmp_path)
     assert res.returncode == 1 and "set twice" in res.stderr and "Traceback" not in res.stderr
+    # an endless (INFINITE) taskset without -n: refused at once in one line, as the original refuses
+    # it (it used to read tasks forever, its memory growing); with -n it is a bounded view
+    res = _vf("eval", "vf-counter", "-m", "x", "-b", "http://127.0.0.1:9/v1", cwd=tmp_path)
+    assert res.returncode == 1 and res.stderr.strip().endswith("is infinite - bound the run with -n")
+    assert "Traceback" not in res.stderr and not (tmp_path / "outputs").exists()
 
 
 def test_list_flags_take_one_value_or_several_as_the_originals_do() -> None:
@@ -377,6 +382,10 @@ def test_a_resume_of_the_originals_run_folder_never_pushes_unasked(tmp_path) -> 
 def test_vf_validate_types_taskset_knobs_as_vf_eval_does(tmp_path) -> None:
     res = _vf("validate", "vf-knobs", "--taskset.subset", "2024", "--taskset.words", "a", "--only-setup", "-n", "1", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
+    # the report names each role's harness as it resolved: the taskset package's own, not "null"
+    res = _vf("validate", "vf-own-harness", "--only-setup", "-n", "1", "--json", cwd=tmp_path)
+    load = next(c for c in json.loads(res.stdout)["checks"] if c["name"] == "load")
+    assert "env single-agent (agent: vf_own_harness harness on subprocess)" in load["detail"], load
 
 
 def test_sigterm_ends_a_run_as_ctrl_c_does_and_it_resumes(tmp_path) -> None:

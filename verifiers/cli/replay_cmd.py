@@ -3,8 +3,8 @@
 Each saved episode is read back as the original's wire record (``verifiers.v1.episode``), its
 traces' task rows are rebuilt as the taskset's own ``TaskData`` class, and the task's metrics and
 rewards run again (``verifiers.v1.scoring``), then the env's ``finalize``: no model is called and
-no runtime is started, so a hook that needs the rollout's ``runtime`` is not re-run (the summary
-names it). A hook that raises, hangs or returns a non-number is recorded on the trace, as in a
+no runtime is started, so a hook that needs the rollout's ``runtime`` is not re-run: its saved
+value is kept, and the summary names it. A hook that raises, hangs or returns a non-number is recorded on the trace, as in a
 live run, never scored 0.
 
 A trace whose rollout itself failed (a model, tool or setup error) has no finished transcript: it
@@ -232,17 +232,23 @@ class Replayer:
         if trace.task.type != self.task_cls.__name__:
             out.type_mismatch = f"{trace.task.type} (re-scored as {self.task_cls.__name__})"
         trace.errors, trace.ok = [], True
-        trace.rewards, trace.metrics = {}, {}
         try:
             task = self.task_for(trace.task.data)
         except ValidationError as exc:
             from verifiers.v1.errors import TaskError
 
+            trace.rewards, trace.metrics = {}, {}
             trace.record_error(TaskError(f"replay: the saved task does not rebuild as {self.data_cls.__name__}: {_one_line(exc)}"))
             out.scoring_errors.append(trace.errors[-1].message)
             return
-        for kind in ("metric", "reward"):
-            out.not_rerun.update(f"{kind} {fn.__name__}" for fn in task.hooks(kind) if needs_runtime(fn))
+        # a hook that needs the rollout's runtime cannot run offline: its saved value is kept (a
+        # reward that reads such a metric, or the env's finalize, sees what the rollout measured),
+        # every other score is computed again
+        kept = {kind: {fn.__name__ for fn in task.hooks(kind) if needs_runtime(fn)} for kind in ("metric", "reward")}
+        for kind, names in kept.items():
+            out.not_rerun.update(f"{kind} {name}" for name in names)
+        trace.metrics = {k: v for k, v in trace.metrics.items() if k in kept["metric"]}
+        trace.rewards = {k: v for k, v in trace.rewards.items() if k in kept["reward"]}
         trace.timing.scoring.start = time.time()
         await task.score(trace)
         trace.timing.scoring.end = time.time()
@@ -468,7 +474,7 @@ def print_summary(console: Any, s: Summary) -> None:
         soft_wrap=True,
     )
     if s.not_rerun:
-        console.print(f"not re-run (they need the rollout's runtime; their keys are left out): {', '.join(sorted(s.not_rerun))}", soft_wrap=True)
+        console.print(f"not re-run (they need the rollout's runtime; their saved values are kept): {', '.join(sorted(s.not_rerun))}", soft_wrap=True)
     if s.type_mismatches:
         console.print(f"note: traces of another task class: {', '.join(sorted(s.type_mismatches))}", soft_wrap=True)
     for label, items in (("skipped", s.skipped), ("scoring error", s.scoring_errors), ("unreadable", s.unreadable)):

@@ -359,7 +359,12 @@ def run(argv: list[str]) -> int:
         env.check()
     except (PluginError, ModuleNotFoundError, TypeError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    tasks = list(env.taskset.select(cfg.select))
+    view = env.taskset.select(cfg.select)
+    if not view.bounded:
+        # every selected task is read up front: an endless one is refused, as the original refuses
+        # it, instead of reading forever
+        raise UserError(f"{type(env.taskset).__name__} is infinite - bound the run with -n")
+    tasks = list(view)
     if not tasks:
         raise UserError("the selection holds no tasks")
     folder = _run_folder(cfg, env) if cfg.save else None

@@ -208,7 +208,9 @@ def _load(report: CheckReport, source: Any, module: ModuleType, env_args: dict[s
     except Exception as exc:
         report.add("load", False, one_line(exc))
         return None
-    roles = ", ".join(f"{n}: {_harness_id(s.harness)} harness on {s.runtime.type}" for n, s in env._agent_specs.items())
+    # each role's harness as it resolved: one the role names, else the taskset package's own, else null
+    roles = ", ".join(f"{n}: {_harness_id(env._harnesses.get(n)) if n in env._harnesses else _harness_id(s.harness)} "
+                      f"harness on {s.runtime.type}" for n, s in env._agent_specs.items())  # fmt: skip
     version = f" {source.version}" if source.version else ""
     own = type(env).__module__.split(".")[0] == source.module.split(".")[0]  # the package's own Env class
     label = type(env).__name__ if own else env.env_id
@@ -220,6 +222,9 @@ def _harness_id(harness: Any) -> str:
     """A role's harness as the report names it: its id (a config, a table or a bare id)."""
     if isinstance(harness, dict):
         return str(harness.get("id") or "null")
+    config = getattr(harness, "config", None)  # a loaded Harness: its config's id
+    if config is not None and getattr(config, "id", None):
+        return str(config.id)
     return str(getattr(harness, "id", None) or harness or "null")
 
 

@@ -68,7 +68,10 @@ class Env(ABC, Generic[ConfigT]):
         if not config.taskset.id:
             raise PluginError(f"{type(self).__name__} needs a taskset: set [env.taskset] id (or `vf eval <taskset-id>`)")
         self.config: ConfigT = config
-        self.env_id: str = config.id or DEFAULT_ENV
+        # the env's id: the one configured, else the built-in env's own, else (a taskset package's
+        # own Env class, found by the loader) the taskset's id, as the episodes record it
+        builtin = type(self).__module__.startswith("verifiers.v1.envs.")
+        self.env_id: str = config.id or (DEFAULT_ENV if builtin else config.taskset.id)
         # what an episode records as ``env.id``, by the original's rule: the taskset id, prefixed
         # by an env id given with it (``best-of-n+gsm8k``)
         self.episode_env_id: str = f"{config.id}+{config.taskset.id}" if config.id else config.taskset.id
