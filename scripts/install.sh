@@ -18,8 +18,8 @@ if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split(
   echo "==> installing torch 2.13.0 (CPU build)"
   "$PIP" install -q torch==2.13.0
 fi
-echo "==> installing verifiers[hub,train,train-logging,dev,compat]"
-"$PIP" install -q -e '.[hub,train,train-logging,dev,compat]'
+echo "==> installing verifiers[hub,train,train-logging,dev,compat,ta]"
+"$PIP" install -q -e '.[hub,train,train-logging,dev,compat,ta]'
 envs=()
 for d in environments/*/; do
   [ -f "$d/pyproject.toml" ] && envs+=("-e" "$d")

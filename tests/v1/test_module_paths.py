@@ -33,7 +33,7 @@ _RUNTIME = "runtime process objects and registries of the original's container a
 _RUNTIME_NAMES = "runtime internals (process handles, info records, GPU parsing) of the original; our runtimes keep run / run_program / read / write"
 _SERVE = "env-server internals beyond the wire shapes (verifiers.v1.wire holds DeltaStreamer / EpisodeAssembly; verifiers.v1.serve the server, pool and client)"
 _SESSION = "the original's per-rollout request session (idempotent replay of proxy requests); ours records each model call once in verifiers.v1.interception"
-_GYM = "bridges to other gym frameworks (NeMo Gym, OpenEnv, TextArena) are not here"
+_GYM = "bridges to NeMo Gym and OpenEnv servers are not here (importing them is one ImportError that says so)"
 _EVAL_INTERNALS = "internals of the original's eval command and hosted platform (progress formatting, logging set-up, memory trimming, run scope, trace store, version stamp)"
 _ENV = "shared env configs and agent-default merging of the original's multi-env runs: not here"
 _PLUGINS = "config narrowing and merging live in verifiers.v1.plugins"
@@ -75,7 +75,7 @@ MODULE_REASONS: dict[str, str] = {
     "verifiers.v1.tasksets.harbor.compose": "Docker compose services of Harbor tasks: a task that needs Docker is refused on the sandbox runtime",
     "verifiers.v1.tasksets.harbor.env": "Harbor's separate-verifier env (HarborEnv) is not here: such tasks are refused unless ignore_separate_verifier",
     "verifiers.v1.tasksets.harbor.toolset": "Harbor tasks' MCP servers are not here",
-    **{f"verifiers.v1.tasksets.{name}{tail}": _GYM for name in ("nemo_gym", "openenv", "textarena") for tail in ("", ".")},
+    **{f"verifiers.v1.tasksets.{name}{tail}": _GYM for name in ("nemo_gym", "openenv") for tail in ("", ".")},
     **{
         f"verifiers.v1.utils.{name}": _EVAL_INTERNALS
         for name in ("compile", "eval", "format", "interrupt", "logging", "memory", "platform", "prime", "scope",
@@ -149,10 +149,11 @@ def _module_reason(module: str) -> str | None:
 
 
 def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ImportError:  # a parent that is a module here, not a package
+    try:  # a module that is here only to refuse (its import raises ImportError) is not here
+        importlib.import_module(module)
+    except ImportError:
         return False
+    return True
 
 
 @pytest.fixture(scope="module")

@@ -102,7 +102,7 @@ def load_taskset(target: str, knobs: dict[str, Any], search_dirs: list[Path]) ->
     table["taskset"] = {**table["taskset"], **knobs, "id": source.module}
     try:
         return load_environment(table).taskset
-    except (PluginError, ModuleNotFoundError, TypeError, ValueError) as exc:
+    except (PluginError, ImportError, TypeError, ValueError) as exc:
         raise UserError(str(exc)) from None
 
 

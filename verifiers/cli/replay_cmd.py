@@ -424,7 +424,7 @@ def run_replay(path: Path, *, taskset: str | None = None, output: Path | None = 
     env_table = env_config_for(source, taskset, overrides or {})
     try:
         env = load_environment(env_table)
-    except (PluginError, ModuleNotFoundError, TypeError, ValueError) as exc:
+    except (PluginError, ImportError, TypeError, ValueError) as exc:
         raise UserError(f"cannot load the taskset to re-score with: {exc}") from None
     out = output_folder(source, output, str(env.config.taskset.id))
     out.mkdir(parents=True, exist_ok=True)

@@ -357,7 +357,7 @@ def run(argv: list[str]) -> int:
     try:
         env = load_environment(cfg.env)
         env.check()
-    except (PluginError, ModuleNotFoundError, TypeError, ValueError) as exc:
+    except (PluginError, ImportError, TypeError, ValueError) as exc:
         raise UserError(str(exc)) from None
     view = env.taskset.select(cfg.select)
     if not view.bounded:
