@@ -34,7 +34,7 @@ REASONS: dict[str, str] = {
         _ENV,
     ),
     **dict.fromkeys(
-        ("HarnessSession", "ACPConfig", "ACPHarness", "ACPTurn"),
+        ("ACPConfig", "ACPHarness", "ACPTurn"),
         _HARNESS,
     ),
     **dict.fromkeys(

@@ -238,6 +238,12 @@ class Interaction:
         """What the harness offers the model: in-process functions and MCP tools, by name."""
         self.mcp_tools = False
         """Whether ``tools`` holds MCP tools (a toolset's): only our loop can offer them."""
+        self.session: Any = None
+        """The harness's session, for a harness written for the session contract
+        (``Harness.drives_sessions``): one for all the turns, closed when the run ends."""
+        self.session_endpoint: str | None = None
+        self.turn_start = 0
+        """Where the turn under way's new messages (the caller's) begin in ``messages``."""
         system = agent.harness.system_prompt(task.data.system_prompt)
         self.system_added = bool(system)
         if system:
@@ -254,6 +260,7 @@ class Interaction:
         if trace.is_completed:
             return Segment([], terminated=True)
         self.opening = message is None and len(self.messages) <= 1  # the task's own prompt, first
+        self.turn_start = len(self.messages)
         if self.opening:
             message = self.task.data.prompt
         if isinstance(message, str):
@@ -467,6 +474,7 @@ class Agent:
                 raise
             finally:
                 try:
+                    await self._close_session(it)
                     await self._finish(it, collect_artifacts)
                 finally:
                     # the run's own box ends with it on every path, as in the original (a borrowed
@@ -486,6 +494,29 @@ class Agent:
                 await finish(servers.close())
             else:
                 servers.tools = {}
+
+    async def _close_session(self, it: Interaction) -> None:
+        """The end of a harness session (the agent phase is over): the session closed, its
+        endpoint no longer served and its network grant lifted; a failure to close is recorded."""
+        session, endpoint = it.session, it.session_endpoint
+        if session is None and endpoint is None:
+            return
+        it.session = it.session_endpoint = None
+        owner = asyncio.current_task()
+        try:
+            if session is not None:  # (None: the harness's session() itself failed)
+                await session.close()
+        except BaseException as exc:
+            if not env_raised(exc, owner):
+                raise
+            it.trace.record_error(crossed(f"harness {self.harness.config.id!r} session close", exc, HarnessError))
+        finally:
+            proxy = await self.run_ctx.proxy() if self.run_ctx.proxy is not None else None
+            if proxy is not None and endpoint is not None:
+                proxy.unregister(endpoint)
+            if it.runtime is not None:
+                with contextlib.suppress(Exception):
+                    await it.runtime.prepare_execution(None)
 
     async def _finish(self, it: Interaction, collect_artifacts: bool) -> None:
         """The end of a run, as the original's: the task's finalize (and the artifacts), then the
@@ -616,7 +647,7 @@ class Agent:
         proxy: InterceptionServer | None = await self.run_ctx.proxy() if self.run_ctx.proxy is not None else None
         if proxy is None:
             raise HarnessError(f"harness {harness.config.id!r} runs a program, and this run has no interception proxy")
-        endpoint = proxy.register(it.ctx)
+        endpoint: str | None = proxy.register(it.ctx) if it.session is None else None
         token = launching(it)  # a launch through the shared chat program runs the loop with its tools
         it.ctx.gates_tools = False  # a program runs its own tools: a denied call stops the rollout
         it.launched = False
@@ -635,15 +666,28 @@ class Agent:
             # the program's one network grant (a sandbox's agent phase has no other)
             if it.runtime is None:
                 raise HarnessError(f"harness {harness.config.id!r} has no runtime to run in")
-            await it.runtime.prepare_execution([endpoint])
-            inside = it.runtime.host_url(endpoint)
-            try:
-                result = await harness.launch(it.ctx, it.trace, it.runtime, inside, it.ctx.secret or "", {}, data)
-            finally:
-                await it.runtime.prepare_execution(None)
+            if harness.drives_sessions():
+                # one session for every turn: its endpoint and network grant last until the run
+                # ends (``_close_session``), since its program may live across turns
+                if it.session is None:
+                    await it.runtime.prepare_execution([endpoint])
+                    it.session_endpoint, endpoint = endpoint, None
+                    it.session = await harness.session(it.ctx, it.trace, it.runtime, it.runtime.host_url(it.session_endpoint),
+                                                       it.ctx.secret or "", {}, data)  # fmt: skip
+                    result = await it.session.turn(None)
+                else:
+                    result = await it.session.turn(list(it.messages[it.turn_start:]))
+            else:
+                await it.runtime.prepare_execution([endpoint])
+                inside = it.runtime.host_url(endpoint)
+                try:
+                    result = await harness.launch(it.ctx, it.trace, it.runtime, inside, it.ctx.secret or "", {}, data)
+                finally:
+                    await it.runtime.prepare_execution(None)
         finally:
             done_launching(token)
-            proxy.unregister(endpoint)
+            if endpoint is not None and endpoint != it.session_endpoint:
+                proxy.unregister(endpoint)
             it.ctx.gates_tools = harness.IN_PROCESS
         if result is not None and not result.ok and not (it.trace.is_completed and not it.trace.errors):
             # (a program that exits on the refusal of a call after a stop or max_turns ended the

@@ -169,6 +169,77 @@ class Harness(ABC, Generic[ConfigT]):
 
     launch.in_process_launch = True  # type: ignore[attr-defined]  # an IN_PROCESS harness that keeps it runs the loop
 
+    async def resume(
+        self, ctx: CallContext, trace: Any, runtime: Runtime, endpoint: str, secret: str,
+        mcp_urls: dict[str, str], data: TaskData, messages: Any, tool_interception_url: str | None = None,
+    ) -> ProgramResult:  # fmt: skip
+        """A later turn of a run its session already launched, with the caller's new ``messages``.
+        By default the program is launched again on the whole conversation (the trace's path so
+        far, then ``messages``): a harness whose program keeps its state between turns overrides it."""
+        convo = [*trace.messages, *messages] if trace.nodes else list(messages)
+        return await self.launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data.model_copy(update={"prompt": convo}))
+
+    async def session(
+        self, ctx: CallContext, trace: Any, runtime: Runtime, endpoint: str, secret: str,
+        mcp_urls: dict[str, str], data: TaskData, tool_interception_url: str | None = None,
+    ) -> HarnessSession:  # fmt: skip
+        """The handle that drives this harness through one run's turns. A harness whose program
+        lives across turns (a process, a connection) returns its own ``HarnessSession`` subclass."""
+        return HarnessSession(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url)
+
+    def drives_sessions(self) -> bool:
+        """Whether this harness is written for the session contract (it replaces ``session`` or
+        ``resume``): an agent then keeps one session for all the turns of an interaction, its
+        endpoint served until the interaction ends, instead of launching the program per turn."""
+        base = Harness
+        return any(getattr(type(self), n) is not getattr(base, n) for n in ("session", "resume"))
+
+
+class HarnessSession:
+    """One run's handle on its harness across the turns of an interaction.
+
+    The base session adapts ``launch`` and ``resume``: its first ``turn()`` launches the program,
+    each later ``turn(messages)`` resumes it with the caller's new messages. A harness whose program
+    keeps state between turns returns its own subclass from ``Harness.session`` and overrides
+    ``_run`` (and ``close``, to release what it holds). ``turn`` returns the program's result (None
+    from a subclass that returns none); the agent records a failed one on the trace."""
+
+    def __init__(
+        self, harness: Harness, ctx: CallContext, trace: Any, runtime: Runtime, endpoint: str, secret: str,
+        mcp_urls: dict[str, str], data: TaskData, tool_interception_url: str | None = None,
+    ) -> None:  # fmt: skip
+        self.harness = harness
+        self.ctx = ctx
+        self.trace = trace
+        self.runtime = runtime
+        self.endpoint = endpoint
+        self.secret = secret
+        self.mcp_urls = mcp_urls
+        self.data = data
+        self.tool_interception_url = tool_interception_url
+        self._closed = False
+
+    async def steer(self, message: str, *, message_id: str | None = None) -> dict[str, Any]:
+        """Hand the program a user message while its turn runs (a harness that supports it)."""
+        raise NotImplementedError(f"harness {self.harness.config.id!r} does not support steering")
+
+    async def turn(self, messages: Any = None) -> ProgramResult | None:
+        """One turn of the run: the first (``messages`` None) launches the program."""
+        if self._closed:
+            raise HarnessError(f"harness {self.harness.config.id!r} session is already closed")
+        return await self._run(messages)
+
+    async def _run(self, messages: Any) -> ProgramResult | None:
+        h = self.harness
+        if messages is None:
+            return await h.launch(self.ctx, self.trace, self.runtime, self.endpoint, self.secret, self.mcp_urls, self.data)
+        return await h.resume(self.ctx, self.trace, self.runtime, self.endpoint, self.secret, self.mcp_urls, self.data,
+                              messages, self.tool_interception_url)  # fmt: skip
+
+    async def close(self) -> None:
+        """Release what the session holds (idempotent); later turns are refused."""
+        self._closed = True
+
 
 _INTERACTION: contextvars.ContextVar[Any] = contextvars.ContextVar("vf_interaction", default=None)
 
