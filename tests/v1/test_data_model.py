@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pydantic
 import pytest
 
@@ -336,3 +338,24 @@ def test_trace_and_episode_ids_are_uuid4_hex() -> None:
     for value in ids:
         parsed = uuid.UUID(hex=value)
         assert parsed.hex == value and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+def test_shared_env_knobs_fill_an_envs_own_block_as_the_originals_merge_defaults_does() -> None:
+    import verifiers.v1 as vf
+
+    assert issubclass(vf.EnvConfig, vf.SharedEnvConfig) and "id" not in vf.SharedEnvConfig.model_fields
+    shared = vf.SharedEnvConfig.model_validate({"max_concurrent_agents": 4, "taskset": {"system_prompt": "sys.txt"},
+                                                "retries": {"max_retries": 3}})  # fmt: skip
+    merged = vf.merge_defaults(shared, {"taskset": {"id": "vf-sums", "n": 2}, "retries": {"max_retries": 5}})
+    # what the shared block sets fills in, nested; the env's own values win; plain defaults stay out
+    assert merged == {"max_concurrent_agents": 4, "taskset": {"system_prompt": Path("sys.txt"), "id": "vf-sums", "n": 2},
+                      "retries": {"max_retries": 5}}  # fmt: skip
+    assert vf.EnvConfig.model_validate(merged).max_concurrent_agents == 4
+    # a block that names another plugin than the default's is taken alone
+    harness = vf.HarnessConfig(id="bash", env={"A": "1"})
+    assert vf.merge_defaults(harness, {"id": "null"}) == {"id": "null"}
+    assert vf.merge_defaults(harness, {}) == {"id": "bash", "env": {"A": "1"}}
+    assert vf.merge_defaults(vf.SamplingConfig(temperature=0.5), {"max_tokens": 8}) == {"temperature": 0.5, "max_tokens": 8}
+    # the harness a role that names none runs: the package's own, else null
+    assert vf.default_agent_harness("vf-own-harness").id == "vf-own-harness"
+    assert vf.default_agent_harness("vf-sums").id == "null"

@@ -30,7 +30,7 @@ _SERVE = "env servers and their pools: the env-server issue (the wire shapes are
 
 REASONS: dict[str, str] = {
     **dict.fromkeys(
-        ("SharedEnvConfig", "default_agent_harness", "narrowed_env_annotation", "resolve_env_field", "merge_defaults"),
+        ("narrowed_env_annotation", "resolve_env_field"),
         _ENV,
     ),
     **dict.fromkeys(

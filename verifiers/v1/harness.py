@@ -485,6 +485,13 @@ def harness_config_type(harness_id: str) -> type[HarnessConfig]:
     return harness_class(harness_id).config_type()
 
 
+def default_agent_harness(taskset_id: str) -> HarnessConfig:
+    """The harness config a role that names none runs (``default_harness_id``): the taskset
+    package's own harness when it exports one, else ``null`` (the original's default is ``bash``)."""
+    ident = default_harness_id(taskset_id)
+    return harness_config_type(ident).model_validate({"id": ident})
+
+
 def import_harness(harness_id: str) -> Any:
     return import_plugin(harness_id, "harness")
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from verifiers.v1.configs import BaseConfig, TaskConfig, TasksetConfig
+from verifiers.v1.configs import BaseConfig, SharedTasksetConfig, TaskConfig, TasksetConfig
 from verifiers.v1.configs.interception import ElasticInterceptionPoolConfig, InterceptionConfig
 from verifiers.v1.configs.retries import RetryConfig
 from verifiers.v1.fields import AS_ANY
@@ -120,15 +120,12 @@ class EnvTimeoutConfig(BaseConfig):
     finalize: float | None = Field(None, gt=0)
 
 
-class EnvConfig(BaseConfig):
-    """``[env]``: the env's id and its taskset, narrowed by id. An env's own config class (a
-    subclass declaring its roles as ``AgentConfig`` fields) types the roles; keys it does not
-    declare are kept here and refused when the env is built (``verifiers.v1.env.Env``)."""
+class SharedEnvConfig(BaseConfig):
+    """The knobs every env has, whatever its id and its roles: what the envs of one run may share
+    (the original's ``SharedEnvConfig``; fill an env's own block with them by ``merge_defaults``).
+    ``EnvConfig`` adds the env's id, its taskset's id and, in an env's own subclass, its roles."""
 
-    model_config = ConfigDict(extra="allow")
-
-    id: str = ""
-    taskset: Annotated[TasksetConfig, AS_ANY] = TasksetConfig()
+    taskset: Annotated[SharedTasksetConfig, AS_ANY] = SharedTasksetConfig()
     max_concurrent_agents: int | None = Field(1, ge=1)
     """Agent runs of one episode in flight at once (each turn holds a slot); None: no bound."""
     retries: RetryConfig = RetryConfig()
@@ -137,6 +134,17 @@ class EnvConfig(BaseConfig):
     interception: InterceptionConfig = ElasticInterceptionPoolConfig()
     """Where the interception proxy runs (``verifiers.v1.configs.interception``): the original's
     shapes load; every consumer here is local, so none changes what a run records."""
+
+
+class EnvConfig(SharedEnvConfig):
+    """``[env]``: the env's id and its taskset, narrowed by id. An env's own config class (a
+    subclass declaring its roles as ``AgentConfig`` fields) types the roles; keys it does not
+    declare are kept here and refused when the env is built (``verifiers.v1.env.Env``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = ""
+    taskset: Annotated[TasksetConfig, AS_ANY] = TasksetConfig()
 
     @model_validator(mode="before")
     @classmethod
