@@ -22,7 +22,6 @@ from verifiers.v1.env import load_environment
 from verifiers.v1.rollout import run_v1
 
 PACKAGE = '''
-import asyncio
 import json
 import sys
 
@@ -49,23 +48,29 @@ EVENTS = []
 
 class LiveSession(HarnessSession):
     proc = None
+    pending = b""
+
+    async def _line(self):
+        while b"\\n" not in self.pending:
+            self.pending += await anext(self.proc.stdout)
+        line, _, self.pending = self.pending.partition(b"\\n")
+        return json.loads(line)
 
     async def _run(self, messages):
-        if self.proc is None:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", PROGRAM, self.endpoint, stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, env={"AGENT_API_KEY": self.secret})
+        if self.proc is None:  # the runtime's live process (vf.RuntimeProcess), kept for every turn
+            self.proc = await self.runtime.open_process([sys.executable, "-c", PROGRAM, self.endpoint],
+                                                        {"AGENT_API_KEY": self.secret})
             text = self.data.prompt
         else:
             text = messages[-1].content
-        self.proc.stdin.write((json.dumps(text) + "\\n").encode())
-        await self.proc.stdin.drain()
-        EVENTS.append(("turn", json.loads(await self.proc.stdout.readline())))
+        await self.proc.write((json.dumps(text) + "\\n").encode())
+        EVENTS.append(("turn", await self._line()))
         return None
 
     async def close(self):
         if self.proc is not None:
-            self.proc.stdin.close()
+            EVENTS.append(("running at close", await self.proc.poll()))
+            await self.proc.terminate()
             EVENTS.append(("closed", await self.proc.wait()))
         await super().close()
 
@@ -173,7 +178,8 @@ async def test_one_live_session_serves_every_turn_and_is_closed_at_the_end(packa
     # exchange, through one endpoint that stayed served between the turns
     assert [t["turns"] for t in turns] == [1, 2] and turns[0]["pid"] == turns[1]["pid"]
     assert [m["content"] for m in requests[1].body["messages"]] == ["Say hello.", "hello", "Now say it again."]
-    assert hs_live.EVENTS[-1] == ("closed", 0)  # closed once the run ended, the program gone
+    # closed once the run ended: the program still ran until then, and its end is the SIGTERM
+    assert hs_live.EVENTS[-2:] == [("running at close", None), ("closed", -15)]
     assert [m.content for m in trace.messages][-2:] == ["Now say it again.", "again"]
 
 

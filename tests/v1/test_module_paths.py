@@ -95,9 +95,9 @@ NAME_REASONS: dict[tuple[str, str], str] = {
     **{("verifiers.v1.configs.runtime", n): "network policies of container runtimes; our sandbox's egress allow-list is verifiers.sandbox.egress"
        for n in ("NetworkPolicyConfig", "intersect_network_hosts", "network_rule_matches", "parse_network_rule")},
     **{("verifiers.v1.runtimes.base", n): _RUNTIME_NAMES
-       for n in ("BaseRuntimeInfo", "RuntimeProcess", "SERVICE_PORT", "cleanup_at_exit", "parse_gpu", "register")},
+       for n in ("BaseRuntimeInfo", "SERVICE_PORT", "cleanup_at_exit", "parse_gpu", "register")},
     **{("verifiers.v1.runtimes.subprocess", n): _RUNTIME_NAMES
-       for n in ("SubprocessProcess", "SubprocessRuntimeInfo", "read_stream", "signal_process")},
+       for n in ("SubprocessRuntimeInfo", "read_stream", "signal_process")},
     **{("verifiers.v1.runtimes.docker", n): _RUNTIME
        for n in ("BaseRuntimeInfo", "ContainerConfig", "ContainerRuntime", "DockerRuntime", "DockerRuntimeInfo", "EgressProxy",
                  "NetworkPolicy", "NetworkPolicyConfig", "PodmanRuntime", "PodmanRuntimeInfo", "SERVICE_PORT", "cli",

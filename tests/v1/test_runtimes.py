@@ -3,6 +3,7 @@ container runtimes' configs (they load; starting one is refused with one line)."
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hashlib
@@ -242,3 +243,52 @@ async def test_a_configured_workdir_is_made_recorded_and_kept(tmp_path) -> None:
     assert rt.workdir == box and box.is_dir() and rt.info["workdir"] == str(box)
     await rt.stop()
     assert box.is_dir()  # a configured folder is the user's: kept
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` ends within 5 s (a zombie counts as ended: its reaping is its parent's)."""
+    for _ in range(100):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+async def test_a_live_process_talks_over_its_stdio_and_ends_with_the_runtime(monkeypatch) -> None:
+    """``open_process``: a program that runs while its caller writes to its stdin and reads its
+    output, in the work folder with the runtime's environment (no host ``*API_KEY*``); one still
+    running when the runtime stops is killed, its whole process group with it."""
+    import signal
+
+    from verifiers.v1 import RuntimeProcess
+    from verifiers.v1.runtimes import SandboxConfig, SandboxRuntime
+    from verifiers.v1.runtimes.subprocess import SubprocessProcess
+
+    monkeypatch.setenv("HOST_API_KEY", "sk-host")
+    rt = SubprocessRuntime(SubprocessConfig(env={"GIVEN": "yes"}))
+    await rt.start()
+    echo = ("import os, sys\nprint(os.getcwd(), os.environ.get('GIVEN'), os.environ.get('HOST_API_KEY'), flush=True)\n"
+            "for line in sys.stdin:\n    print(line.strip().upper(), flush=True)\n")  # fmt: skip
+    proc = await rt.open_process([sys.executable, "-c", echo])
+    assert isinstance(proc, RuntimeProcess) and isinstance(proc, SubprocessProcess)
+    out = b""
+    await proc.write(b"hello\n")
+    while out.count(b"\n") < 2:
+        out += await anext(proc.stdout)
+    assert out.decode().splitlines() == [f"{rt.workdir} yes None", "HELLO"]
+    assert await proc.poll() is None
+    await proc.terminate()
+    assert await proc.wait() == -signal.SIGTERM and await proc.poll() == -signal.SIGTERM
+    # one left running (with a child of its own) is killed with its group when the runtime stops
+    stuck = await rt.open_process([sys.executable, "-c", "import subprocess, sys, time\n"
+                                   "c = subprocess.Popen(['sleep', '300']); print(c.pid, flush=True); time.sleep(300)"])  # fmt: skip
+    child = int((await anext(stuck.stdout)).split()[0])
+    await rt.stop()
+    assert await stuck.poll() == -signal.SIGKILL
+    assert await asyncio.to_thread(_gone, child), "the process group's child outlived the runtime"
+    with pytest.raises(NotImplementedError, match="does not support live processes"):
+        await SandboxRuntime(SandboxConfig()).open_process(["true"])

@@ -22,8 +22,8 @@ RELEASES = ("0.3.0", "0.4.0")
 
 _ENV = "the rest of the env/agent layer (shared env configs, config-merging helpers): after issue 19 step 4"
 _HARNESS = "ACP harnesses and harness sessions: after issue 19 step 5 (null/bash and the interception proxy are here)"
-_RUNTIME = ("live runtime processes: not yet (issue 19 step 6 brought the subprocess and sandbox runtimes and "
-            "artifact collect/restore; the container configs load and are refused at start)")
+_RUNTIME = ("the union of the runtimes' info records: a trace's agent.runtime here is the runtime's info as a plain "
+            "mapping (type, id, workdir, borrowed), which no record type validates")
 _CLIENT = ("the original's live client classes: a v1 agent's model client is our ModelClient, made from the "
            "client configs (EvalClientConfig, ...), which are here")
 _SERVE = "env servers and their pools: the env-server issue (the wire shapes are here: verifiers.v1.wire)"
@@ -38,7 +38,7 @@ REASONS: dict[str, str] = {
         _HARNESS,
     ),
     **dict.fromkeys(
-        ("RuntimeInfo", "RuntimeProcess"),
+        ("RuntimeInfo",),
         _RUNTIME,
     ),
     **dict.fromkeys(("Client", "resolve_client"), _CLIENT),

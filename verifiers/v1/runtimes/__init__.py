@@ -23,7 +23,8 @@ import subprocess as _subprocess  # not `subprocess`: the submodule runtimes.sub
 import tempfile
 import threading
 import uuid
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -296,6 +297,35 @@ def command_argv(command: str | Sequence[str], shell: str) -> list[str]:
     return argv
 
 
+class RuntimeProcess(ABC):
+    """A program started with ``Runtime.open_process`` that runs while its caller talks to it:
+    write to its stdin, read its ``stdout`` / ``stderr`` (async iterators of byte chunks), wait for
+    it or end it. A harness session keeps one across the turns of a run."""
+
+    stdout: AsyncIterator[bytes]
+    stderr: AsyncIterator[bytes]
+
+    @abstractmethod
+    async def write(self, data: bytes) -> None:
+        """Send ``data`` to the program's stdin."""
+
+    @abstractmethod
+    async def wait(self) -> int:
+        """Wait for the program to end; its exit status."""
+
+    @abstractmethod
+    async def poll(self) -> int | None:
+        """The program's exit status, or None while it runs (no waiting)."""
+
+    @abstractmethod
+    async def terminate(self) -> None:
+        """Ask the program to end (SIGTERM to its process group)."""
+
+    @abstractmethod
+    async def kill(self) -> None:
+        """End the program at once (SIGKILL to its process group)."""
+
+
 class Runtime:
     """The box one rollout's programs run in."""
 
@@ -313,6 +343,10 @@ class Runtime:
     def refuse_task(self, data: Any) -> str | None:
         """Why this runtime cannot run the task ``data`` describes (None: it can)."""
         return None
+
+    async def open_process(self, argv: list[str], env: dict[str, str] | None = None) -> RuntimeProcess:
+        """Start ``argv`` as a live process (``RuntimeProcess``) that ends with the runtime."""
+        raise NotImplementedError(f"{type(self).__name__} does not support live processes")
 
     async def prepare_execution(self, routes: list[str] | None) -> None:
         """The last setup step before the agent's program starts: ``routes`` are the host URLs it
@@ -389,6 +423,7 @@ class SubprocessRuntime(Runtime):
         self._where = str(self._path_of) if given else "."
         self._fresh = False  # a temporary folder of this runtime's own, made on first use
         self._made = False
+        self._live: list[asyncio.subprocess.Process] = []  # open_process's, killed at stop
 
     @property
     def _workdir(self) -> Path:
@@ -421,6 +456,11 @@ class SubprocessRuntime(Runtime):
             self._workdir.mkdir(parents=True, exist_ok=True)
 
     async def stop(self) -> None:
+        live, self._live = self._live, []
+        for proc in live:  # a live process ends with its runtime, its whole group with it
+            _kill_group(proc)
+            with contextlib.suppress(Exception):
+                await proc.wait()
         if self._fresh:
             if self._made:
                 _remove_tree(self._workdir)
@@ -459,6 +499,16 @@ class SubprocessRuntime(Runtime):
         if self.config.uv_cache_dir is not None:
             out["UV_CACHE_DIR"] = str(self.config.uv_cache_dir)
         return out
+
+    async def open_process(self, argv: list[str], env: dict[str, str] | None = None) -> RuntimeProcess:
+        """``argv`` started in the work folder with the runtime's environment, its stdio piped, in
+        a process group of its own; killed (the whole group) when the runtime stops."""
+        proc = await asyncio.create_subprocess_exec(
+            *argv, cwd=str(self.workdir), env=self._env(env), stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+        self._live.append(proc)
+        return LocalProcess(proc)
 
     async def run_program(
         self, argv: list[str], env: dict[str, str] | None = None, *, timeout: float | None = None,
@@ -559,6 +609,40 @@ def _remove_tree(path: Path) -> None:
         shutil.rmtree(path, onerror=unlock)
     except RecursionError:  # folders nested past Python's recursion limit: rm walks any depth
         _subprocess.run(["rm", "-rf", "--", str(path)], stdin=_subprocess.DEVNULL, capture_output=True, check=False)
+
+
+async def _chunks(stream: asyncio.StreamReader | None) -> AsyncIterator[bytes]:
+    while stream is not None and (chunk := await stream.read(64 * 1024)):
+        yield chunk
+
+
+class LocalProcess(RuntimeProcess):
+    """A live process of the subprocess runtime (``SubprocessRuntime.open_process``)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.stdout = _chunks(proc.stdout)
+        self.stderr = _chunks(proc.stderr)
+
+    async def write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        await self.proc.stdin.drain()
+
+    async def wait(self) -> int:
+        return await self.proc.wait()
+
+    async def poll(self) -> int | None:
+        return self.proc.returncode
+
+    async def terminate(self) -> None:
+        import signal
+
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+
+    async def kill(self) -> None:
+        _kill_group(self.proc)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

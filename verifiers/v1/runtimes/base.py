@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from verifiers.v1.runtimes import ProgramResult, Runtime, RuntimeConfig
+from verifiers.v1.runtimes import ProgramResult, Runtime, RuntimeConfig, RuntimeProcess
 
-__all__ = ["ProgramResult", "Runtime", "RuntimeConfig"]
+__all__ = ["ProgramResult", "Runtime", "RuntimeConfig", "RuntimeProcess"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
-from verifiers.v1.runtimes import SubprocessConfig, SubprocessRuntime
+from verifiers.v1.runtimes import LocalProcess, SubprocessConfig, SubprocessRuntime
 
-__all__ = ["SubprocessConfig", "SubprocessRuntime"]
+SubprocessProcess = LocalProcess
+"""The original's name of the subprocess runtime's live process."""
+
+__all__ = ["SubprocessConfig", "SubprocessProcess", "SubprocessRuntime"]
