@@ -58,6 +58,10 @@ class PairTask(vf.Task[PairData]):
     def reads_box(self, trace: vf.Trace) -> float:  # reads the runtime metric off the trace
         return trace.metrics.get("box_files") or 0.0
 
+    @vf.metric
+    async def box_stats(self, runtime) -> dict:  # a runtime metric that writes several keys
+        return {"files": 2.0, "bytes": 10.0}
+
 
 class PairConfig(vf.TasksetConfig):
     n: int = 4
@@ -141,13 +145,14 @@ def test_a_fixed_reward_rescores_the_run_without_the_model(run) -> None:
         # runtime metric sees the rollout's value
         assert trace["rewards"]["in_box"] == {"score": 1.0, "weight": 0.0}
         assert trace["metrics"]["box_files"] == 3.0 and trace["rewards"]["reads_box"]["score"] == 3.0
+        assert (trace["metrics"]["files"], trace["metrics"]["bytes"]) == (2.0, 10.0)  # a mapping's keys kept
         assert trace["metrics"]["reply_chars"] == float(len(str(2 * rec["example_id"] + 2)))
         assert again["reward"] == 1.0 and again["complete"] is True
     assert sorted(x["reward"] for x in new) == [0.0, 1.0, 1.0, 1.0]
     summary = json.loads((out.parent / "replay.json").read_text())
     assert summary["old_avg_reward"] == 0.0 and summary["new_avg_reward"] == 0.75
     assert (summary["num_rescored"], summary["num_skipped"], summary["num_changed"]) == (3, 1, 3)
-    assert summary["not_rerun"] == ["metric box_files", "reward in_box"]
+    assert summary["not_rerun"] == ["metric box_files", "metric box_stats", "reward in_box"]
     assert "avg reward" in res.stdout and "0.0000" in res.stdout and "0.7500" in res.stdout
     assert "reward in_box" in res.stdout and "skipped 1" in res.stdout
     # the replay folder is itself a source, with the env config it used
@@ -295,3 +300,33 @@ def test_a_multi_agent_run_rescores_each_trace_then_the_envs_finalize(run, tmp_p
         assert rec["reward"] == 1.0
     res = run_vf("replay", str(tmp_path / "out" / "bo"), "-c", "100000", cwd=tmp_path, env=env)
     assert res.returncode == 1 and "between 1 and 1024" in res.stderr
+
+
+def test_a_kept_runtime_score_is_held_to_the_rules_of_a_live_one(run, tmp_path) -> None:
+    """A saved value that is kept (its hook needs the runtime) is no way around scoring: a tampered
+    weight is replaced by the hook's own, and a non-finite value is left unscored with a
+    ``TaskError`` (never written back as NaN / Infinity)."""
+    folder, env = run
+    rows = _lines(folder / "traces.jsonl")
+    for rec in rows:
+        for trace in rec["traces"]:
+            if "in_box" in trace["rewards"]:
+                trace["rewards"]["in_box"] = {"score": 1e6, "weight": 1e6}  # would swamp the total
+                trace["metrics"]["box_files"] = float("nan")
+    tampered = tmp_path / "traces.jsonl"
+    tampered.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = run_vf("replay", str(tampered), "--taskset", "rp-pairs", "-o", str(tmp_path / "r"), cwd=tmp_path,
+                 env={**env, "RP_REWARD": "right"})  # fmt: skip
+    assert res.returncode == 1 and "scoring errors 3" in res.stdout, res.stdout + res.stderr  # as any failed hook
+    text = (tmp_path / "r" / "traces.jsonl").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    for rec in map(json.loads, text.splitlines()):
+        if rec["error"] and not rec["traces"][0]["rewards"]:
+            continue  # the failed rollout, copied as it was
+        trace = rec["traces"][0]
+        assert trace["rewards"]["in_box"] == {"score": 1e6, "weight": 0.0}  # the hook's weight, not the file's
+        assert trace["metrics"]["box_files"] is None
+        assert any("replay: the saved metric 'box_files'" in e["message"] and "not a finite number" in e["message"]
+                   for e in trace["errors"])  # fmt: skip
+        assert rec["reward"] < 10
+

@@ -144,7 +144,7 @@ def packages(tmp_path_factory):
     sys.path.insert(0, str(root))
     yield root
     sys.path.remove(str(root))
-    for name in [m for m in sys.modules if m.startswith(("hs_live", "hs_resume"))]:
+    for name in [m for m in sys.modules if m.startswith(("hs_live", "hs_resume", "hs_edge"))]:
         del sys.modules[name]
 
 
@@ -200,3 +200,135 @@ async def test_a_harness_with_resume_is_launched_once_then_resumed_with_the_new_
         await session.turn()
     with pytest.raises(NotImplementedError, match="steering"):
         await session.steer("hi")
+
+
+
+EDGES = '''
+import verifiers.v1 as vf
+from verifiers.v1.harness import Harness, HarnessSession
+from verifiers.v1.runtimes import ProgramResult
+
+SEEN = []
+
+
+class EdgeHarness(Harness):
+    """A stateless program: one model call on the prompt it is given; its session's close fails
+    for the harness id ending in ``badclose``."""
+
+    NEEDS_CONTAINER = False
+
+    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data):
+        from verifiers.v1.interception import model_call
+
+        prompt = data.prompt if isinstance(data.prompt, list) else [vf.UserMessage(content=data.prompt)]
+        SEEN.append((self.config.id, "launch", [(m.role, m.content) for m in prompt]))
+        system = [vf.SystemMessage(content=data.system_prompt)] if data.system_prompt else []
+        await model_call(ctx, [*system, *prompt], None)
+        return ProgramResult(0, "", "")
+
+    async def session(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):
+        return Closing(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url)
+
+
+class Closing(HarnessSession):
+    async def close(self):
+        await super().close()
+        if self.harness.config.id.endswith("badclose"):
+            raise RuntimeError("transport teardown failed")
+
+
+class EdgeEnv(vf.SingleAgentEnv):
+    async def run(self, task, agents):
+        async with agents.agent.interaction(task) as interaction:
+            if task.data.prompt is None:  # the env opens the exchange itself
+                await interaction.turn("Hi, I open this exchange.")
+                await interaction.turn("Second message.")
+            else:
+                await interaction.turn()
+                await interaction.turn("Now say it again.")
+
+
+class Said(vf.Task):
+    @vf.reward
+    def said(self, trace: vf.Trace) -> float:
+        return float(trace.last_reply == "again")
+
+
+class SaidConfig(vf.TasksetConfig):
+    opened: bool = False
+
+
+class SaidSet(vf.Taskset[Said, SaidConfig]):
+    def load(self):
+        yield Said(vf.TaskData(prompt=None if self.config.opened else "Say hello.", system_prompt="SYS"))
+
+
+__all__ = ["SaidSet", "EdgeEnv"]
+'''
+
+# one package per harness id (a harness id names its module), each exporting one Harness
+HARNESSES = {
+    "hs_edge_chat": "SUPPORTS_RESUME = True  # takes the conversation as its prompt",
+    "hs_edge_noresume": "pass  # SUPPORTS_RESUME stays False: the base session cannot continue",
+    "hs_edge_badclose": "SUPPORTS_RESUME = True",
+}
+RESUME_ONLY = '''
+import verifiers.v1 as vf
+from verifiers.v1.harness import Harness
+from verifiers.v1.runtimes import ProgramResult
+from hs_edge import SEEN
+
+
+class ResumeOnlyConfig(vf.HarnessConfig):
+    id: str = "hs-edge-resume"
+
+
+class ResumeOnly(Harness[ResumeOnlyConfig]):
+    NEEDS_CONTAINER = False
+
+    async def resume(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, messages, tool_interception_url=None):
+        SEEN.append(("hs-edge-resume", "resume", [(m.role, m.content) for m in messages]))
+        return ProgramResult(0, "", "")
+
+
+__all__ = ["ResumeOnly"]
+'''
+
+
+async def test_the_session_contracts_edges_as_the_original_keeps_them(packages, caplog) -> None:
+    (packages / "hs_edge").mkdir(exist_ok=True)
+    (packages / "hs_edge" / "__init__.py").write_text(textwrap.dedent(EDGES))
+    for module, body in HARNESSES.items():
+        ident = module.replace("_", "-")
+        (packages / module).mkdir(exist_ok=True)
+        (packages / module / "__init__.py").write_text(
+            "import verifiers.v1 as vf\nfrom verifiers.v1.harness import Harness\nfrom hs_edge import EdgeHarness\n\n\n"
+            f"class Config(vf.HarnessConfig):\n    id: str = {ident!r}\n\n\n"
+            f"class H(EdgeHarness, Harness[Config]):\n    {body}\n\n\n__all__ = ['H']\n"
+        )
+    (packages / "hs_edge_resume").mkdir(exist_ok=True)
+    (packages / "hs_edge_resume" / "__init__.py").write_text(textwrap.dedent(RESUME_ONLY))
+    import hs_edge
+
+    def env_with(harness: str, opened: bool = False):
+        return load_environment({"taskset": {"id": "hs-edge", "opened": opened}, "agent": {"harness": {"id": harness}}})
+
+    # the default resume relaunches on the conversation, the system prompt placed once (from the data)
+    out, _ = await _run(env_with("hs-edge-chat"))
+    assert out.state[0]["_episode"].traces[0].errors == [] and out.state[0]["reward"] == 1.0
+    launches = [s[2] for s in hs_edge.SEEN if s[0] == "hs-edge-chat"]
+    assert launches == [[("user", "Say hello.")], [("user", "Say hello."), ("assistant", "hello"), ("user", "Now say it again.")]]
+    # a harness that cannot take the conversation (SUPPORTS_RESUME False) is refused on its second turn
+    out, _ = await _run(env_with("hs-edge-noresume"))
+    (err,) = out.state[0]["_episode"].traces[0].errors
+    assert err.type == "HarnessError" and "cannot continue an exchange" in err.message
+    # a session whose close fails: logged, and the finished run is scored all the same
+    with caplog.at_level("WARNING", logger="verifiers.v1.agents"):
+        out, _ = await _run(env_with("hs-edge-badclose"))
+    assert out.state[0]["_episode"].traces[0].errors == [] and out.state[0]["reward"] == 1.0
+    assert "transport teardown failed" in caplog.text
+    # an exchange the env opens (no task prompt): resumed from its first turn with the env's messages
+    out, _ = await _run(env_with("hs-edge-resume", opened=True))
+    assert out.state[0]["_episode"].traces[0].errors == []
+    assert [s[1:] for s in hs_edge.SEEN if s[0] == "hs-edge-resume"] == [
+        ("resume", [("user", "Hi, I open this exchange.")]), ("resume", [("user", "Second message.")])]

@@ -223,7 +223,7 @@ class Replayer:
 
         from pydantic import ValidationError
 
-        from verifiers.v1.scoring import is_scoring_error, needs_runtime
+        from verifiers.v1.scoring import is_scoring_error
 
         rollout_errors = [e for e in trace.errors if not is_scoring_error(e)]
         if rollout_errors:
@@ -241,20 +241,51 @@ class Replayer:
             trace.record_error(TaskError(f"replay: the saved task does not rebuild as {self.data_cls.__name__}: {_one_line(exc)}"))
             out.scoring_errors.append(trace.errors[-1].message)
             return
-        # a hook that needs the rollout's runtime cannot run offline: its saved value is kept (a
-        # reward that reads such a metric, or the env's finalize, sees what the rollout measured),
-        # every other score is computed again
-        kept = {kind: {fn.__name__ for fn in task.hooks(kind) if needs_runtime(fn)} for kind in ("metric", "reward")}
-        for kind, names in kept.items():
-            out.not_rerun.update(f"{kind} {name}" for name in names)
-        trace.metrics = {k: v for k, v in trace.metrics.items() if k in kept["metric"]}
-        trace.rewards = {k: v for k, v in trace.rewards.items() if k in kept["reward"]}
+        self._keep_runtime_scores(task, trace, out)
         trace.timing.scoring.start = time.time()
         await task.score(trace)
         trace.timing.scoring.end = time.time()
         trace.ok = not trace.errors
         out.rescored += 1
         out.scoring_errors.extend(e.message for e in trace.errors)
+
+    def _keep_runtime_scores(self, task: Any, trace: Any, out: Outcome) -> None:
+        """Clear the trace's scores for scoring again, but keep what the hooks that need the
+        rollout's runtime measured (they cannot run offline): a reward that reads such a metric,
+        and the env's finalize, see what the rollout saw. A kept value is held to the rules of a
+        live score: a finite number (else the key is left unscored and a ``TaskError`` says why),
+        and a kept reward's weight is the one its hook declares now, never the file's. A runtime
+        metric may have written several keys (a mapping), so every saved metric key that no hook
+        scored again is kept when the task has one."""
+        from verifiers.v1.errors import TaskError
+        from verifiers.v1.scoring import InvalidScore, _number, needs_runtime
+        from verifiers.v1.trace import Reward
+
+        metric_fns, reward_fns = task.hooks("metric"), task.hooks("reward")
+        runtime_metrics = [fn for fn in metric_fns if needs_runtime(fn)]
+        runtime_rewards = {fn.__name__: fn for fn in reward_fns if needs_runtime(fn)}
+        out.not_rerun.update(f"metric {fn.__name__}" for fn in runtime_metrics)
+        out.not_rerun.update(f"reward {name}" for name in runtime_rewards)
+        saved_metrics, saved_rewards = dict(trace.metrics), dict(trace.rewards)
+        trace.metrics, trace.rewards = {}, {}
+        rescored = {fn.__name__ for fn in metric_fns if not needs_runtime(fn)}
+        for key, value in saved_metrics.items() if runtime_metrics else ():
+            if key in rescored:
+                continue
+            try:
+                trace.metrics[key] = None if value is None else _number("metric", key, value)
+            except InvalidScore as exc:
+                trace.metrics[key] = None
+                trace.record_error(TaskError(f"replay: the saved {exc}; left unscored"))
+        for name, fn in runtime_rewards.items():
+            saved = saved_rewards.get(name)
+            if saved is None:
+                continue
+            try:
+                trace.rewards[name] = Reward(score=_number("reward", name, saved.score), weight=float(getattr(fn, "reward_weight", 1.0)))
+            except InvalidScore as exc:
+                trace.rewards[name] = None
+                trace.record_error(TaskError(f"replay: the saved {exc}; left unscored"))
 
     def _record(self, rec: dict[str, Any], episode: Any, task: Any) -> dict[str, Any]:
         from verifiers.v1.rollout import episode_record, fill_state

@@ -242,6 +242,8 @@ class Interaction:
         """The harness's session, for a harness written for the session contract
         (``Harness.drives_sessions``): one for all the turns, closed when the run ends."""
         self.session_endpoint: str | None = None
+        self.borrowed = False
+        """Whether ``runtime`` is a box lent by another run (its network grant is not lifted here)."""
         self.turn_start = 0
         """Where the turn under way's new messages (the caller's) begin in ``messages``."""
         system = agent.harness.system_prompt(task.data.system_prompt)
@@ -450,6 +452,7 @@ class Agent:
                 gates_tools=self.harness.IN_PROCESS, token_limits=self._token_limits(),
             )  # fmt: skip
             it = Interaction(self, task, trace, runtime, ctx)  # type: ignore[arg-type]
+            it.borrowed = borrowed
             now = time.time()
             put_field(timing.boot, "end", now)
             put_field(timing.setup, "start", now)
@@ -497,7 +500,8 @@ class Agent:
 
     async def _close_session(self, it: Interaction) -> None:
         """The end of a harness session (the agent phase is over): the session closed, its
-        endpoint no longer served and its network grant lifted; a failure to close is recorded."""
+        endpoint no longer served and (on the run's own box) its network grant lifted; a failure
+        to close is logged, the run is scored as it stands."""
         session, endpoint = it.session, it.session_endpoint
         if session is None and endpoint is None:
             return
@@ -509,12 +513,14 @@ class Agent:
         except BaseException as exc:
             if not env_raised(exc, owner):
                 raise
-            it.trace.record_error(crossed(f"harness {self.harness.config.id!r} session close", exc, HarnessError))
+            # as the original: a teardown failure is logged, never a reason to discard a finished
+            # run's scoreable transcript
+            logger.warning("harness %r: closing its session failed: %s: %s", self.harness.config.id, type(exc).__name__, exc)
         finally:
             proxy = await self.run_ctx.proxy() if self.run_ctx.proxy is not None else None
             if proxy is not None and endpoint is not None:
                 proxy.unregister(endpoint)
-            if it.runtime is not None:
+            if it.runtime is not None and not it.borrowed:  # a shared box keeps its grant for its other runs
                 with contextlib.suppress(Exception):
                     await it.runtime.prepare_execution(None)
 
@@ -667,23 +673,29 @@ class Agent:
             if it.runtime is None:
                 raise HarnessError(f"harness {harness.config.id!r} has no runtime to run in")
             if harness.drives_sessions():
-                # one session for every turn: its endpoint and network grant last until the run
-                # ends (``_close_session``), since its program may live across turns
-                if it.session is None:
-                    await it.runtime.prepare_execution([endpoint])
+                # one session for every turn: its endpoint lives until the run ends
+                # (``_close_session``), since its program may live across turns; the route to it
+                # is granted before each turn (a box shared with other runs may have lost it)
+                first = it.session is None
+                if first:
                     it.session_endpoint, endpoint = endpoint, None
+                assert it.session_endpoint is not None
+                await it.runtime.prepare_execution([it.session_endpoint])
+                if first:
                     it.session = await harness.session(it.ctx, it.trace, it.runtime, it.runtime.host_url(it.session_endpoint),
                                                        it.ctx.secret or "", {}, data)  # fmt: skip
-                    result = await it.session.turn(None)
-                else:
-                    result = await it.session.turn(list(it.messages[it.turn_start:]))
+                # the task's own prompt opens with a launch; an exchange the env opens (no task
+                # prompt) and every later turn go on with the caller's new messages (``resume``)
+                opening = first and it.task.data.prompt is not None
+                result = await it.session.turn(None if opening else list(it.messages[it.turn_start:]))
             else:
                 await it.runtime.prepare_execution([endpoint])
                 inside = it.runtime.host_url(endpoint)
                 try:
                     result = await harness.launch(it.ctx, it.trace, it.runtime, inside, it.ctx.secret or "", {}, data)
                 finally:
-                    await it.runtime.prepare_execution(None)
+                    if not it.borrowed:  # a box shared with other runs keeps its grant for them
+                        await it.runtime.prepare_execution(None)
         finally:
             done_launching(token)
             if endpoint is not None and endpoint != it.session_endpoint:

@@ -173,11 +173,20 @@ class Harness(ABC, Generic[ConfigT]):
         self, ctx: CallContext, trace: Any, runtime: Runtime, endpoint: str, secret: str,
         mcp_urls: dict[str, str], data: TaskData, messages: Any, tool_interception_url: str | None = None,
     ) -> ProgramResult:  # fmt: skip
-        """A later turn of a run its session already launched, with the caller's new ``messages``.
-        By default the program is launched again on the whole conversation (the trace's path so
-        far, then ``messages``): a harness whose program keeps its state between turns overrides it."""
-        convo = [*trace.messages, *messages] if trace.nodes else list(messages)
-        return await self.launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data.model_copy(update={"prompt": convo}))
+        """A turn of a run with the caller's new ``messages``: a later turn, or the first one of an
+        exchange the env opens itself (a task without a prompt). By default the program is
+        launched again on the whole conversation (the trace's path so far, then ``messages``), for
+        a harness that can take a conversation as its prompt (``SUPPORTS_RESUME``); a harness whose
+        program keeps its state between turns overrides it."""
+        if not self.SUPPORTS_RESUME:
+            raise HarnessError(f"harness {self.config.id!r} cannot continue an exchange: it neither overrides resume() nor "
+                               "takes the conversation as its prompt (SUPPORTS_RESUME)")  # fmt: skip
+        # the system prompt is placed again from ``data`` by the launch (``resolve_prompt``): the
+        # trace's copy is left out then, while one a message-list prompt carried itself is kept
+        keep_system = data.system_prompt is None
+        path = [m for m in trace.messages if keep_system or m.role != "system"] if trace.nodes else []
+        return await self.launch(ctx, trace, runtime, endpoint, secret, mcp_urls,
+                                 data.model_copy(update={"prompt": [*path, *messages]}))  # fmt: skip
 
     async def session(
         self, ctx: CallContext, trace: Any, runtime: Runtime, endpoint: str, secret: str,

@@ -229,6 +229,10 @@ def merge_defaults(defaults: BaseModel, raw: dict[str, Any] | None) -> dict[str,
     ident = _identity(defaults)
     if any(key in out and out[key] != value for key, value in ident.items()):
         return out
+    for name in type(defaults).model_fields:  # a nested block merged by its own config's rules first
+        value = getattr(defaults, name)
+        if isinstance(value, BaseModel) and isinstance(out.get(name), dict):
+            out[name] = merge_defaults(value, out[name])
     return _fill({**ident, **_set_fields(defaults)}, out)
 
 
