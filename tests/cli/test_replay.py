@@ -230,6 +230,12 @@ def test_hostile_lines_and_refusals(run, tmp_path) -> None:
     assert res.returncode == 1 and "classic run" in res.stderr
     res = run_vf("replay", str(bare), "--taskset", "no-such-taskset", cwd=tmp_path, env=env)
     assert res.returncode == 1 and "no-such-taskset" in res.stderr and "Traceback" not in res.stderr
+    # a run of an env with its own multi-agent play is refused in one line, as the original refuses
+    # it (its cross-trace scoring cannot be redone from the saved traces), and nothing is written
+    res = run_vf("replay", str(bare), "--taskset", "rp-pairs", "--env.id", "user-sim", "-o", str(tmp_path / "u"),
+                 cwd=tmp_path, env=env)  # fmt: skip
+    assert res.returncode == 1 and "multi-agent run (UserSimEnv)" in res.stderr, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "u").exists()
 
 
 def test_a_file_of_many_bad_lines_keeps_counts_not_every_message() -> None:

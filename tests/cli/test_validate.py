@@ -516,3 +516,22 @@ def test_the_model_free_checks_place_each_task_as_a_run_does(tmp_path, capsys) -
     assert (row["reason"], row["error_type"]) == ("error", "SandboxError")
     code, verdict = validate(capsys, str(folder), "-n", "1", "--only-setup", "--runtime.type", "sandbox", "-o", "o", "--run.name", "box")
     assert code == 0 and by_name(verdict)["setup"]["detail"] == "1 task(s) valid", verdict
+
+
+def test_a_folder_named_relatively_names_the_run_and_resumes_from_anywhere(tmp_path, capsys, monkeypatch) -> None:
+    """``vf validate .`` from inside a package: the run is named after the folder (not
+    ``--validate--<id>``), and its saved config holds the folder's absolute path, so a resume
+    started elsewhere checks the same package."""
+    folder = write_v1_package(tmp_path, "v1chk-here")
+    monkeypatch.chdir(folder)
+    code, _ = validate(capsys, ".", "-n", "1", "-o", str(tmp_path / "out"))
+    assert code == 0
+    (run,) = (tmp_path / "out").iterdir()
+    assert run.name.startswith("v1chk-here--validate--")
+    saved = json.loads((run / "configs" / "validate.json").read_text())
+    assert saved["taskset"]["id"] == str(folder.resolve())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    code, verdict = validate(capsys, "@", str(run / "configs" / "validate.json"), "--resume")
+    assert code == 0 and verdict["env_id"] == "v1chk-here", verdict

@@ -356,6 +356,10 @@ def test_shared_env_knobs_fill_an_envs_own_block_as_the_originals_merge_defaults
     assert vf.merge_defaults(harness, {"id": "null"}) == {"id": "null"}
     assert vf.merge_defaults(harness, {}) == {"id": "bash", "env": {"A": "1"}}
     assert vf.merge_defaults(vf.SamplingConfig(temperature=0.5), {"max_tokens": 8}) == {"temperature": 0.5, "max_tokens": 8}
+    # a nested block is merged by its own config's rules: a member's alias of a sampling knob wins
+    agent = vf.AgentConfig.model_validate({"sampling": {"temperature": 0.5, "max_tokens": 10}})
+    merged = vf.merge_defaults(agent, {"sampling": {"max_completion_tokens": 20}})
+    assert merged["sampling"] == {"temperature": 0.5, "max_tokens": 20}
     # the harness a role that names none runs: the package's own, else null
     assert vf.default_agent_harness("vf-own-harness").id == "vf-own-harness"
     assert vf.default_agent_harness("vf-sums").id == "null"

@@ -538,3 +538,32 @@ def test_a_strict_schema_is_the_one_the_openai_sdk_sends() -> None:
 
     for model in (Graded, RubricVerdicts, Sub):
         assert strict_json_schema(model.model_json_schema()) == to_strict_json_schema(model), model.__name__
+
+
+async def test_a_reward_that_asks_a_judge_through_resolve_client_as_published_rewards_do(monkeypatch) -> None:
+    """The original's public client face: ``vf.resolve_client(config)`` and
+    ``client.get_response(ChatDialect(), body, sampling)`` give a v1 ``Response``; the body goes
+    out as it is, with the session header; a dialect other than chat is refused in one line, and a
+    failed request is a ``ProviderError``."""
+    from verifiers.testing.scripted import error
+    from verifiers.v1.dialects import AnthropicDialect, ChatDialect
+    from verifiers.v1.errors import ProviderError
+
+    def judge(req):
+        if req.body["messages"][-1]["content"] == "fail":
+            return error(400, "bad judge request")
+        return "YES" if "4" in req.body["messages"][-1]["content"] else "NO"
+
+    async with ScriptedServer(judge) as srv:
+        client = vf.resolve_client({"base_url": srv.base_url, "headers": {"X-Team": "t"}})
+        assert isinstance(client, vf.Client)
+        body = {"model": "judge-m", "messages": [{"role": "user", "content": "Is 2+2 equal to 4?"}], "temperature": 0}
+        response = await client.get_response(ChatDialect(), body, vf.SamplingConfig(), session_id="trace-1")
+        assert isinstance(response, vf.Response) and response.message.content == "YES"
+        sent = srv.requests[-1]
+        assert sent.body == body and sent.headers["x-session-id"] == "trace-1" and sent.headers["x-team"] == "t"
+        with pytest.raises(NotImplementedError, match="ChatDialect"):
+            await client.get_response(AnthropicDialect(), body, None)
+        with pytest.raises(ProviderError, match="400"):
+            await client.get_response(ChatDialect(), {**body, "messages": [{"role": "user", "content": "fail"}]}, None)
+        await client.close()

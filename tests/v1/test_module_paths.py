@@ -49,7 +49,6 @@ MODULE_REASONS: dict[str, str] = {
     "verifiers.v1.configs.cli.": _CLI,
     "verifiers.v1.clients.": _CLIENT,
     "verifiers.v1.configs.serve": _SERVE,
-    "verifiers.v1.dialects": _DIALECT,
     "verifiers.v1.dialects.": _DIALECT,
     "verifiers.v1.gepa": _GEPA,
     "verifiers.v1.gepa.": _GEPA,

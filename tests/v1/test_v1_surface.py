@@ -24,8 +24,6 @@ _ENV = "the rest of the env/agent layer (shared env configs, config-merging help
 _HARNESS = "ACP harnesses and harness sessions: after issue 19 step 5 (null/bash and the interception proxy are here)"
 _RUNTIME = ("the union of the runtimes' info records: a trace's agent.runtime here is the runtime's info as a plain "
             "mapping (type, id, workdir, borrowed), which no record type validates")
-_CLIENT = ("the original's live client classes: a v1 agent's model client is our ModelClient, made from the "
-           "client configs (EvalClientConfig, ...), which are here")
 _SERVE = "env servers and their pools: the env-server issue (the wire shapes are here: verifiers.v1.wire)"
 
 REASONS: dict[str, str] = {
@@ -41,7 +39,6 @@ REASONS: dict[str, str] = {
         ("RuntimeInfo",),
         _RUNTIME,
     ),
-    **dict.fromkeys(("Client", "resolve_client"), _CLIENT),
     **dict.fromkeys(("ServeConfig", "StaticPoolConfig", "ElasticPoolConfig", "pool_serve_kwargs"), _SERVE),
     "ACP": "0.3.0's ACP harness namespace, removed in 0.4.0 (ACPHarness): with the harness layer",
     "KeptTokens": "0.3.0's token-retention record of its old graph builder, removed in 0.4.0; tokens live on MessageNode",

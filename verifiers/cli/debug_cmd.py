@@ -257,6 +257,7 @@ def run(argv: list[str]) -> int:
     target, tree = v1_args.parse_argv(argv, SPEC)
     if target is None:
         raise UserError("name the taskset to debug", hint="vf debug <taskset-id | folder> --command 'ls'  (or @ file.toml)")
+    target = v1_args.resolve_target(target)
     try:
         opts = DebugOptions.model_validate(tree)
     except ValidationError as exc:

@@ -400,6 +400,21 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def refuse_multi_agent(env: Any, source: Path) -> None:
+    """As the original: a run of an env with its own multi-agent play is not replayed. Re-scoring
+    runs per trace, from what the traces saved, and cannot redo the env's cross-trace scoring from
+    live state it kept (a custom ``State``, an env's own bookkeeping), which would come out wrong.
+    The single-agent env is replayed, and so is the built-in best-of-n, whose ``finalize`` reads
+    only its traces' rewards."""
+    from verifiers.v1.envs.best_of_n import BestOfNEnv
+    from verifiers.v1.envs.single_agent import SingleAgentEnv
+
+    if not isinstance(env, SingleAgentEnv | BestOfNEnv):
+        raise UserError(f"{source} is a multi-agent run ({type(env).__name__}): offline re-scoring runs per trace and "
+                        "cannot redo the env's own cross-trace scoring, so multi-agent runs are not replayed "
+                        "(single-agent and best-of-n runs are)")  # fmt: skip
+
+
 async def replay_file(replayer: Replayer, source: Path, part: Path, summary: Summary, *,
                       limit: int | None, max_concurrent: int, rescores: int = 1) -> None:  # fmt: skip
     """Re-score ``source`` into ``part``, ``max_concurrent`` episodes at a time, in input order;
@@ -457,6 +472,7 @@ def run_replay(path: Path, *, taskset: str | None = None, output: Path | None = 
         env = load_environment(env_table)
     except (PluginError, ImportError, TypeError, ValueError) as exc:
         raise UserError(f"cannot load the taskset to re-score with: {exc}") from None
+    refuse_multi_agent(env, source.traces)
     out = output_folder(source, output, str(env.config.taskset.id))
     out.mkdir(parents=True, exist_ok=True)
     (out / "configs").mkdir(exist_ok=True)

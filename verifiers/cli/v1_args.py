@@ -117,3 +117,11 @@ class TasksetOptions(BaseConfig):
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"-n / select.limit must be a number of tasks >= 1, not {limit!r}")
         return self
+
+
+def resolve_target(target: str) -> str:
+    """A target that names a folder or file here (``.``, ``./my-taskset``, ``env.py``) as its
+    absolute path, so the run's name is the folder's own and its saved config loads the same
+    package from any folder (``@ <run>/configs/*.json --resume``); a taskset id as given."""
+    path = Path(target).expanduser()
+    return str(path.resolve()) if path.exists() else target

@@ -110,6 +110,7 @@ def run(argv: list[str]) -> int:
     target, tree = parse_argv(argv)
     if target is None:
         raise UserError("name the environment to validate", hint="vf validate <taskset-id | folder>  (or --taskset.id, or @ file.toml)")
+    target = v1_args.resolve_target(target)
     try:
         opts = ValidateOptions.model_validate(tree)
     except ValidationError as exc:

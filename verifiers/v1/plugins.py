@@ -78,7 +78,7 @@ def import_plugin(plugin_id: str, kind: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name and (target == exc.name or target.startswith(exc.name + ".")):
             raise ModuleNotFoundError(
-                f"{kind} {plugin_id!r} not found: no module {target!r}. A {kind} is an installed package "
+                f"{kind} {plugin_id!r} not found: no module {target!r}. {'An' if kind[0] in 'aeiou' else 'A'} {kind} is an installed package "
                 f"whose __all__ exports its {kind} class; install it first.",
                 name=target,
             ) from None
