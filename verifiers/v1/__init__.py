@@ -243,7 +243,7 @@ _LAZY: dict[str, str] = {
     "TasksetConfig": "verifiers.v1.configs:TasksetConfig",
     "EnvConfig": "verifiers.v1.loading:EnvConfig",
     "SharedEnvConfig": "verifiers.v1.loading:SharedEnvConfig",
-    "merge_defaults": "verifiers.v1.plugins:merge_defaults",
+    "merge_defaults": "verifiers.v1.loading:merge_defaults",
     "import_taskset": "verifiers.v1.loading:import_taskset",
     "load_taskset": "verifiers.v1.loading:load_taskset",
     "resolve_env_config": "verifiers.v1.env:resolve_env_config",

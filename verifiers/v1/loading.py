@@ -11,9 +11,9 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from verifiers.v1.configs import BaseConfig, SharedTasksetConfig, TaskConfig, TasksetConfig
+from verifiers.v1.configs import BaseConfig, SamplingConfig, SharedTasksetConfig, TaskConfig, TasksetConfig
 from verifiers.v1.configs.interception import ElasticInterceptionPoolConfig, InterceptionConfig
 from verifiers.v1.configs.retries import RetryConfig
 from verifiers.v1.fields import AS_ANY
@@ -163,3 +163,62 @@ def v1_taskset_class(module: ModuleType) -> type[Taskset] | None:
         return None
     return plugin_class(module, Taskset, "taskset")
 
+
+def merge_defaults(defaults: BaseModel, raw: dict[str, Any] | None) -> dict[str, Any]:
+    """``raw`` (a config block as written) filled with what ``defaults`` sets: a run's shared knobs
+    under each env's own block (the original's ``merge_defaults``).
+
+    Only the fields set on ``defaults`` (at any depth) fill in, never its plain defaults; a value
+    ``raw`` gives wins; a block of ``raw`` that names another ``id`` or ``type`` than the default's
+    is ``raw``'s alone, so one plugin's knobs never reach another's.
+
+    >>> from verifiers.v1.configs import TasksetConfig
+    >>> shared = TasksetConfig(id="gsm8k", system_prompt="sys.txt")
+    >>> merge_defaults(shared, {"id": "gsm8k"})
+    {'id': 'gsm8k', 'system_prompt': PosixPath('sys.txt')}
+    >>> merge_defaults(shared, {"id": "math"})
+    {'id': 'math'}
+    """
+    out = dict(raw or {})
+    if isinstance(defaults, SamplingConfig):  # its aliases (max_tokens, ...) in their own spelling
+        out = SamplingConfig.model_validate(out).model_dump(exclude_unset=True)
+    ident = _identity(defaults)
+    if any(key in out and out[key] != value for key, value in ident.items()):
+        return out
+    for name in type(defaults).model_fields:  # a nested block merged by its own config's rules first
+        value = getattr(defaults, name)
+        if isinstance(value, BaseModel) and isinstance(out.get(name), dict):
+            out[name] = merge_defaults(value, out[name])
+    return _fill({**ident, **_set_fields(defaults)}, out)
+
+
+def _identity(config: BaseModel) -> dict[str, Any]:
+    return {k: getattr(config, k) for k in ("id", "type") if k in type(config).model_fields}
+
+
+def _set_fields(config: BaseModel) -> dict[str, Any]:
+    """What ``config`` sets, as nested plain values: its set fields and extras, and a sub-config
+    whose own fields were set (named by its ``id`` / ``type``, so a switch is seen)."""
+    out: dict[str, Any] = {}
+    for name in type(config).model_fields:
+        value = getattr(config, name)
+        if isinstance(value, BaseModel):
+            nested = _set_fields(value)
+            if nested or name in config.model_fields_set:
+                out[name] = {**_identity(value), **nested}
+        elif name in config.model_fields_set:
+            out[name] = value
+    out.update(config.model_extra or {})
+    return out
+
+
+def _fill(base: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in raw.items():
+        below = out.get(key)
+        if isinstance(below, dict) and isinstance(value, dict):
+            switched = any(k in value and k in below and value[k] != below[k] for k in ("id", "type"))
+            out[key] = dict(value) if switched else _fill(below, value)
+        else:
+            out[key] = value
+    return out
