@@ -937,6 +937,18 @@ async def test_a_trainer_drives_episodes_through_serving_slots_and_run_episode()
     assert [e.message for e in final.errors] == ["busy 1", "busy 2"] and final.traces[0].reward == 1.0
 
 
+async def _run_with_no_model_call(env, task):
+    """``env`` run on ``task`` against a scripted model that must not be asked."""
+    async with ScriptedServer(_sum_answer) as srv:
+        client = ModelClient.from_any(srv.base_url)
+        try:
+            out = await run_v1(env, [task], client, model="scripted-model")
+        finally:
+            await client.aclose()
+        assert srv.request_count == 0
+    return out
+
+
 async def test_a_tasks_network_policy_the_runtime_cannot_keep_fails_the_episode_before_any_call(tmp_path) -> None:
     """As the original: a task that restricts the network (``network_allow`` other than ``*``, or a
     ``network_block``) on the subprocess runtime (the host's network) is refused, the episode an
@@ -962,13 +974,7 @@ async def test_a_tasks_network_policy_the_runtime_cannot_keep_fails_the_episode_
                                            "subprocess runtime does not support framework-aware policies")
     # a task that names a Docker image, on the host: refused the same way, nothing run on the host
     imaged = type(task)(task.data.model_copy(update={"image": "python:3.12-slim", "idx": 1}))
-    async with ScriptedServer(_sum_answer) as srv:
-        client = ModelClient.from_any(srv.base_url)
-        try:
-            out = await run_v1(env, [imaged], client, model="scripted-model")
-        finally:
-            await client.aclose()
-        assert srv.request_count == 0
+    out = await _run_with_no_model_call(env, imaged)
     (err,) = out.state[0]["_episode"].errors
     assert out.state[0]["_episode"].traces == []
     assert err.type == "EnvError" and err.message.startswith(
@@ -981,13 +987,7 @@ async def test_a_tasks_network_policy_the_runtime_cannot_keep_fails_the_episode_
                 await agents.agent.run(task, runtime=box)
 
     lender = Borrowing(SingleAgentEnvConfig(taskset={"id": "vf-sums", "n": 1}))
-    async with ScriptedServer(_sum_answer) as srv:
-        client = ModelClient.from_any(srv.base_url)
-        try:
-            out = await run_v1(lender, [closed], client, model="scripted-model")
-        finally:
-            await client.aclose()
-        assert srv.request_count == 0
+    out = await _run_with_no_model_call(lender, closed)
     (err,) = out.state[0]["_episode"].errors
     assert err.type == "EnvError" and err.message.startswith("Borrowing.run(): ValueError: task 0 requires a network policy")
     sub, box = SubprocessConfig(), SandboxConfig()
